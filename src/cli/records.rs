@@ -1,0 +1,176 @@
+//! `svc records validate|schema`.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Write};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use svc::trial::read::RecordReader;
+use svc::trial::validate::{Problem, RecordValidator, SCHEMA_JSON};
+
+use super::Format;
+
+#[derive(Debug, Subcommand)]
+pub enum RecordsCommand {
+    /// Validate trial records (JSON Lines, a JSON array, or one object; `-` reads stdin).
+    ///
+    /// Exit 0 when all records are valid, 1 when any is invalid, 2 when an input is unreadable.
+    Validate(ValidateArgs),
+    /// Print the trial-record JSON Schema (draft 2020-12).
+    Schema,
+}
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Record files; `-` reads standard input.
+    #[arg(required = true)]
+    files: Vec<String>,
+    /// `text` prints one line per problem; `json` prints JSON Lines: one object per problem and
+    /// a final summary object.
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+}
+
+pub fn run(command: RecordsCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        RecordsCommand::Schema => {
+            print!("{SCHEMA_JSON}");
+            Ok(ExitCode::SUCCESS)
+        }
+        RecordsCommand::Validate(args) => validate(args),
+    }
+}
+
+#[derive(Serialize)]
+struct ProblemLine<'a> {
+    r#type: &'static str,
+    file: &'a str,
+    line: usize,
+    #[serde(flatten)]
+    problem: &'a Problem,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    r#type: &'static str,
+    valid: u64,
+    invalid: u64,
+    unreadable: &'a [String],
+}
+
+fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let validator = RecordValidator::new()?;
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let (mut valid, mut invalid) = (0u64, 0u64);
+    let mut unreadable = Vec::new();
+    for name in &args.files {
+        let input: Box<dyn BufRead> = if name == "-" {
+            Box::new(BufReader::new(io::stdin()))
+        } else {
+            match File::open(name) {
+                Ok(file) => Box::new(BufReader::with_capacity(1 << 16, file)),
+                Err(error) => {
+                    eprintln!("svc: cannot read {name}: {error}");
+                    unreadable.push(name.clone());
+                    continue;
+                }
+            }
+        };
+        let reader = match RecordReader::new(input, Some(name)) {
+            Ok(reader) => reader,
+            Err(error) => {
+                eprintln!("svc: cannot read {name}: {error}");
+                unreadable.push(name.clone());
+                continue;
+            }
+        };
+        for item in reader {
+            let item = match item {
+                Ok(item) => item,
+                Err(error) => {
+                    eprintln!("svc: cannot read {name}: {error}");
+                    unreadable.push(name.clone());
+                    break;
+                }
+            };
+            let problems = match &item.text {
+                Ok(text) => validator.check_str(text),
+                Err(reason) => vec![Problem {
+                    kind: svc::trial::ProblemKind::Json,
+                    pointer: String::new(),
+                    rule_id: "json".into(),
+                    message: reason.clone(),
+                    value: None,
+                }],
+            };
+            if problems.is_empty() {
+                valid += 1;
+                continue;
+            }
+            invalid += 1;
+            for problem in &problems {
+                write_problem(&mut out, args.format, name, item.line, problem)?;
+            }
+        }
+    }
+    match args.format {
+        Format::Text => writeln!(out, "{valid} valid, {invalid} invalid")?,
+        Format::Json => {
+            let summary = Summary {
+                r#type: "summary",
+                valid,
+                invalid,
+                unreadable: &unreadable,
+            };
+            writeln!(out, "{}", serde_json::to_string(&summary)?)?;
+        }
+    }
+    out.flush().context("writing the report")?;
+    Ok(if !unreadable.is_empty() {
+        ExitCode::from(2)
+    } else if invalid > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn write_problem(
+    out: &mut impl Write,
+    format: Format,
+    file: &str,
+    line: usize,
+    problem: &Problem,
+) -> anyhow::Result<()> {
+    match format {
+        Format::Text => {
+            let pointer = if problem.pointer.is_empty() {
+                "(record)"
+            } else {
+                &problem.pointer
+            };
+            write!(
+                out,
+                "{file}:{line}: {pointer}: {} [{}]",
+                problem.message, problem.rule_id
+            )?;
+            if let Some(value) = &problem.value {
+                write!(out, "; got {value}")?;
+            }
+            writeln!(out)?;
+        }
+        Format::Json => {
+            let line = ProblemLine {
+                r#type: "problem",
+                file,
+                line,
+                problem,
+            };
+            writeln!(out, "{}", serde_json::to_string(&line)?)?;
+        }
+    }
+    Ok(())
+}

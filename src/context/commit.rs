@@ -1,0 +1,442 @@
+//! Context commits: every selection is committed as `ctx_<id>` so that what was omitted or
+//! reduced stays exactly recoverable.
+//!
+//! A commit has two parts (SPEC §2.3):
+//! - the **context receipt**: per chunk a `fingerprint` (SHA-256 over the chunk id and its exact
+//!   bytes) and `receipt_token_count` (tokens of the exact bytes), plus how the chunk was sent;
+//! - the **recovery bundle**: per chunk the `content_hash` (SHA-256 of the exact bytes), whose
+//!   bytes live in the content-addressed [`BlobStore`].
+//!
+//! Recovery checks both: the blob against its content hash, and the bytes against the receipt
+//! fingerprint. The id is derived from the parameters and every chunk's identity, fingerprint and
+//! resolution, so committing the same selection twice yields the same id.
+//!
+//! Layout under the state directory: `commits/<ctx_id>/{receipt.json,bundle.json}` and
+//! `blobs/`.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::store::{BlobStore, StoreError};
+use crate::digest;
+use crate::state;
+use crate::tokens::Tokenizer;
+
+/// How a chunk was sent to the model.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    /// Verbatim bytes.
+    Full,
+    /// Signatures, types, doc comments and imports; bodies elided.
+    Skeleton,
+    /// Path and symbol names on one line.
+    Reference,
+}
+
+impl Resolution {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Full => "full",
+            Resolution::Skeleton => "skeleton",
+            Resolution::Reference => "reference",
+        }
+    }
+}
+
+impl std::fmt::Display for Resolution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One chunk handed to [`CommitStore::commit`].
+#[derive(Debug, Clone)]
+pub struct ChunkInput {
+    /// Stable id of the chunk within the commit, e.g. `src/lib.rs#L10-42` (the recovery handle).
+    pub chunk_id: String,
+    /// Where the chunk comes from (a path or a document name).
+    pub source: String,
+    /// The exact original bytes.
+    pub full_text: String,
+    /// How it was sent; `None` when it was omitted.
+    pub resolution: Option<Resolution>,
+    /// Tokens of what was sent for this chunk (0 when omitted).
+    pub sent_tokens: usize,
+}
+
+/// Per-chunk entry of the context receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReceiptChunk {
+    pub chunk_id: String,
+    pub source: String,
+    /// `full`, `skeleton`, `reference`, or null when omitted.
+    pub resolution: Option<Resolution>,
+    /// SHA-256 over `svc.chunk.v1\n{chunk_id}\n` followed by the exact bytes.
+    pub fingerprint: String,
+    /// Tokens of the exact bytes: what recovering this chunk costs.
+    pub receipt_token_count: usize,
+    /// Tokens of what was actually sent for this chunk.
+    pub sent_token_count: usize,
+}
+
+/// The context receipt of a commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ContextReceipt {
+    pub ctx_id: String,
+    /// Tokenizer encoding used for every count.
+    pub encoding: String,
+    /// SHA-256 of the rendered context that was sent.
+    pub context_sha256: String,
+    /// Parameters of the selection (query, budget, ...), as given by the caller.
+    pub parameters: serde_json::Value,
+    pub chunks: Vec<ReceiptChunk>,
+}
+
+impl ContextReceipt {
+    pub fn chunk(&self, chunk_id: &str) -> Option<&ReceiptChunk> {
+        self.chunks.iter().find(|c| c.chunk_id == chunk_id)
+    }
+
+    /// Chunks not sent verbatim (omitted or reduced): the ones recovery can add.
+    pub fn recoverable(&self) -> impl Iterator<Item = &ReceiptChunk> {
+        self.chunks
+            .iter()
+            .filter(|c| c.resolution != Some(Resolution::Full))
+    }
+}
+
+/// Per-chunk entry of the recovery bundle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleEntry {
+    pub chunk_id: String,
+    /// SHA-256 of the exact bytes; the key in the blob store.
+    pub content_hash: String,
+}
+
+/// The recovery bundle of a commit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecoveryBundle {
+    pub ctx_id: String,
+    pub entries: Vec<BundleEntry>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CommitError {
+    #[error("unknown context commit {ctx_id}: no {path} (list commits with `ls {dir}`)", dir = .path.parent().and_then(Path::parent).map(|p| p.display().to_string()).unwrap_or_default())]
+    UnknownCommit { ctx_id: String, path: PathBuf },
+    #[error("{ctx_id} is not a context commit id (they look like ctx_0123abcd…)")]
+    BadId { ctx_id: String },
+    #[error("commit {ctx_id} has no chunk {chunk_id}; its chunks are listed in {receipt}")]
+    UnknownChunk {
+        ctx_id: String,
+        chunk_id: String,
+        receipt: PathBuf,
+    },
+    #[error(
+        "chunk {chunk_id} of {ctx_id} does not match its receipt fingerprint: the stored bytes changed after the commit"
+    )]
+    FingerprintMismatch { ctx_id: String, chunk_id: String },
+    #[error("duplicate chunk id {chunk_id} in one commit")]
+    DuplicateChunk { chunk_id: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is not a valid commit file: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("recovered bytes of {chunk_id} are not UTF-8")]
+    NotText { chunk_id: String },
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+}
+
+/// Fingerprint of a chunk, as recorded in receipts.
+pub fn fingerprint(chunk_id: &str, bytes: &[u8]) -> String {
+    let mut data = Vec::with_capacity(bytes.len() + chunk_id.len() + 16);
+    data.extend_from_slice(b"svc.chunk.v1\n");
+    data.extend_from_slice(chunk_id.as_bytes());
+    data.push(b'\n');
+    data.extend_from_slice(bytes);
+    digest::sha256_hex(&data)
+}
+
+/// Commits and recovers selections under a state directory.
+#[derive(Debug, Clone)]
+pub struct CommitStore {
+    commits: PathBuf,
+    blobs: BlobStore,
+}
+
+impl CommitStore {
+    /// A store under `state_home` (see [`crate::state::home`]).
+    pub fn new(state_home: &Path) -> Self {
+        Self {
+            commits: state_home.join("commits"),
+            blobs: BlobStore::new(state_home.join("blobs")),
+        }
+    }
+
+    pub fn blobs(&self) -> &BlobStore {
+        &self.blobs
+    }
+
+    fn dir_of(&self, ctx_id: &str) -> Result<PathBuf, CommitError> {
+        let valid = ctx_id
+            .strip_prefix("ctx_")
+            .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit()));
+        if !valid {
+            return Err(CommitError::BadId {
+                ctx_id: ctx_id.to_string(),
+            });
+        }
+        Ok(self.commits.join(ctx_id))
+    }
+
+    /// Commits a selection: stores every chunk's exact bytes, writes the receipt and bundle,
+    /// and returns the receipt. `rendered_context` is the exact text sent to the model.
+    pub fn commit(
+        &self,
+        chunks: &[ChunkInput],
+        parameters: serde_json::Value,
+        rendered_context: &str,
+        tokenizer: &Tokenizer,
+    ) -> Result<ContextReceipt, CommitError> {
+        let mut seen = std::collections::HashSet::new();
+        let mut receipt_chunks = Vec::with_capacity(chunks.len());
+        let mut entries = Vec::with_capacity(chunks.len());
+        for chunk in chunks {
+            if !seen.insert(chunk.chunk_id.as_str()) {
+                return Err(CommitError::DuplicateChunk {
+                    chunk_id: chunk.chunk_id.clone(),
+                });
+            }
+            let content_hash = self.blobs.put(chunk.full_text.as_bytes())?;
+            receipt_chunks.push(ReceiptChunk {
+                chunk_id: chunk.chunk_id.clone(),
+                source: chunk.source.clone(),
+                resolution: chunk.resolution,
+                fingerprint: fingerprint(&chunk.chunk_id, chunk.full_text.as_bytes()),
+                receipt_token_count: tokenizer.count(&chunk.full_text),
+                sent_token_count: chunk.sent_tokens,
+            });
+            entries.push(BundleEntry {
+                chunk_id: chunk.chunk_id.clone(),
+                content_hash,
+            });
+        }
+        let context_sha256 = digest::sha256_hex(rendered_context);
+        let ctx_id = commit_id(&parameters, &receipt_chunks, &context_sha256);
+        let receipt = ContextReceipt {
+            ctx_id: ctx_id.clone(),
+            encoding: tokenizer.encoding().to_string(),
+            context_sha256,
+            parameters,
+            chunks: receipt_chunks,
+        };
+        let bundle = RecoveryBundle { ctx_id, entries };
+        let dir = self.dir_of(&receipt.ctx_id)?;
+        write_json(&dir.join("bundle.json"), &bundle)?;
+        // The receipt is written last: its presence marks a complete commit.
+        write_json(&dir.join("receipt.json"), &receipt)?;
+        Ok(receipt)
+    }
+
+    /// The receipt of a commit.
+    pub fn receipt(&self, ctx_id: &str) -> Result<ContextReceipt, CommitError> {
+        let path = self.dir_of(ctx_id)?.join("receipt.json");
+        read_json(&path, ctx_id)
+    }
+
+    /// The recovery bundle of a commit.
+    pub fn bundle(&self, ctx_id: &str) -> Result<RecoveryBundle, CommitError> {
+        let path = self.dir_of(ctx_id)?.join("bundle.json");
+        read_json(&path, ctx_id)
+    }
+
+    /// The exact bytes of one chunk, verified against the bundle's content hash and the
+    /// receipt's fingerprint.
+    pub fn recover(&self, ctx_id: &str, chunk_id: &str) -> Result<String, CommitError> {
+        let receipt = self.receipt(ctx_id)?;
+        let bundle = self.bundle(ctx_id)?;
+        let unknown = || CommitError::UnknownChunk {
+            ctx_id: ctx_id.to_string(),
+            chunk_id: chunk_id.to_string(),
+            receipt: self.commits.join(ctx_id).join("receipt.json"),
+        };
+        let receipt_chunk = receipt.chunk(chunk_id).ok_or_else(unknown)?;
+        let entry = bundle
+            .entries
+            .iter()
+            .find(|e| e.chunk_id == chunk_id)
+            .ok_or_else(unknown)?;
+        let bytes = self.blobs.get(&entry.content_hash)?;
+        if fingerprint(chunk_id, &bytes) != receipt_chunk.fingerprint {
+            return Err(CommitError::FingerprintMismatch {
+                ctx_id: ctx_id.to_string(),
+                chunk_id: chunk_id.to_string(),
+            });
+        }
+        String::from_utf8(bytes).map_err(|_| CommitError::NotText {
+            chunk_id: chunk_id.to_string(),
+        })
+    }
+}
+
+fn commit_id(
+    parameters: &serde_json::Value,
+    chunks: &[ReceiptChunk],
+    context_sha256: &str,
+) -> String {
+    let mut material = String::new();
+    material.push_str("svc.commit.v1\n");
+    material.push_str(&parameters.to_string());
+    material.push('\n');
+    material.push_str(context_sha256);
+    for chunk in chunks {
+        material.push('\n');
+        material.push_str(&chunk.chunk_id);
+        material.push('\t');
+        material.push_str(&chunk.fingerprint);
+        material.push('\t');
+        material.push_str(chunk.resolution.map_or("omitted", Resolution::as_str));
+    }
+    format!("ctx_{}", &digest::sha256_hex(material)[..24])
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<(), CommitError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| CommitError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    state::atomic_write(path, &bytes)?;
+    Ok(())
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, ctx_id: &str) -> Result<T, CommitError> {
+    let bytes = fs::read(path).map_err(|source| {
+        if source.kind() == io::ErrorKind::NotFound {
+            CommitError::UnknownCommit {
+                ctx_id: ctx_id.to_string(),
+                path: path.to_path_buf(),
+            }
+        } else {
+            CommitError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|source| CommitError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks() -> Vec<ChunkInput> {
+        vec![
+            ChunkInput {
+                chunk_id: "src/a.rs#L1-3".into(),
+                source: "src/a.rs".into(),
+                full_text: "fn a() {\n    1\n}\n".into(),
+                resolution: Some(Resolution::Full),
+                sent_tokens: 8,
+            },
+            ChunkInput {
+                chunk_id: "src/b.rs#L1-2".into(),
+                source: "src/b.rs".into(),
+                full_text: "fn b() { 2 }\r\n\u{00e9}\n".into(),
+                resolution: None,
+                sent_tokens: 0,
+            },
+        ]
+    }
+
+    #[test]
+    fn commit_and_recover_byte_identical() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = CommitStore::new(dir.path());
+        let tokenizer = Tokenizer::default();
+        let params = serde_json::json!({"query": "b", "budget": 10});
+        let receipt = store
+            .commit(
+                &chunks(),
+                params.clone(),
+                "fn a() {\n    1\n}\n",
+                &tokenizer,
+            )
+            .expect("commit");
+        assert!(receipt.ctx_id.starts_with("ctx_"));
+        let again = store
+            .commit(&chunks(), params, "fn a() {\n    1\n}\n", &tokenizer)
+            .expect("recommit");
+        assert_eq!(again.ctx_id, receipt.ctx_id, "ids are deterministic");
+        let text = store
+            .recover(&receipt.ctx_id, "src/b.rs#L1-2")
+            .expect("recover");
+        assert_eq!(text, "fn b() { 2 }\r\n\u{00e9}\n");
+        assert_eq!(receipt.recoverable().count(), 1);
+        assert!(receipt.chunks[1].receipt_token_count > 0);
+    }
+
+    #[test]
+    fn tampered_and_unknown_fail_loudly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = CommitStore::new(dir.path());
+        let receipt = store
+            .commit(&chunks(), serde_json::json!({}), "x", &Tokenizer::default())
+            .expect("commit");
+        assert!(matches!(
+            store.recover("ctx_ffff", "x"),
+            Err(CommitError::UnknownCommit { .. })
+        ));
+        assert!(matches!(
+            store.recover("nonsense", "x"),
+            Err(CommitError::BadId { .. })
+        ));
+        assert!(matches!(
+            store.recover(&receipt.ctx_id, "nope"),
+            Err(CommitError::UnknownChunk { .. })
+        ));
+        let bundle = store.bundle(&receipt.ctx_id).expect("bundle");
+        let hash = &bundle.entries[1].content_hash;
+        let blob = dir.path().join("blobs").join(&hash[..2]).join(&hash[2..]);
+        fs::write(blob, "fn b() { 3 }").expect("tamper");
+        assert!(matches!(
+            store.recover(&receipt.ctx_id, "src/b.rs#L1-2"),
+            Err(CommitError::Store(StoreError::Tampered { .. }))
+        ));
+    }
+}

@@ -1,0 +1,11 @@
+//! svc: context selection, evidence verification and the context-efficiency trial harness.
+//!
+//! The library is the product; the `svc` binary is a thin clap front end over it. The library
+//! never prints: it returns values and typed errors, and the command layer renders them.
+
+pub mod bench;
+pub mod context;
+pub mod digest;
+pub mod state;
+pub mod tokens;
+pub mod trial;

@@ -1,0 +1,347 @@
+//! Streaming reader for record files: JSON Lines, a JSON array of records, or one (possibly
+//! pretty-printed) object, and any concatenation of top-level values. Memory is bounded by the
+//! largest single record, so multi-gigabyte files stream.
+//!
+//! Each item carries the 1-based line where the record starts, so problems can be reported as
+//! `file:line`.
+
+use std::io::{self, BufRead, Read};
+
+/// One record's text and where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawRecord {
+    /// 1-based line of the record's first byte.
+    pub line: usize,
+    /// The record's JSON text, or why it is not text (invalid UTF-8).
+    pub text: Result<String, String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Mode {
+    /// One record per line.
+    Lines,
+    /// Elements of one top-level array.
+    Array,
+    /// A sequence of top-level values (a single pretty-printed object is the common case).
+    Values,
+}
+
+/// Iterator over the records of one input.
+pub struct RecordReader<'a> {
+    inner: Box<dyn BufRead + 'a>,
+    mode: Mode,
+    line: usize,
+    done: bool,
+    pending_first: Option<RawRecord>,
+}
+
+impl<'a> RecordReader<'a> {
+    /// `name_hint` is the file name, if any: `.jsonl`/`.ndjson` force line mode, so that one
+    /// corrupt line cannot change how the rest of the file is read.
+    pub fn new(mut reader: Box<dyn BufRead + 'a>, name_hint: Option<&str>) -> io::Result<Self> {
+        skip_bom(&mut reader)?;
+        let forced_lines =
+            name_hint.is_some_and(|n| n.ends_with(".jsonl") || n.ends_with(".ndjson"));
+        let first = first_significant_byte(&mut reader)?;
+        if first == Some(b'[') && !forced_lines {
+            let mut this = Self::with_mode(reader, Mode::Array);
+            this.open_array()?;
+            return Ok(this);
+        }
+        if forced_lines || first.is_none() {
+            return Ok(Self::with_mode(reader, Mode::Lines));
+        }
+        // Sniff: if the first line holds a complete JSON value this is JSON Lines; otherwise it
+        // is a multi-line document, read as a sequence of values.
+        let mut first_line = Vec::new();
+        reader.read_until(b'\n', &mut first_line)?;
+        let trimmed = trim_line(&first_line);
+        if serde_json::from_slice::<serde::de::IgnoredAny>(trimmed).is_ok() {
+            let mut this = Self::with_mode(reader, Mode::Lines);
+            this.line = 2;
+            this.pending_first = Some(RawRecord {
+                line: 1,
+                text: to_text(trimmed.to_vec()),
+            });
+            return Ok(this);
+        }
+        let replay = io::Cursor::new(first_line).chain(reader);
+        Ok(Self::with_mode(Box::new(replay), Mode::Values))
+    }
+
+    fn with_mode(inner: Box<dyn BufRead + 'a>, mode: Mode) -> Self {
+        Self {
+            inner,
+            mode,
+            line: 1,
+            done: false,
+            pending_first: None,
+        }
+    }
+
+    fn open_array(&mut self) -> io::Result<()> {
+        self.skip_whitespace()?;
+        // first_significant_byte saw '['.
+        self.inner.consume(1);
+        Ok(())
+    }
+
+    fn skip_whitespace(&mut self) -> io::Result<Option<u8>> {
+        loop {
+            let available = self.inner.fill_buf()?;
+            if available.is_empty() {
+                return Ok(None);
+            }
+            let mut used = 0;
+            let mut found = None;
+            for &byte in available {
+                match byte {
+                    b'\n' => self.line += 1,
+                    b' ' | b'\t' | b'\r' => {}
+                    b',' if self.mode == Mode::Array => {}
+                    other => {
+                        found = Some(other);
+                        break;
+                    }
+                }
+                used += 1;
+            }
+            self.inner.consume(used);
+            if found.is_some() {
+                return Ok(found);
+            }
+        }
+    }
+
+    fn next_line(&mut self) -> io::Result<Option<RawRecord>> {
+        let mut buffer = Vec::new();
+        loop {
+            buffer.clear();
+            if self.inner.read_until(b'\n', &mut buffer)? == 0 {
+                return Ok(None);
+            }
+            let line = self.line;
+            self.line += 1;
+            let trimmed = trim_line(&buffer);
+            if trimmed.is_empty() {
+                continue;
+            }
+            return Ok(Some(RawRecord {
+                line,
+                text: to_text(trimmed.to_vec()),
+            }));
+        }
+    }
+
+    fn next_value(&mut self) -> io::Result<Option<RawRecord>> {
+        let Some(first) = self.skip_whitespace()? else {
+            if self.mode == Mode::Array {
+                return Ok(Some(RawRecord {
+                    line: self.line,
+                    text: Err("the JSON array is not closed with ']'".to_string()),
+                }));
+            }
+            return Ok(None);
+        };
+        if self.mode == Mode::Array && first == b']' {
+            self.inner.consume(1);
+            self.done = true;
+            return Ok(None);
+        }
+        let start_line = self.line;
+        let mut buffer = Vec::new();
+        let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        'outer: loop {
+            let available = self.inner.fill_buf()?;
+            if available.is_empty() {
+                break;
+            }
+            let mut used = 0;
+            let mut finished = false;
+            for &byte in available {
+                if in_string {
+                    if escaped {
+                        escaped = false;
+                    } else if byte == b'\\' {
+                        escaped = true;
+                    } else if byte == b'"' {
+                        in_string = false;
+                    }
+                } else {
+                    match byte {
+                        b'"' => in_string = true,
+                        b'{' | b'[' => depth += 1,
+                        b'}' | b']' if depth == 0 => {
+                            finished = true;
+                            break;
+                        }
+                        b'}' | b']' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                used += 1;
+                                finished = true;
+                                break;
+                            }
+                        }
+                        b',' | b' ' | b'\t' | b'\r' | b'\n' if depth == 0 => {
+                            finished = true;
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+                if byte == b'\n' {
+                    self.line += 1;
+                }
+                used += 1;
+            }
+            buffer.extend_from_slice(&available[..used]);
+            self.inner.consume(used);
+            if finished {
+                break 'outer;
+            }
+        }
+        Ok(Some(RawRecord {
+            line: start_line,
+            text: to_text(buffer),
+        }))
+    }
+}
+
+impl Iterator for RecordReader<'_> {
+    type Item = io::Result<RawRecord>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if let Some(first) = self.pending_first.take() {
+            return Some(Ok(first));
+        }
+        if self.done {
+            return None;
+        }
+        let result = match self.mode {
+            Mode::Lines => self.next_line(),
+            Mode::Array | Mode::Values => self.next_value(),
+        };
+        match result {
+            Ok(Some(record)) => {
+                if record.text.is_err() && self.mode == Mode::Array {
+                    self.done = true;
+                }
+                Some(Ok(record))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(error) => {
+                self.done = true;
+                Some(Err(error))
+            }
+        }
+    }
+}
+
+fn skip_bom(reader: &mut Box<dyn BufRead + '_>) -> io::Result<()> {
+    if reader.fill_buf()?.starts_with(&[0xEF, 0xBB, 0xBF]) {
+        reader.consume(3);
+    }
+    Ok(())
+}
+
+/// Peeks (without consuming anything but leading whitespace on the first line) at the first
+/// non-whitespace byte.
+fn first_significant_byte(reader: &mut Box<dyn BufRead + '_>) -> io::Result<Option<u8>> {
+    let buffer = reader.fill_buf()?;
+    Ok(buffer
+        .iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n')))
+}
+
+fn trim_line(line: &[u8]) -> &[u8] {
+    let start = line
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(line.len());
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    &line[start..end]
+}
+
+fn to_text(bytes: Vec<u8>) -> Result<String, String> {
+    String::from_utf8(bytes).map_err(|e| format!("not valid UTF-8: {}", e.utf8_error()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(input: &str, name: Option<&str>) -> Vec<(usize, String)> {
+        let reader = RecordReader::new(Box::new(io::Cursor::new(input.as_bytes().to_vec())), name)
+            .expect("reader");
+        reader
+            .map(|r| {
+                let r = r.expect("io");
+                (r.line, r.text.unwrap_or_else(|e| format!("ERR {e}")))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn json_lines_with_blank_lines() {
+        let got = read("{\"a\":1}\n\n{\"a\":2}\r\n  {\"a\":3}", None);
+        assert_eq!(
+            got,
+            vec![
+                (1, "{\"a\":1}".into()),
+                (3, "{\"a\":2}".into()),
+                (4, "{\"a\":3}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn array_elements_with_lines() {
+        let got = read("[\n  {\"a\": \"]}\\\"\"},\n  {\"b\": [1,\n 2]}\n]\n", None);
+        assert_eq!(
+            got,
+            vec![
+                (2, "{\"a\": \"]}\\\"\"}".into()),
+                (3, "{\"b\": [1,\n 2]}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn pretty_single_object() {
+        let got = read("\n{\n  \"a\": 1,\n  \"b\": {\"c\": 2}\n}\n", None);
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0, 2);
+        assert!(got[0].1.starts_with('{') && got[0].1.ends_with('}'));
+    }
+
+    #[test]
+    fn unclosed_array_is_reported() {
+        let got = read("[{\"a\":1},", None);
+        assert_eq!(got.len(), 2);
+        assert!(got[1].1.starts_with("ERR"), "{got:?}");
+    }
+
+    #[test]
+    fn jsonl_name_forces_lines_even_if_first_line_is_broken() {
+        let got = read("{\"a\":\n{\"b\":1}\n", Some("x.jsonl"));
+        assert_eq!(got, vec![(1, "{\"a\":".into()), (2, "{\"b\":1}".into())]);
+    }
+
+    #[test]
+    fn invalid_utf8_is_an_item_not_a_crash() {
+        let bytes = b"{\"a\":\"\xff\"}\n{\"b\":1}\n".to_vec();
+        let reader =
+            RecordReader::new(Box::new(io::Cursor::new(bytes)), Some("x.jsonl")).expect("reader");
+        let items: Vec<_> = reader.map(|r| r.expect("io")).collect();
+        assert!(items[0].text.is_err());
+        assert!(items[1].text.is_ok());
+    }
+}

@@ -1,0 +1,4 @@
+//! Integration tests: one binary (faster linking), one module per area.
+
+mod harness;
+mod records;

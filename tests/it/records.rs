@@ -1,0 +1,223 @@
+//! `svc records validate|schema` end to end, over the committed fixtures.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use serde::Deserialize;
+use svc::trial::TrialRecord;
+use svc::trial::read::RecordReader;
+use svc::trial::validate::RecordValidator;
+
+use crate::harness::{root, run, svc};
+
+fn expected_errors() -> Vec<(String, String, String)> {
+    let text = fs::read_to_string(root().join("fixtures/records/expected-errors.tsv"))
+        .expect("expected-errors.tsv");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let mut parts = l.split('\t');
+            let mut next = || parts.next().expect("three columns").to_string();
+            (next(), next(), next())
+        })
+        .collect()
+}
+
+fn fixture_files(folder: &str) -> Vec<String> {
+    let mut files: Vec<String> = fs::read_dir(root().join("fixtures/records").join(folder))
+        .expect("fixture folder")
+        .map(|e| {
+            format!(
+                "fixtures/records/{folder}/{}",
+                e.expect("entry").file_name().to_string_lossy()
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn valid_fixtures_pass_and_cover_every_condition_and_outcome() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let files = fixture_files("valid");
+    let out = run(svc(state.path()).args(["records", "validate"]).args(&files));
+    assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.ends_with("15 valid, 0 invalid\n"),
+        "{}",
+        out.stdout
+    );
+    let validator = RecordValidator::new().expect("schema");
+    let mut seen = BTreeSet::new();
+    for file in files {
+        let input = fs::File::open(root().join(&file)).expect("open");
+        let reader =
+            RecordReader::new(Box::new(std::io::BufReader::new(input)), Some(&file)).expect("read");
+        for item in reader {
+            let text = item.expect("io").text.expect("utf-8");
+            let record: TrialRecord = serde_json::from_str(&text).expect("type accepts");
+            assert!(validator.check_str(&text).is_empty());
+            seen.insert((record.condition, record.outcome));
+        }
+    }
+    assert_eq!(seen.len(), 8, "every condition x outcome: {seen:?}");
+}
+
+#[test]
+fn every_invalid_fixture_names_its_broken_rule() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let expected = expected_errors();
+    let files = fixture_files("invalid");
+    assert_eq!(
+        files.len(),
+        expected.len(),
+        "one expectation per invalid fixture"
+    );
+    let out = run(svc(state.path())
+        .args(["records", "validate", "--format", "json"])
+        .args(&files));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+
+    #[derive(Deserialize)]
+    struct Line {
+        r#type: String,
+        file: Option<String>,
+        line: Option<usize>,
+        pointer: Option<String>,
+        rule_id: Option<String>,
+        message: Option<String>,
+        valid: Option<u64>,
+        invalid: Option<u64>,
+    }
+    let lines: Vec<Line> = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    for (file, pointer, rule) in &expected {
+        let path = format!("fixtures/records/{file}");
+        let found: Vec<&Line> = lines
+            .iter()
+            .filter(|l| l.r#type == "problem" && l.file.as_deref() == Some(path.as_str()))
+            .collect();
+        assert!(
+            found
+                .iter()
+                .any(|l| l.pointer.as_deref() == Some(pointer.as_str())
+                    && l.rule_id.as_deref() == Some(rule.as_str())
+                    && l.line == Some(1)
+                    && !l.message.as_deref().unwrap_or_default().is_empty()),
+            "{file}: expected {pointer} [{rule}], got {:?}",
+            found
+                .iter()
+                .map(|l| (l.pointer.clone(), l.rule_id.clone()))
+                .collect::<Vec<_>>()
+        );
+    }
+    let summary = lines.last().expect("summary");
+    assert_eq!(summary.r#type, "summary");
+    assert_eq!(
+        (summary.valid, summary.invalid),
+        (Some(0), Some(expected.len() as u64))
+    );
+}
+
+#[test]
+fn rust_type_and_schema_agree_on_every_fixture() {
+    let validator = RecordValidator::new().expect("schema");
+    let mut checked = 0;
+    for file in fixture_files("valid")
+        .into_iter()
+        .chain(fixture_files("invalid"))
+    {
+        let input = fs::File::open(root().join(&file)).expect("open");
+        let reader =
+            RecordReader::new(Box::new(std::io::BufReader::new(input)), Some(&file)).expect("read");
+        for item in reader {
+            let Ok(text) = item.expect("io").text else {
+                continue;
+            };
+            let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+                continue;
+            };
+            let schema_ok = validator
+                .check_value(&value)
+                .iter()
+                .all(|p| p.rule_id == "integrity");
+            let type_ok = serde_json::from_value::<TrialRecord>(value).is_ok();
+            assert_eq!(
+                type_ok, schema_ok,
+                "{file}: type {type_ok}, schema {schema_ok}"
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked > 80, "checked {checked}");
+}
+
+#[test]
+fn text_output_names_file_line_pointer_rule_and_value() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args([
+        "records",
+        "validate",
+        "fixtures/records/invalid/enum-outcome.jsonl",
+        "fixtures/records/valid/svc-success.jsonl",
+    ]));
+    assert_eq!(out.code, 1);
+    assert_eq!(
+        out.stdout,
+        "fixtures/records/invalid/enum-outcome.jsonl:1: /outcome: must be one of: success, error [enum]; got \"other\"\n1 valid, 1 invalid\n"
+    );
+}
+
+#[test]
+fn stdin_and_unreadable_input() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let record =
+        fs::read(root().join("fixtures/records/valid/raw-success.jsonl")).expect("fixture");
+    let mut child = svc(state.path())
+        .args(["records", "validate", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&record)
+        .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "1 valid, 0 invalid\n"
+    );
+
+    let out = run(svc(state.path()).args(["records", "validate", "no/such/file.jsonl"]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("cannot read no/such/file.jsonl"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn schema_command_prints_the_committed_schema() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args(["records", "schema"]));
+    assert_eq!(out.code, 0);
+    let committed = fs::read_to_string(root().join("schemas/context-efficiency-trial.v1.json"))
+        .expect("schema");
+    assert_eq!(out.stdout, committed);
+    let schema: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    assert_eq!(schema["required"].as_array().map(Vec::len), Some(27));
+}
