@@ -8,7 +8,7 @@ use svc::trial::TrialRecord;
 use svc::trial::read::RecordReader;
 use svc::trial::validate::RecordValidator;
 
-use crate::harness::{root, run, svc};
+use crate::harness::{assert_text_eq, root, run, svc};
 
 fn expected_errors() -> Vec<(String, String, String)> {
     let text = fs::read_to_string(root().join("fixtures/records/expected-errors.tsv"))
@@ -166,9 +166,9 @@ fn text_output_names_file_line_pointer_rule_and_value() {
         "fixtures/records/valid/svc-success.jsonl",
     ]));
     assert_eq!(out.code, 1);
-    assert_eq!(
-        out.stdout,
-        "fixtures/records/invalid/enum-outcome.jsonl:1: /outcome: must be one of: success, error [enum]; got \"other\"\n1 valid, 1 invalid\n"
+    assert_text_eq(
+        "fixtures/records/invalid/enum-outcome.jsonl:1: /outcome: must be one of: success, error [enum]; got \"other\"\n1 valid, 1 invalid\n",
+        &out.stdout,
     );
 }
 
