@@ -9,3 +9,4 @@ pub mod digest;
 pub mod state;
 pub mod tokens;
 pub mod trial;
+pub mod witness;

@@ -2,6 +2,7 @@
 
 mod bench;
 mod records;
+mod witness;
 
 use std::process::ExitCode;
 
@@ -23,6 +24,9 @@ enum Command {
     Records(records::RecordsCommand),
     /// Measure throughput figures (record validation, token counting, ...) and print a table.
     Bench(bench::BenchArgs),
+    /// Verify an answer against its evidence, record a certificate; show, list, give feedback,
+    /// evaluate.
+    Witness(witness::WitnessArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -31,6 +35,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Records(command) => records::run(command),
         Command::Bench(args) => bench::run(args),
+        Command::Witness(args) => witness::run(args),
     }
 }
 

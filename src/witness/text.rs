@@ -1,0 +1,488 @@
+//! Lexical normalisation shared by claim extraction and verification: word tokens with byte
+//! offsets, stop words, light stemming, number folding and sentence splitting.
+//!
+//! Everything here is deliberately simple and deterministic: the verifier's decisions must be
+//! explainable from the tokens it saw, and the same input must give the same bytes out.
+
+use std::collections::HashSet;
+use std::sync::LazyLock;
+
+/// What a token is, which decides how strictly it must match evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenKind {
+    /// A lower-case or sentence-initial word.
+    Word,
+    /// A capitalised word not at the start of a sentence, or an all-caps word: likely a name.
+    Entity,
+    /// Digits (commas removed), or a number word folded to digits.
+    Number,
+}
+
+/// One normalised token of a text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Token {
+    /// Lower-case, stemmed form used for matching.
+    pub norm: String,
+    pub kind: TokenKind,
+    /// Byte offsets of the surface form in the text it came from.
+    pub start: usize,
+    pub end: usize,
+    /// Whether the token is a stop word (kept so negations and antonyms can be seen).
+    pub stop: bool,
+}
+
+impl Token {
+    /// Whether the token carries content worth verifying.
+    pub fn is_content(&self) -> bool {
+        !self.stop
+    }
+
+    /// Weight in coverage sums: names and numbers carry the facts that hallucinations change.
+    pub fn weight(&self) -> f64 {
+        match self.kind {
+            TokenKind::Word => 1.0,
+            TokenKind::Entity | TokenKind::Number => 2.0,
+        }
+    }
+}
+
+const STOP_WORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
+    "are", "as", "at", "be", "because", "been", "being", "below", "between", "both", "but", "by",
+    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "either", "etc", "few",
+    "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers",
+    "herself", "him", "himself", "his", "how", "however", "i", "if", "in", "into", "is", "it",
+    "its", "itself", "just", "let", "may", "me", "might", "mine", "must", "my", "myself", "now",
+    "of", "off", "on", "once", "one", "only", "onto", "or", "other", "our", "ours", "out", "over",
+    "own", "per", "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the",
+    "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those",
+    "through", "thus", "to", "too", "under", "until", "up", "upon", "us", "very", "via", "was",
+    "we", "were", "what", "whatever", "when", "where", "whereas", "whether", "which", "while",
+    "who", "whom", "whose", "why", "will", "with", "within", "would", "yes", "you", "your",
+    "yours", "s", "t", "known", "called", "named", "name", "well", "many", "much", "most", "more",
+    "less", "least", "actually", "indeed", "really", "still", "yet", "already", "ever", "often",
+    "usually", "generally", "according", "based", "including", "include", "includes", "like",
+    "being", "among", "across", "around", "along", "toward", "towards", "whose", "another",
+    "several", "various", "certain", "kind", "type", "sort", "part", "something", "someone",
+    "anything", "everything", "nothing", "whole", "overall", "answer", "question", "correct",
+    "true", "false", "approximately", "about", "nearly", "almost", "roughly", "exactly",
+    "specifically", "particularly", "especially",
+];
+
+/// Words that flip a claim's polarity. They are stop words for coverage but are tracked.
+pub const NEGATIONS: &[&str] = &[
+    "not", "no", "never", "neither", "nor", "none", "nobody", "cannot", "without", "n't",
+];
+
+static STOP_SET: LazyLock<HashSet<&'static str>> =
+    LazyLock::new(|| STOP_WORDS.iter().chain(NEGATIONS).copied().collect());
+
+/// Whether a normalised word is a stop word (negations included).
+pub fn is_stop(norm: &str) -> bool {
+    STOP_SET.contains(norm)
+}
+
+const NUMBER_WORDS: &[(&str, &str)] = &[
+    ("zero", "0"),
+    ("two", "2"),
+    ("three", "3"),
+    ("four", "4"),
+    ("five", "5"),
+    ("six", "6"),
+    ("seven", "7"),
+    ("eight", "8"),
+    ("nine", "9"),
+    ("ten", "10"),
+    ("eleven", "11"),
+    ("twelve", "12"),
+    ("thirteen", "13"),
+    ("fourteen", "14"),
+    ("fifteen", "15"),
+    ("sixteen", "16"),
+    ("seventeen", "17"),
+    ("eighteen", "18"),
+    ("nineteen", "19"),
+    ("twenty", "20"),
+    ("thirty", "30"),
+    ("forty", "40"),
+    ("fifty", "50"),
+    ("hundred", "100"),
+    ("thousand", "1000"),
+    ("million", "1000000"),
+    ("billion", "1000000000"),
+    ("first", "1st"),
+    ("second", "2nd"),
+    ("third", "3rd"),
+    ("fourth", "4th"),
+    ("fifth", "5th"),
+];
+
+const MONTHS: &[(&str, &str)] = &[
+    ("january", "month01"),
+    ("jan", "month01"),
+    ("february", "month02"),
+    ("feb", "month02"),
+    ("march", "month03"),
+    ("mar", "month03"),
+    ("april", "month04"),
+    ("apr", "month04"),
+    ("may", "month05"),
+    ("june", "month06"),
+    ("jun", "month06"),
+    ("july", "month07"),
+    ("jul", "month07"),
+    ("august", "month08"),
+    ("aug", "month08"),
+    ("september", "month09"),
+    ("sep", "month09"),
+    ("sept", "month09"),
+    ("october", "month10"),
+    ("oct", "month10"),
+    ("november", "month11"),
+    ("nov", "month11"),
+    ("december", "month12"),
+    ("dec", "month12"),
+];
+
+/// Whether a normalised token names a month (dates are compared field by field).
+pub fn is_month(norm: &str) -> bool {
+    norm.starts_with("month") && norm.len() == 7
+}
+
+/// Light suffix stripping: plural, possessive and common inflectional forms share a stem
+/// ("starred", "starring" and "stars" all become "star"; "located" and "locates" "locat").
+fn stem(word: &str) -> String {
+    let word = word
+        .strip_suffix("'s")
+        .or_else(|| word.strip_suffix("\u{2019}s"))
+        .unwrap_or(word);
+    let word = word.trim_end_matches(['\'', '\u{2019}']);
+    if !word.is_ascii() {
+        return word.to_string();
+    }
+    let mut w = word.to_string();
+    if w.len() > 4 && w.ends_with("ies") {
+        w.truncate(w.len() - 3);
+        w.push('y');
+        return w;
+    }
+    if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is")
+    {
+        w.pop();
+    }
+    for suffix in ["ations", "ation", "ings", "ing", "edly", "ed", "ly", "ment"] {
+        if w.len() >= suffix.len() + 4 && w.ends_with(suffix) {
+            w.truncate(w.len() - suffix.len());
+            // "starr" -> "star", "located" -> "locat"; a final "e" goes too ("produce").
+            let b = w.as_bytes();
+            if b.len() >= 2 && b[b.len() - 1] == b[b.len() - 2] && !matches!(b[b.len() - 1], b'l' | b's' | b'z')
+            {
+                w.pop();
+            }
+            return w;
+        }
+    }
+    if w.len() > 4 && w.ends_with('e') {
+        w.pop();
+    }
+    w
+}
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric()
+}
+
+/// Tokenise `text`. `sentence_initial` tracking marks the first word of each sentence so a
+/// capitalised first word is not mistaken for a name.
+pub fn tokenize(text: &str) -> Vec<Token> {
+    tokenize_with(text, false)
+}
+
+/// Tokenise a short answer: its capitalised first word is a name ("Delhi"), not a sentence
+/// opener.
+pub fn tokenize_answer(text: &str) -> Vec<Token> {
+    tokenize_with(text, true)
+}
+
+fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
+    let mut tokens: Vec<Token> = Vec::new();
+    let mut initial_caps: Vec<bool> = Vec::new();
+    let bytes = text.as_bytes();
+    let mut iter = text.char_indices().peekable();
+    let mut at_sentence_start = true;
+    while let Some((start, c)) = iter.next() {
+        if !is_word_char(c) {
+            if matches!(c, '.' | '!' | '?' | ':' | '\n' | '"' | '(' | '[') {
+                at_sentence_start = true;
+            }
+            continue;
+        }
+        let mut end = start + c.len_utf8();
+        // A word: letters/digits, with inner apostrophes, hyphens kept apart, and digit groups
+        // joined by ',' or '.' when a digit follows.
+        while let Some(&(i, d)) = iter.peek() {
+            if is_word_char(d) {
+                end = i + d.len_utf8();
+                iter.next();
+                continue;
+            }
+            let next_is = |pred: fn(char) -> bool| {
+                text[i + d.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_some_and(pred)
+            };
+            if (d == ',' || d == '.')
+                && bytes[start].is_ascii_digit()
+                && next_is(|n| n.is_ascii_digit())
+            {
+                end = i + 1;
+                iter.next();
+                continue;
+            }
+            if (d == '\'' || d == '\u{2019}') && next_is(char::is_alphabetic) {
+                end = i + d.len_utf8();
+                iter.next();
+                continue;
+            }
+            break;
+        }
+        let surface = &text[start..end];
+        let lower = surface.to_lowercase();
+        let first_upper = surface.chars().next().is_some_and(char::is_uppercase);
+        let (norm, kind) = if surface.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+            let digits: String = surface.chars().filter(|c| *c != ',').collect();
+            let digits = strip_ordinal(&digits);
+            (digits, TokenKind::Number)
+        } else if is_roman_numeral(surface) {
+            (lower.clone(), TokenKind::Number)
+        } else if let Some((_, digits)) = NUMBER_WORDS.iter().find(|(w, _)| *w == lower) {
+            ((*digits).to_string(), TokenKind::Number)
+        } else if let Some((_, month)) = MONTHS
+            .iter()
+            .find(|(w, _)| *w == lower && (first_upper || w.len() > 3))
+            .filter(|(w, _)| *w != "may" || first_upper)
+        {
+            ((*month).to_string(), TokenKind::Number)
+        } else {
+            let norm = stem(&lower);
+            let kind = if first_upper
+                && (!at_sentence_start || is_all_caps(surface) || initial_is_entity)
+            {
+                TokenKind::Entity
+            } else {
+                TokenKind::Word
+            };
+            (norm, kind)
+        };
+        let norm = if let Some(base) = lower.strip_suffix("n't").filter(|_| kind == TokenKind::Word)
+        {
+            // "didn't" carries a negation; keep it visible as one.
+            let _ = base;
+            "n't".to_string()
+        } else {
+            norm
+        };
+        let stop = kind != TokenKind::Number && is_stop(&norm);
+        initial_caps.push(first_upper && at_sentence_start && kind == TokenKind::Word);
+        tokens.push(Token {
+            norm,
+            kind,
+            start,
+            end,
+            stop,
+        });
+        at_sentence_start = false;
+    }
+    // A capitalised sentence opener followed by a name is part of that name ("Bobby Darin").
+    for i in 0..tokens.len().saturating_sub(1) {
+        if initial_caps[i]
+            && tokens[i + 1].kind == TokenKind::Entity
+            && text[tokens[i].end..tokens[i + 1].start].trim().is_empty()
+            && !tokens[i].stop
+        {
+            tokens[i].kind = TokenKind::Entity;
+        }
+    }
+    tokens
+}
+
+fn strip_ordinal(digits: &str) -> String {
+    for suffix in ["st", "nd", "rd", "th"] {
+        if let Some(base) = digits.strip_suffix(suffix)
+            && base.chars().all(|c| c.is_ascii_digit())
+            && !base.is_empty()
+        {
+            return base.to_string();
+        }
+    }
+    digits.to_string()
+}
+
+/// "II", "XIV": upper-case Roman numerals of two or more letters ("I" is a pronoun).
+fn is_roman_numeral(surface: &str) -> bool {
+    (2..=6).contains(&surface.len()) && surface.bytes().all(|b| b"IVXLCDM".contains(&b))
+}
+
+fn is_all_caps(surface: &str) -> bool {
+    surface.chars().count() > 1 && surface.chars().all(|c| !c.is_lowercase())
+}
+
+/// Whether two normalised tokens match: exactly, or as inflections of one another (a shared
+/// stem of at least six characters, at most three characters of suffix each), e.g. "directed"
+/// and "director", "America" and "American". Numbers and months only match exactly.
+pub fn fuzzy_eq(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    if a.as_bytes().first().is_some_and(u8::is_ascii_digit) || is_month(a) || is_month(b) {
+        return false;
+    }
+    let prefix = a
+        .chars()
+        .zip(b.chars())
+        .take_while(|(x, y)| x == y)
+        .count();
+    let (la, lb) = (a.chars().count(), b.chars().count());
+    prefix >= 6 && la - prefix <= 3 && lb - prefix <= 3
+}
+
+/// A sentence of a text, by byte range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+/// Split `text` into sentences. A sentence ends at `.`, `!` or `?` followed by white space or an
+/// upper-case letter (evidence pasted from several pages often lacks the space), or at a blank
+/// line. Abbreviation-like periods (a single capital before the dot, or a digit after it) do not
+/// end a sentence.
+pub fn sentences(text: &str) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    let chars: Vec<(usize, char)> = text.char_indices().collect();
+    let mut i = 0;
+    while i < chars.len() {
+        let (pos, c) = chars[i];
+        let next = chars.get(i + 1).map(|x| x.1);
+        let boundary = match c {
+            '.' | '!' | '?' => {
+                let prev_word: String = chars[..i]
+                    .iter()
+                    .rev()
+                    .take_while(|(_, ch)| ch.is_alphanumeric())
+                    .map(|(_, ch)| *ch)
+                    .collect();
+                let abbreviation = c == '.'
+                    && (prev_word.chars().count() == 1
+                        && prev_word.chars().all(char::is_uppercase)
+                        || matches!(
+                            prev_word.chars().rev().collect::<String>().as_str(),
+                            "Mr" | "Mrs" | "Ms" | "Dr" | "St" | "Jr" | "Sr" | "vs" | "No" | "Co"
+                                | "Inc" | "Ltd" | "Mt" | "Ph" | "etc"
+                        ));
+                !abbreviation
+                    && match next {
+                        None => true,
+                        Some(n) => n.is_whitespace() || n.is_uppercase() || n == '"',
+                    }
+            }
+            '\n' => next == Some('\n'),
+            _ => false,
+        };
+        if boundary {
+            let end = pos + c.len_utf8();
+            push_trimmed(text, start, end, &mut spans);
+            start = end;
+        }
+        i += 1;
+    }
+    push_trimmed(text, start, text.len(), &mut spans);
+    spans
+}
+
+fn push_trimmed(text: &str, start: usize, end: usize, spans: &mut Vec<Span>) {
+    let slice = &text[start..end];
+    let trimmed_start = start + (slice.len() - slice.trim_start().len());
+    let trimmed_end = end - (slice.len() - slice.trim_end().len());
+    if trimmed_end > trimmed_start {
+        spans.push(Span {
+            start: trimmed_start,
+            end: trimmed_end,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norms(text: &str) -> Vec<String> {
+        tokenize(text).into_iter().map(|t| t.norm).collect()
+    }
+
+    #[test]
+    fn stop_words_are_searchable() {
+        for word in STOP_WORDS.iter().chain(NEGATIONS) {
+            assert!(is_stop(word), "{word}");
+        }
+        assert!(!is_stop("magazine"));
+    }
+
+    #[test]
+    fn numbers_and_possessives_normalise() {
+        assert_eq!(
+            norms("Arthur's 56,551 tons, two titles in the 3rd year"),
+            ["arthur", "56551", "ton", "2", "titl", "in", "the", "3", "year"]
+        );
+        assert_eq!(
+            norms("starred starring stars located locates"),
+            ["star", "star", "star", "locat", "locat"]
+        );
+        assert_eq!(norms("born 25 June 1961"), ["born", "25", "month06", "1961"]);
+        assert_eq!(norms("He didn't win"), ["he", "n't", "win"]);
+    }
+
+    #[test]
+    fn entities_are_capitalised_words_inside_sentences() {
+        let tokens = tokenize("The band Halestorm played in Boston.");
+        let kinds: Vec<_> = tokens.iter().map(|t| t.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                TokenKind::Word,
+                TokenKind::Word,
+                TokenKind::Entity,
+                TokenKind::Word,
+                TokenKind::Word,
+                TokenKind::Entity
+            ]
+        );
+    }
+
+    #[test]
+    fn fuzzy_matching_allows_inflection_only() {
+        assert!(fuzzy_eq("directed", "director"));
+        assert!(fuzzy_eq("american", "america"));
+        assert!(!fuzzy_eq("johnson", "johnston"));
+        assert!(!fuzzy_eq("1998", "1999"));
+    }
+
+    #[test]
+    fn sentences_split_on_glued_pages_and_keep_abbreviations() {
+        let text = "It was founded in 1844.First for Women is a magazine. Dr. Smith wrote it in the U.S. in 2001.";
+        let got: Vec<&str> = sentences(text)
+            .iter()
+            .map(|s| &text[s.start..s.end])
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "It was founded in 1844.",
+                "First for Women is a magazine.",
+                "Dr. Smith wrote it in the U.S. in 2001."
+            ]
+        );
+    }
+}
