@@ -1,28 +1,115 @@
-//! `svc witness`: verify an answer against evidence, manage certificates, evaluate.
+//! `svc witness`: verify an answer against its evidence and record a certificate; show and list
+//! certificates, give feedback, and evaluate on HaluEval-format data.
+//!
+//! Output contract of the check: stdout carries exactly the (possibly rewritten) output, so it
+//! can be piped on; the certificate id and the flagged claims go to stderr, the id on a line
+//! `witness-id: wit_…`. With `--json`, stdout carries the certificate instead.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use svc::witness::eval;
-use svc::witness::{Mode, Profile};
+use svc::witness::certificate::Certificate;
+use svc::witness::nli::{self, NliSettings};
+use svc::witness::store::{Store, Verdict};
+use svc::witness::{Mode, Profile, WitnessInput, eval};
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct WitnessArgs {
     #[command(subcommand)]
     command: Option<WitnessCommand>,
+    #[command(flatten)]
+    check: CheckArgs,
 }
 
 #[derive(Debug, Subcommand)]
 enum WitnessCommand {
+    /// Print a stored certificate (JSON).
+    Show {
+        /// Certificate id (wit_…).
+        id: String,
+    },
+    /// List recent certificates, newest first.
+    List {
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Record feedback on a certificate and print the feedback totals.
+    Feedback {
+        /// Certificate id (wit_…).
+        id: String,
+        /// false_positive: flagged a supported claim; false_negative: passed a wrong claim;
+        /// correct: verdicts right; wrong_evidence: right verdict, wrong evidence cited.
+        #[arg(long, value_enum)]
+        verdict: Verdict,
+        /// The claim (index in the certificate) the feedback is about.
+        #[arg(long)]
+        claim: Option<usize>,
+        /// A free-text note.
+        #[arg(long)]
+        note: Option<String>,
+    },
     /// Score HaluEval-format QA items (JSONL: knowledge, question, right_answer,
-    /// hallucinated_answer) and print accuracy, AUROC and flag rates beside the baseline.
+    /// hallucinated_answer) and print accuracy, AUROC and flag rates beside the
+    /// content-word-coverage baseline.
     Eval(EvalArgs),
 }
 
 #[derive(Debug, Args)]
+struct CheckArgs {
+    /// The evidence the output must be supported by.
+    #[arg(long, value_name = "PATH")]
+    context_file: Option<PathBuf>,
+    /// The model's output to check.
+    #[arg(long, value_name = "PATH")]
+    output_file: Option<PathBuf>,
+    /// audit: output untouched; annotate: flagged claims marked inline; strict: flagged
+    /// claims removed.
+    #[arg(long, value_enum, default_value_t = Mode::Audit)]
+    mode: Mode,
+    /// rag, qa, benchmark_qa, code fail closed in strict mode; summary, chat, dialogue remove
+    /// contradictions and only warn on unknown claims.
+    #[arg(long, value_enum, default_value_t = Profile::Rag)]
+    profile: Profile,
+    /// The question the output answers; short answers ("Delhi") are read against it.
+    #[arg(long)]
+    question: Option<String>,
+    /// Print the certificate (JSON) on stdout instead of the output.
+    #[arg(long)]
+    json: bool,
+    /// Do not store the certificate.
+    #[arg(long)]
+    no_store: bool,
+    /// Ask an OpenAI-compatible endpoint to judge the claims the deterministic pass leaves
+    /// uncertain; falls back to the deterministic verdicts on any failure.
+    #[arg(long)]
+    witness_nli: bool,
+    /// Base URL of the NLI endpoint (ending in /v1).
+    #[arg(long, default_value = nli::DEFAULT_BASE_URL)]
+    nli_base_url: String,
+    /// Model name sent to the NLI endpoint.
+    #[arg(long, default_value = nli::DEFAULT_MODEL)]
+    nli_model: String,
+    /// Environment variable holding the NLI endpoint's API key (sent only when set).
+    #[arg(long, default_value = nli::DEFAULT_API_KEY_ENV)]
+    nli_api_key_env: String,
+    /// Latency budget for all NLI requests together, in milliseconds.
+    #[arg(long, default_value_t = nli::DEFAULT_BUDGET.as_millis() as u64)]
+    nli_budget_ms: u64,
+    /// Claims per NLI request.
+    #[arg(long, default_value_t = nli::DEFAULT_BATCH_SIZE)]
+    nli_batch_size: usize,
+}
+
+#[derive(Debug, Args)]
 struct EvalArgs {
+    /// JSONL file of HaluEval QA items.
     file: PathBuf,
     #[arg(long, value_enum, default_value_t = Profile::Qa)]
     profile: Profile,
@@ -38,9 +125,160 @@ struct EvalArgs {
 
 pub fn run(args: WitnessArgs) -> anyhow::Result<ExitCode> {
     match args.command {
+        Some(WitnessCommand::Show { id }) => {
+            let certificate = Store::open_default()?.get(&id)?;
+            println!("{}", serde_json::to_string_pretty(&certificate)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(WitnessCommand::List { limit, json }) => run_list(limit, json),
+        Some(WitnessCommand::Feedback {
+            id,
+            verdict,
+            claim,
+            note,
+        }) => run_feedback(&id, verdict, claim, note),
         Some(WitnessCommand::Eval(args)) => run_eval(args),
-        None => anyhow::bail!("not yet"),
+        None => run_check(args.check),
     }
+}
+
+fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
+    let (Some(context_file), Some(output_file)) = (&args.context_file, &args.output_file) else {
+        anyhow::bail!(
+            "svc witness needs --context-file PATH and --output-file PATH (or a subcommand: show, list, feedback, eval)"
+        );
+    };
+    let context = std::fs::read_to_string(context_file)
+        .with_context(|| format!("reading the context file {}", context_file.display()))?;
+    let output = std::fs::read_to_string(output_file)
+        .with_context(|| format!("reading the output file {}", output_file.display()))?;
+    let source = context_file.display().to_string();
+    let input = WitnessInput {
+        context: &context,
+        context_source: &source,
+        output: &output,
+        question: args.question.as_deref(),
+        mode: args.mode,
+        profile: args.profile,
+    };
+    let witnessed = if args.witness_nli {
+        let settings = NliSettings {
+            base_url: args.nli_base_url.clone(),
+            model: args.nli_model.clone(),
+            api_key_env: args.nli_api_key_env.clone(),
+            budget: Duration::from_millis(args.nli_budget_ms),
+            batch_size: args.nli_batch_size.max(1),
+        };
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the runtime for the NLI check")?;
+        runtime.block_on(svc::witness::witness_with_nli(&input, &settings))
+    } else {
+        svc::witness::witness(&input)
+    };
+    let certificate = &witnessed.certificate;
+    if !args.no_store {
+        Store::open_default()?
+            .save(certificate)
+            .context("storing the certificate")?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(certificate)?);
+    } else {
+        print!("{}", witnessed.output);
+    }
+    eprint!("{}", render_report(certificate));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The stderr report: one line per flagged claim, then the id.
+fn render_report(certificate: &Certificate) -> String {
+    let s = &certificate.summary;
+    let mut out = format!(
+        "witness: {} — {} of {} verifiable claims supported ({} contradicted, {} unsupported); mode {}, profile {}\n",
+        match certificate.status {
+            svc::witness::certificate::CertificateStatus::Supported => "supported",
+            svc::witness::certificate::CertificateStatus::Flagged => "flagged",
+            svc::witness::certificate::CertificateStatus::NoVerifiableClaims =>
+                "no verifiable claims",
+        },
+        s.supported,
+        s.verifiable,
+        s.contradicted,
+        s.unsupported,
+        certificate.mode,
+        certificate.profile,
+    );
+    for flagged in &certificate.flagged_claims {
+        out.push_str(&format!(
+            "  claim {} [{}, {}] {:?}: {}\n",
+            flagged.claim_index,
+            flagged.label.as_str(),
+            serde_json::to_value(flagged.action)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            flagged.text,
+            flagged.reason
+        ));
+    }
+    if let Some(why) = &certificate.suppression.untouched_because {
+        out.push_str(&format!("  output untouched: {why}\n"));
+    }
+    if let Some(error) = &certificate.nli.error {
+        out.push_str(&format!("  nli fell back to deterministic verdicts: {error}\n"));
+    }
+    out.push_str(&format!("witness-id: {}\n", certificate.id));
+    out
+}
+
+fn run_list(limit: usize, json: bool) -> anyhow::Result<ExitCode> {
+    let listings = Store::open_default()?.list(limit)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&listings)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("| id | created_at | mode | profile | status | verifiable | flagged | unsupported_claim_rate |");
+    println!("|---|---|---|---|---|---:|---:|---:|");
+    for l in listings {
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {:.2} |",
+            l.id,
+            l.created_at,
+            l.mode,
+            l.profile,
+            serde_json::to_value(l.status)?
+                .as_str()
+                .unwrap_or_default(),
+            l.verifiable,
+            l.flagged,
+            l.unsupported_claim_rate
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_feedback(
+    id: &str,
+    verdict: Verdict,
+    claim: Option<usize>,
+    note: Option<String>,
+) -> anyhow::Result<ExitCode> {
+    let store = Store::open_default()?;
+    let feedback = store.add_feedback(id, verdict, claim, note)?;
+    let totals = store.feedback_totals()?;
+    println!(
+        "recorded {} on {}\nfeedback totals: {} false_positive, {} false_negative, {} correct, {} wrong_evidence ({} in all)",
+        feedback.verdict.as_str(),
+        feedback.certificate_id,
+        totals.false_positive,
+        totals.false_negative,
+        totals.correct,
+        totals.wrong_evidence,
+        totals.total
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 fn run_eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
@@ -54,13 +292,26 @@ fn run_eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
                 let item = &items[index];
                 eprintln!(
                     "#{index} {} score {:.3}\n  Q: {}\n  A: {}",
-                    if hallucinated { "MISSED hallucinated" } else { "FLAGGED right" },
+                    if hallucinated {
+                        "MISSED hallucinated"
+                    } else {
+                        "FLAGGED right"
+                    },
                     verification.score(),
                     item.question.trim(),
-                    if hallucinated { &item.hallucinated_answer } else { &item.right_answer },
+                    if hallucinated {
+                        &item.hallucinated_answer
+                    } else {
+                        &item.right_answer
+                    },
                 );
                 for claim in verification.verifiable() {
-                    eprintln!("  - [{}] {:.3} {:?}", claim.label.as_str(), claim.score, claim.claim.text);
+                    eprintln!(
+                        "  - [{}] {:.3} {:?}",
+                        claim.label.as_str(),
+                        claim.score,
+                        claim.claim.text
+                    );
                     for reason in &claim.reasons {
                         eprintln!("      {:?}: {}", reason.kind, reason.detail);
                     }

@@ -252,9 +252,12 @@ pub fn is_verifiable(claim: &str) -> bool {
     {
         return true;
     }
-    tokens
-        .iter()
-        .any(|t| is_claim_verb(&t.norm) || (t.end - t.start > 4 && trimmed[t.start..t.end].ends_with("ed")))
+    // A declarative sentence with a few content words asserts something even without a verb
+    // this list knows ("It sells tickets online.").
+    content >= 3
+        || tokens.iter().any(|t| {
+            is_claim_verb(&t.norm) || (t.end - t.start > 4 && trimmed[t.start..t.end].ends_with("ed"))
+        })
 }
 
 #[cfg(test)]

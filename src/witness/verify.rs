@@ -64,8 +64,6 @@ pub enum ReasonKind {
     EntitySubstitution,
     /// The answer picks the side of a comparison the evidence contradicts.
     ComparisonMismatch,
-    /// The answer's new words sit in evidence that does not answer the question.
-    SlotMismatch,
     /// The question asks for a number or date and the claim gives none.
     AnswerTypeMismatch,
     /// A yes/no answer whose polarity lexical checks cannot confirm.
@@ -76,6 +74,8 @@ pub enum ReasonKind {
     PolarityAgrees,
     /// The claim carries nothing to check.
     NotVerifiable,
+    /// The optional NLI judge's verdict on a claim the deterministic pass left uncertain.
+    NliJudgement,
 }
 
 /// One step of the reasoning behind a verdict.
@@ -252,6 +252,11 @@ impl Evidence {
         }
     }
 
+    /// Number of sentences the evidence was split into.
+    pub fn sentence_count(&self) -> usize {
+        self.sentence_count
+    }
+
     /// The evidence text.
     pub fn text(&self) -> &str {
         &self.text
@@ -363,6 +368,9 @@ struct QuestionInfo {
     best: f64,
     /// For a yes/no question about two subjects, the answer the evidence gives and why.
     polar_truth: Option<(bool, String)>,
+    /// A sentence (with the one its opening pronoun refers to) holding every question word the
+    /// evidence has: the place where the question is answered, when one place answers it.
+    answering_span: Option<(usize, Option<usize>)>,
     /// Whether the question asks for a quantity or a date ("how many", "in what year").
     wants_number: bool,
 }
@@ -412,6 +420,7 @@ impl QuestionInfo {
         let lower = question.to_lowercase();
         let wants_number = NUMBER_QUESTIONS.iter().any(|cue| lower.contains(cue));
         let mut info = Self {
+            answering_span: None,
             wants_number,
             polar_truth,
             comparison: Comparison::parse(question, evidence),
@@ -423,6 +432,16 @@ impl QuestionInfo {
         };
         if total_weight > 0.0 {
             for s in 0..evidence.sentences.len() {
+                let t = (s > 0 && !evidence.breaks[s] && opens_with_anaphor(evidence, s))
+                    .then(|| s - 1);
+                // Every question word must be in the evidence: a question word the evidence
+                // lacks ("wife" against "married") is a hop this sentence does not make.
+                if info.answering_span.is_none()
+                    && info.terms.iter().all(Term::found)
+                    && info.raw_alignment(s, t) >= 0.999
+                {
+                    info.answering_span = Some((s, t));
+                }
                 for t in std::iter::once(None).chain(partners(evidence, s).into_iter().map(Some)) {
                     info.best = info.best.max(info.raw_alignment(s, t));
                 }
@@ -919,6 +938,15 @@ const PARTNER_CREDIT: f64 = 0.6;
 /// match, since the decision rests on word overlap.
 const POLARITY_AGREES: f64 = 0.85;
 const POLARITY_DISAGREES: f64 = 0.1;
+/// Words that open a sentence continuing the previous one's subject.
+const ANAPHORA: &[&str] = &["it", "he", "she", "they", "its", "his", "her", "their", "this"];
+
+fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
+    evidence.tokens[s]
+        .first()
+        .is_some_and(|t| ANAPHORA.contains(&t.norm.as_str()))
+}
+
 /// Score factor for a claim without the number or date its question asks for.
 const MISSING_NUMBER_FACTOR: f64 = 0.5;
 /// Phrases of questions whose answer is a number or a date.
@@ -1163,6 +1191,7 @@ fn verify_claim(
     }
 
     let mut contradiction = false;
+    let mut extra_evidence: Vec<usize> = Vec::new();
     let span_tokens: Vec<&Token> = span_sentences
         .iter()
         .flat_map(|&s| evidence.tokens[s].iter())
@@ -1264,6 +1293,32 @@ fn verify_claim(
         }
     }
 
+    // Slot: when one sentence answers the whole question and names a filler of the answer's
+    // kind, a short answer found elsewhere is a substitution ("who founded it?" - "Per
+    // Anker", while the founding sentence names Ingrid Solberg). Only a sentence holding every
+    // question word counts, so multi-hop answers reached through a bridge are not judged so.
+    if short
+        && let Some(q) = question
+        && let Some((s, t)) = q.answering_span
+        && !claim_terms
+            .iter()
+            .filter(|x| focus.iter().any(|f| f.norm == x.norm))
+            .all(|x| x.in_sentence(s) || t.is_some_and(|t| x.in_sentence(t)))
+    {
+        let fillers = same_kind_fillers(evidence, &claim_terms, q, s);
+        if !fillers.is_empty() {
+            contradiction = true;
+            reasons.push(reason(
+                ReasonKind::EntitySubstitution,
+                format!(
+                    "the sentence that answers the question names {} instead",
+                    fillers.join(" ")
+                ),
+            ));
+            extra_evidence.push(s);
+        }
+    }
+
     // Questions asking for a quantity or a date need a number in the answer.
     if let Some(q) = question
         && q.wants_number
@@ -1333,6 +1388,7 @@ fn verify_claim(
         reasons,
         evidence: span_sentences
             .iter()
+            .chain(extra_evidence.iter().filter(|s| !span_sentences.contains(s)))
             .map(|&s| evidence.snippet(s))
             .collect(),
         missing: missing_words,
@@ -1350,6 +1406,38 @@ fn leading_polarity(claim: &str) -> Option<bool> {
         "no" => Some(false),
         _ => None,
     }
+}
+
+/// Fillers of the answer's kind (numbers for a number, names for a name) in sentence `s`
+/// that are neither in the answer nor in the question.
+fn same_kind_fillers(
+    evidence: &Evidence,
+    claim_terms: &[Term],
+    question: &QuestionInfo,
+    s: usize,
+) -> Vec<String> {
+    let wants_number = claim_terms.iter().any(|t| t.kind == TokenKind::Number);
+    let wants_name = claim_terms.iter().any(|t| t.kind == TokenKind::Entity);
+    let mut out: Vec<String> = Vec::new();
+    for token in &evidence.tokens[s] {
+        let fits = match token.kind {
+            TokenKind::Number => wants_number && !text::is_month(&token.norm),
+            TokenKind::Entity => wants_name && !wants_number,
+            TokenKind::Word => false,
+        };
+        if !fits
+            || !token.is_content()
+            || claim_terms.iter().any(|t| text::fuzzy_eq(&t.norm, &token.norm))
+            || question.contains(&token.norm)
+        {
+            continue;
+        }
+        let surface = evidence.text[token.start..token.end].to_string();
+        if !out.contains(&surface) {
+            out.push(surface);
+        }
+    }
+    out
 }
 
 /// Names in the aligned span that appear in neither the claim nor the question.
