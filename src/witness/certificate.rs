@@ -507,6 +507,154 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::witness::{WitnessInput, witness};
+    use serde_json::Value;
+
+    const CONTEXT: &str = "The Halden Observatory is on Mount Keld. It was founded in 1921 by \
+        Ingrid Solberg. The observatory does not operate a radio telescope.";
+
+    fn certificates() -> Vec<Certificate> {
+        let outputs = [
+            "The observatory was founded in 1921 by Ingrid Solberg.",
+            "It was founded in 1912. It operates a radio telescope. Thanks!",
+            "- Founded by Ingrid Solberg.\n- Located on Mount Keld.\n\n| year | 1921 |\n",
+            "{\"founded\": 1912}",
+            "Hope this helps!",
+            "Per Anker",
+        ];
+        let mut out = Vec::new();
+        for output in outputs {
+            for mode in Mode::ALL {
+                for profile in Profile::ALL {
+                    out.push(
+                        witness(&WitnessInput {
+                            context: CONTEXT,
+                            context_source: "fixtures/context.txt",
+                            output,
+                            question: (output == "Per Anker")
+                                .then_some("Who founded the Halden Observatory?"),
+                            mode,
+                            profile,
+                        })
+                        .certificate,
+                    );
+                }
+            }
+        }
+        // The NLI record's other states.
+        let mut fallback = out[0].clone();
+        fallback.nli = NliRecord {
+            status: NliStatus::Fallback,
+            endpoint: Some("http://127.0.0.1:9/v1".into()),
+            model: Some("nli".into()),
+            claims_sent: 1,
+            claims_changed: 0,
+            latency_ms: Some(3),
+            error: Some("request failed".into()),
+        };
+        out.push(fallback);
+        out
+    }
+
+    fn validator() -> jsonschema::Validator {
+        let schema: Value = serde_json::from_str(SCHEMA_JSON).expect("schema is JSON");
+        jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .should_validate_formats(true)
+            .build(&schema)
+            .expect("schema compiles")
+    }
+
+    #[test]
+    fn certificates_validate_against_the_published_schema() {
+        let validator = validator();
+        for certificate in certificates() {
+            let value = serde_json::to_value(&certificate).expect("serialise");
+            let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+            assert!(errors.is_empty(), "{errors:?}\n{value:#}");
+            let back: Certificate = serde_json::from_value(value).expect("round trip");
+            assert_eq!(back, certificate);
+        }
+    }
+
+    #[test]
+    fn schema_rejects_broken_certificates() {
+        let validator = validator();
+        let good = serde_json::to_value(&certificates()[0]).expect("serialise");
+        let mut bad_id = good.clone();
+        bad_id["id"] = "ctx_123".into();
+        assert!(!validator.is_valid(&bad_id));
+        let mut extra = good.clone();
+        extra["surprise"] = 1.into();
+        assert!(!validator.is_valid(&extra));
+        let mut bad_mode = good.clone();
+        bad_mode["mode"] = "Strict".into();
+        assert!(!validator.is_valid(&bad_mode));
+        let mut bad_time = good;
+        bad_time["created_at"] = "yesterday".into();
+        assert!(!validator.is_valid(&bad_time));
+    }
+
+    /// The committed schema and the Rust types name exactly the same fields at every level, so
+    /// neither can drift without this test failing.
+    #[test]
+    fn schema_fields_match_the_types() {
+        let schema: Value = serde_json::from_str(SCHEMA_JSON).expect("schema is JSON");
+        let mut seen_objects = 0;
+        for certificate in certificates() {
+            let value = serde_json::to_value(&certificate).expect("serialise");
+            compare(&schema, &schema, &value, "", &mut seen_objects);
+        }
+        assert!(seen_objects > 100, "walked {seen_objects} objects");
+    }
+
+    fn resolve<'a>(root: &'a Value, node: &'a Value) -> &'a Value {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(reference) => {
+                let pointer = reference.trim_start_matches('#');
+                root.pointer(pointer).expect("$ref resolves")
+            }
+            None => node,
+        }
+    }
+
+    fn compare(root: &Value, node: &Value, value: &Value, path: &str, seen: &mut usize) {
+        let node = resolve(root, node);
+        match value {
+            Value::Object(map) => {
+                *seen += 1;
+                let properties = node
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .unwrap_or_else(|| panic!("{path}: schema has no properties"));
+                let mut want: Vec<&String> = properties.keys().collect();
+                let mut got: Vec<&String> = map.keys().collect();
+                want.sort();
+                got.sort();
+                assert_eq!(want, got, "fields differ at {path:?}");
+                let mut required: Vec<&str> = node["required"]
+                    .as_array()
+                    .expect("required")
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .collect();
+                required.sort();
+                let keys: Vec<&str> = got.iter().map(|k| k.as_str()).collect();
+                assert_eq!(required, keys, "required differs at {path:?}");
+                assert_eq!(node["additionalProperties"], false, "{path}");
+                for (key, child) in map {
+                    compare(root, &properties[key], child, &format!("{path}/{key}"), seen);
+                }
+            }
+            Value::Array(items) => {
+                let schema_items = node.get("items").unwrap_or_else(|| panic!("{path}: no items"));
+                for (i, item) in items.iter().enumerate() {
+                    compare(root, schema_items, item, &format!("{path}/{i}"), seen);
+                }
+            }
+            _ => {}
+        }
+    }
 
     #[test]
     fn rfc3339_known_instants() {

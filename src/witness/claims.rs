@@ -200,6 +200,10 @@ fn is_short_answer(answer: &str) -> bool {
     }
     // One sentence at most, and no sentence verb: "Delhi", "the American Chemical Society",
     // "25 June 1961", "yes". "Delhi is the capital." is a sentence claim instead.
+    // A longer line ending like a sentence is read as one even without a known verb.
+    if words > 4 && answer.ends_with(['.', '!']) {
+        return false;
+    }
     let tokens = text::tokenize(answer);
     text::sentences(answer).len() <= 1 && !tokens.iter().any(|t| is_claim_verb(&t.norm))
 }

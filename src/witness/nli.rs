@@ -318,6 +318,165 @@ fn parse_verdicts(content: &str, claims: &[(usize, &str)]) -> Result<Vec<(usize,
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::witness::certificate::NliStatus;
+    use crate::witness::profile::Profile;
+    use crate::witness::verify::check;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::extract::State;
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::post;
+    use axum::{Json, Router};
+
+    const EVIDENCE: &str = "The Halden Observatory is on Mount Keld in Norway. It was founded \
+        in 1921 by Ingrid Solberg.";
+    /// One clear claim and one the deterministic pass is unsure of (a paraphrased verb).
+    const ANSWER: &str = "The observatory was founded in 1921. The observatory sits on Mount Keld.";
+
+    #[derive(Clone, Copy)]
+    enum Behaviour {
+        Agree,
+        ServerError,
+        Garbage,
+        Slow,
+    }
+
+    #[derive(Clone)]
+    struct Fake {
+        behaviour: Behaviour,
+        calls: Arc<AtomicUsize>,
+    }
+
+    async fn completions(State(fake): State<Fake>, Json(body): Json<serde_json::Value>) -> Response {
+        fake.calls.fetch_add(1, Ordering::SeqCst);
+        let user = body["messages"][1]["content"].as_str().unwrap_or_default().to_string();
+        let ids: Vec<usize> = user
+            .split("Claims:\n")
+            .nth(1)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| l.split(':').next()?.trim().parse().ok())
+            .collect();
+        let content = match fake.behaviour {
+            Behaviour::Agree | Behaviour::Slow => {
+                if matches!(fake.behaviour, Behaviour::Slow) {
+                    tokio::time::sleep(Duration::from_secs(5)).await;
+                }
+                let verdicts: Vec<_> = ids
+                    .iter()
+                    .map(|id| json!({"id": id, "label": "supported"}))
+                    .collect();
+                json!({"verdicts": verdicts}).to_string()
+            }
+            Behaviour::ServerError => {
+                return (StatusCode::INTERNAL_SERVER_ERROR, "boom").into_response();
+            }
+            Behaviour::Garbage => "I think they are all fine!".to_string(),
+        };
+        Json(json!({"choices": [{"message": {"role": "assistant", "content": content}}]}))
+            .into_response()
+    }
+
+    async fn serve(behaviour: Behaviour) -> (String, Arc<AtomicUsize>) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let app = Router::new()
+            .route("/v1/chat/completions", post(completions))
+            .with_state(Fake {
+                behaviour,
+                calls: calls.clone(),
+            });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        (format!("http://{address}/v1"), calls)
+    }
+
+    fn settings(base_url: String) -> NliSettings {
+        NliSettings {
+            base_url,
+            budget: Duration::from_millis(1500),
+            batch_size: 1,
+            ..NliSettings::default()
+        }
+    }
+
+    fn uncertain_count(v: &Verification) -> usize {
+        let threshold = v.profile.support_threshold();
+        v.claims.iter().filter(|c| is_uncertain(c, threshold)).count()
+    }
+
+    #[tokio::test]
+    async fn judge_verdicts_are_applied() {
+        let (url, calls) = serve(Behaviour::Agree).await;
+        let mut v = check(ANSWER, EVIDENCE, None, Profile::Rag);
+        assert_eq!(v.claims[1].label, Label::Unsupported, "{v:?}");
+        let uncertain = uncertain_count(&v);
+        assert!(uncertain >= 1);
+        let record = refine(&mut v, EVIDENCE, None, &settings(url)).await;
+        assert_eq!(record.status, NliStatus::Applied, "{record:?}");
+        assert_eq!(record.claims_sent, uncertain);
+        assert_eq!(calls.load(Ordering::SeqCst), uncertain, "one request per batch of one");
+        assert!(record.claims_changed >= 1);
+        assert_eq!(v.claims[1].label, Label::Supported);
+        assert!(v.claims[1].reasons.iter().any(|r| r.kind == ReasonKind::NliJudgement));
+    }
+
+    async fn falls_back(behaviour: Option<Behaviour>) -> NliRecord {
+        let url = match behaviour {
+            Some(b) => serve(b).await.0,
+            None => {
+                // A port nobody listens on: bind, note it, close it.
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                let address = listener.local_addr().expect("address");
+                drop(listener);
+                format!("http://{address}/v1")
+            }
+        };
+        let mut v = check(ANSWER, EVIDENCE, None, Profile::Rag);
+        let before = v.clone();
+        let record = refine(&mut v, EVIDENCE, None, &settings(url)).await;
+        assert_eq!(record.status, NliStatus::Fallback, "{record:?}");
+        assert!(record.error.is_some());
+        assert_eq!(v, before, "deterministic verdicts are kept untouched");
+        record
+    }
+
+    #[tokio::test]
+    async fn server_error_falls_back() {
+        let record = falls_back(Some(Behaviour::ServerError)).await;
+        assert!(record.error.unwrap_or_default().contains("500"));
+    }
+
+    #[tokio::test]
+    async fn bad_reply_falls_back() {
+        let record = falls_back(Some(Behaviour::Garbage)).await;
+        assert!(record.error.unwrap_or_default().contains("JSON"));
+    }
+
+    #[tokio::test]
+    async fn timeout_falls_back() {
+        let record = falls_back(Some(Behaviour::Slow)).await;
+        assert!(record.error.unwrap_or_default().contains("latency budget"));
+    }
+
+    #[tokio::test]
+    async fn endpoint_down_falls_back() {
+        falls_back(None).await;
+    }
+
+    #[tokio::test]
+    async fn nothing_uncertain_sends_nothing() {
+        let (url, calls) = serve(Behaviour::Agree).await;
+        let mut v = check("It was founded in 1921 by Ingrid Solberg.", EVIDENCE, None, Profile::Rag);
+        assert_eq!(uncertain_count(&v), 0, "{v:?}");
+        let record = refine(&mut v, EVIDENCE, None, &settings(url)).await;
+        assert_eq!(record.status, NliStatus::NotNeeded);
+        assert_eq!(calls.load(Ordering::SeqCst), 0);
+    }
 
     #[test]
     fn verdict_parsing_accepts_fences_and_rejects_gaps() {

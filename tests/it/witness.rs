@@ -1,0 +1,198 @@
+//! `svc witness` end to end: the three modes on fixture files, structured output, short answers
+//! with a question, the certificate on `--json`, show/list/feedback, and `eval`.
+
+use std::fs;
+
+use serde_json::Value;
+use svc::witness::certificate::{Certificate, SCHEMA_JSON};
+
+use crate::harness::{assert_text_eq, root, run, svc};
+
+const CONTEXT: &str = "fixtures/witness/context.txt";
+const ANSWER: &str = "fixtures/witness/answer.md";
+
+fn check(state: &std::path::Path, output: &str, extra: &[&str]) -> crate::harness::Run {
+    run(svc(state)
+        .args(["witness", "--context-file", CONTEXT, "--output-file", output])
+        .args(extra))
+}
+
+fn witness_id(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("witness-id: "))
+        .unwrap_or_else(|| panic!("no witness-id line in {stderr}"))
+        .to_string()
+}
+
+#[test]
+fn three_modes_on_the_readme_example() {
+    let state = tempfile::tempdir().expect("tempdir");
+    for mode in ["audit", "annotate", "strict"] {
+        let out = check(state.path(), ANSWER, &["--mode", mode]);
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let expected = fs::read_to_string(
+            root().join(format!("fixtures/witness/expected/answer.{mode}.md")),
+        )
+        .expect("expected output");
+        assert_text_eq(&expected, &out.stdout);
+        // Which claims are flagged, and why, is on stderr with the certificate id.
+        assert!(
+            out.stderr.contains(
+                "claim 1 [contradicted, "
+            ) && out.stderr.contains("claim says 1978, the evidence says 1968"),
+            "{}",
+            out.stderr
+        );
+        assert!(out.stderr.contains("the aligned evidence negates what the claim states"));
+        assert!(witness_id(&out.stderr).starts_with("wit_"));
+    }
+    let audit = fs::read_to_string(root().join(ANSWER)).expect("answer");
+    assert_text_eq(
+        &audit,
+        &fs::read_to_string(root().join("fixtures/witness/expected/answer.audit.md"))
+            .expect("audit"),
+    );
+}
+
+#[test]
+fn json_prints_a_schema_valid_certificate_and_stores_it() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = check(state.path(), ANSWER, &["--mode", "strict", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let value: Value = serde_json::from_str(&out.stdout).expect("certificate JSON");
+    let schema: Value = serde_json::from_str(SCHEMA_JSON).expect("schema");
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("schema compiles");
+    let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    let certificate: Certificate = serde_json::from_value(value).expect("type accepts");
+    assert_eq!(certificate.summary.verifiable, 4);
+    assert_eq!(certificate.summary.contradicted, 2);
+    assert_eq!(certificate.suppression.removed, 2);
+    assert_eq!(certificate.flagged_claims.len(), 2);
+    assert!(certificate.output.rewritten);
+    // Evidence snippets point at the exact bytes of the context file.
+    let context = fs::read_to_string(root().join(CONTEXT)).expect("context");
+    for snippet in &certificate.evidence {
+        assert_eq!(&context[snippet.start..snippet.end], snippet.text);
+        assert_eq!(snippet.source, CONTEXT);
+    }
+    assert_eq!(
+        certificate.context.sha256,
+        svc::digest::sha256_hex(context.as_bytes())
+    );
+
+    let shown = run(svc(state.path()).args(["witness", "show", &certificate.id]));
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    let again: Certificate = serde_json::from_str(&shown.stdout).expect("stored certificate");
+    assert_eq!(again, certificate);
+}
+
+#[test]
+fn structured_output_stays_byte_valid_in_strict_mode() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let path = "fixtures/witness/answer.json";
+    let out = check(state.path(), path, &["--mode", "strict"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let original = fs::read_to_string(root().join(path)).expect("answer.json");
+    assert_eq!(out.stdout, original);
+    assert!(out.stderr.contains("never rewritten"), "{}", out.stderr);
+}
+
+#[test]
+fn short_answers_are_read_against_the_question() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let question = "Who founded the Halden Observatory?";
+    let right = check(
+        state.path(),
+        "fixtures/witness/short-right.txt",
+        &["--mode", "strict", "--profile", "qa", "--question", question],
+    );
+    assert_eq!(right.stdout, "Ingrid Solberg");
+    assert!(right.stderr.contains("1 of 1 verifiable claims supported"));
+    let wrong = check(
+        state.path(),
+        "fixtures/witness/short-wrong.txt",
+        &["--mode", "strict", "--profile", "qa", "--question", question],
+    );
+    assert_eq!(
+        wrong.stdout,
+        svc::witness::rewrite::WITHHELD_NOTICE,
+        "{}",
+        wrong.stderr
+    );
+    assert!(wrong.stderr.contains("names Ingrid Solberg instead"), "{}", wrong.stderr);
+}
+
+#[test]
+fn list_and_feedback() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let first = witness_id(&check(state.path(), ANSWER, &[]).stderr);
+    let second = witness_id(&check(state.path(), ANSWER, &["--mode", "annotate"]).stderr);
+    let listed = run(svc(state.path()).args(["witness", "list", "--limit", "1", "--json"]));
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let rows: Vec<Value> = serde_json::from_str(&listed.stdout).expect("list JSON");
+    assert_eq!(rows.len(), 1);
+    assert!(rows[0]["id"] == second.as_str() || rows[0]["id"] == first.as_str());
+    let table = run(svc(state.path()).args(["witness", "list"]));
+    assert!(table.stdout.contains(&first) && table.stdout.contains(&second));
+
+    let feedback = run(svc(state.path()).args([
+        "witness",
+        "feedback",
+        &first,
+        "--verdict",
+        "false_positive",
+        "--claim",
+        "2",
+    ]));
+    assert_eq!(feedback.code, 0, "{}", feedback.stderr);
+    let feedback = run(svc(state.path()).args(["witness", "feedback", &second, "--verdict", "correct"]));
+    assert!(
+        feedback
+            .stdout
+            .contains("1 false_positive, 0 false_negative, 1 correct, 0 wrong_evidence (2 in all)"),
+        "{}",
+        feedback.stdout
+    );
+    let unknown = run(svc(state.path()).args([
+        "witness",
+        "feedback",
+        "wit_000000000000000000000000",
+        "--verdict",
+        "correct",
+    ]));
+    assert_eq!(unknown.code, 2);
+    assert!(unknown.stderr.contains("no certificate wit_000000000000000000000000"));
+    let bad = run(svc(state.path()).args(["witness", "feedback", &first, "--verdict", "meh"]));
+    assert_eq!(bad.code, 2);
+}
+
+#[test]
+fn eval_prints_figures_beside_the_baseline() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args(["witness", "eval", "fixtures/witness/qa.jsonl"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let expected = fs::read_to_string(root().join("fixtures/witness/expected/qa.eval.txt"))
+        .expect("expected eval");
+    assert_text_eq(&expected, &out.stdout);
+    let json = run(svc(state.path()).args(["witness", "eval", "fixtures/witness/qa.jsonl", "--json"]));
+    let report: Value = serde_json::from_str(&json.stdout).expect("report JSON");
+    assert_eq!(report["auroc"], 1.0);
+    assert_eq!(report["confusion"]["true_positive"], 4);
+}
+
+#[test]
+fn missing_inputs_are_clear_errors() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args(["witness"]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("--context-file PATH and --output-file PATH"));
+    let out = check(state.path(), "fixtures/witness/nope.txt", &[]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("fixtures/witness/nope.txt"), "{}", out.stderr);
+}
