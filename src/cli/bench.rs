@@ -23,12 +23,36 @@ pub struct BenchArgs {
     corpus_mb: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Run only these groups [default: all].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    group: Vec<Group>,
+    /// Answers verified per evidence text in the witness benchmark (4 verifiable claims each).
+    #[arg(long, default_value_t = 400)]
+    witness_answers: usize,
+}
+
+/// Benchmark groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Group {
+    Records,
+    Tokens,
+    Witness,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut figures: Vec<Figure> = Vec::new();
-    eprintln!("bench: records validate ({} records)…", args.records);
-    figures.push(bench::records_validate(args.records)?);
+    let wants = |group: Group| args.group.is_empty() || args.group.contains(&group);
+    if wants(Group::Records) {
+        eprintln!("bench: records validate ({} records)…", args.records);
+        figures.push(bench::records_validate(args.records)?);
+    }
+    if wants(Group::Witness) {
+        eprintln!("bench: witness verify ({} answers x 10 evidence texts)…", args.witness_answers);
+        figures.push(svc::witness::bench::claims_per_second(args.witness_answers, 10));
+    }
+    if !wants(Group::Tokens) {
+        return print_figures(&figures, args.format);
+    }
     let corpus_root = args.corpus.clone().unwrap_or_else(default_corpus);
     let corpus = bench::load_source_corpus(&corpus_root, args.corpus_mb * 1_000_000);
     if corpus.is_empty() {
@@ -44,9 +68,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
         figures.push(bench::token_count(&corpus, encoding));
     }
-    match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),
-        Format::Text => print!("{}", render_table(&figures)),
+    print_figures(&figures, args.format)
+}
+
+fn print_figures(figures: &[Figure], format: Format) -> anyhow::Result<ExitCode> {
+    match format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(figures)?),
+        Format::Text => print!("{}", render_table(figures)),
     }
     Ok(ExitCode::SUCCESS)
 }

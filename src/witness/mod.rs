@@ -11,6 +11,7 @@
 //! [`store::Store`] to persist certificates and feedback.
 
 pub mod certificate;
+pub mod bench;
 pub mod claims;
 pub mod eval;
 pub mod nli;

@@ -1197,25 +1197,37 @@ fn verify_claim(
         .flat_map(|&s| evidence.tokens[s].iter())
         .collect();
 
-    // Numbers and dates: a claim number found nowhere while the span gives another of its kind.
+    // Numbers and dates: a claim number the anchor sentence lacks, while the anchor gives
+    // another of its kind (a year for a year, a month for a month), disagrees with it; found
+    // only in another sentence it belongs to another fact.
+    let anchor_tokens = &evidence.tokens[alignment.anchor];
     for term in claim_terms.iter().filter(|t| t.kind == TokenKind::Number) {
-        if term.found() {
+        if term.in_sentence(alignment.anchor) {
             continue;
         }
         let is_year = year_of(&term.norm).is_some();
         let is_month = text::is_month(&term.norm);
-        let others: Vec<&str> = span_tokens
-            .iter()
-            .filter(|t| t.kind == TokenKind::Number)
-            .filter(|t| {
-                if is_month {
+        let same_kind = |t: &Token| {
+            t.kind == TokenKind::Number
+                && if is_month {
                     text::is_month(&t.norm)
                 } else {
                     !text::is_month(&t.norm) && (year_of(&t.norm).is_some() == is_year)
                 }
-            })
+        };
+        let mut others: Vec<&str> = anchor_tokens
+            .iter()
+            .filter(|t| same_kind(t))
             .map(|t| &evidence.text[t.start..t.end])
             .collect();
+        if others.is_empty() && !term.found() {
+            others = span_tokens
+                .iter()
+                .filter(|t| same_kind(t))
+                .map(|t| &evidence.text[t.start..t.end])
+                .collect();
+        }
+        others.dedup();
         if !others.is_empty() {
             contradiction = true;
             let kind = if is_year || is_month {
@@ -1231,7 +1243,7 @@ fn verify_claim(
                     others.join(", ")
                 ),
             ));
-        } else {
+        } else if !term.found() {
             score *= 0.7;
         }
     }
