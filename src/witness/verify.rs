@@ -543,13 +543,26 @@ impl Comparison {
                     if earlier { "earlier" } else { "later" }
                 );
             }
+        } else if let Some((noun, more)) = quantity_cue(&tokens) {
+            // "Which genus has more species, A or B?": compare the counts the options'
+            // evidence gives for that noun ("48–56 species", "four species").
+            let counts: Vec<Option<f64>> = sentences
+                .iter()
+                .map(|s| s.and_then(|s| count_before(evidence, s, &noun)))
+                .collect();
+            if let (Some(a), Some(b)) = (counts[0], counts[1])
+                && a != b
+            {
+                winner = Some(usize::from((b > a) == more));
+                basis = format!(
+                    "the evidence counts {a} and {b} {noun}; the question asks for {}",
+                    if more { "more" } else { "fewer" }
+                );
+            }
         } else {
             // The question's other words (its predicate) should sit with the right option;
-            // "which has more members" is a quantity the words cannot decide.
-            let quantity = tokens.iter().any(|t| {
-                QUANTITY_CUES.contains(&t.norm.as_str())
-                    || (t.norm.len() > 4 && t.norm.ends_with("er") && t.kind == TokenKind::Word && !t.stop && t.norm.ends_with("ier"))
-            });
+            // "which is further west" is a quantity the words cannot decide.
+            let quantity = tokens.iter().any(|t| QUANTITY_CUES.contains(&t.norm.as_str()));
             let predicate: Vec<&Token> = tokens
                 .iter()
                 .filter(|t| t.is_content())
@@ -615,10 +628,42 @@ fn looks_like_demonym(norm: &str) -> bool {
         .any(|suffix| norm.ends_with(suffix))
 }
 
+/// "more N" / "fewer N" in a question: the counted noun and whether more wins.
+fn quantity_cue(tokens: &[Token]) -> Option<(String, bool)> {
+    tokens.windows(2).find_map(|pair| {
+        let more = match pair[0].norm.as_str() {
+            "more" | "most" | "greater" => true,
+            "fewer" | "less" | "least" => false,
+            _ => return None,
+        };
+        pair[1].is_content().then(|| (pair[1].norm.clone(), more))
+    })
+}
+
+/// The number right before `noun` (at most two words apart) in sentence `s` or its neighbours:
+/// "a genus of 48–56 species" gives 56, "four species" gives 4.
+fn count_before(evidence: &Evidence, s: usize, noun: &str) -> Option<f64> {
+    for n in neighbourhood(evidence, s) {
+        let tokens = &evidence.tokens[n];
+        for (i, token) in tokens.iter().enumerate() {
+            if !text::fuzzy_eq(&token.norm, noun) {
+                continue;
+            }
+            let found = tokens[i.saturating_sub(3)..i]
+                .iter()
+                .rev()
+                .find(|t| t.kind == TokenKind::Number && !text::is_month(&t.norm))
+                .and_then(|t| t.norm.parse::<f64>().ok());
+            if found.is_some() {
+                return found;
+            }
+        }
+    }
+    None
+}
+
 /// Share of a subject's evidence needed to say it has the question's property.
 const PROPERTY_HELD: f64 = 0.75;
-/// Below this share, the subject's evidence is taken not to give it the property.
-const PROPERTY_ABSENT: f64 = 0.5;
 
 /// The evidence's answer to a yes/no question about two subjects: "Are both A and B X?" (yes
 /// when each subject's sentence carries the property words) or "Were A and B … the same Y?"
@@ -627,7 +672,31 @@ fn polar_truth(question: &str, tokens: &[Token], evidence: &Evidence) -> Option<
     let lower = question.to_lowercase();
     let mut subjects = None;
     let mut subject_words: Vec<String> = Vec::new();
+    // "Are X and Y both P?": the subjects run from after the verb to "both", split at the last
+    // "and" (so "Gin and tonic and Paloma" gives "Gin and tonic" and "Paloma").
+    if let Some(both) = lower.find(" both ")
+        && let Some(verb_end) = lower.find(' ')
+        && verb_end < both
+        && let Some(split) = lower[..both].rfind(" and ")
+        && split > verb_end
+    {
+        let words = |from: usize, to: usize| -> Vec<String> {
+            tokens
+                .iter()
+                .filter(|t| t.start >= from && t.end <= to && t.is_content())
+                .map(|t| t.norm.clone())
+                .collect()
+        };
+        let (left, right) = (words(verb_end, split), words(split + 5, both));
+        if !left.is_empty() && !right.is_empty() {
+            subject_words = left.iter().chain(&right).cloned().collect();
+            subjects = Some([left, right]);
+        }
+    }
     for (at, _) in lower.match_indices(" and ") {
+        if subjects.is_some() {
+            break;
+        }
         let (left, left_all) = name_run_full(question, tokens, at, evidence, Direction::Backward);
         let right = name_run(question, tokens, at + 5, evidence, Direction::Forward);
         if !left.is_empty() && !right.is_empty() {
@@ -730,10 +799,8 @@ fn polar_truth(question: &str, tokens: &[Token], evidence: &Evidence) -> Option<
         Some((false, detail))
     } else if held.iter().all(|h| *h >= PROPERTY_HELD) {
         Some((true, detail))
-    } else if held.iter().any(|h| *h < PROPERTY_ABSENT) {
-        Some((false, detail))
     } else {
-        None
+        Some((false, detail))
     }
 }
 
@@ -936,7 +1003,7 @@ struct Alignment {
 const PARTNER_CREDIT: f64 = 0.6;
 /// Support of a yes/no answer the evidence's two subjects decide: high but below a verbatim
 /// match, since the decision rests on word overlap.
-const POLARITY_AGREES: f64 = 0.85;
+const POLARITY_AGREES: f64 = 0.95;
 const POLARITY_DISAGREES: f64 = 0.1;
 /// Words that open a sentence continuing the previous one's subject.
 const ANAPHORA: &[&str] = &["it", "he", "she", "they", "its", "his", "her", "their", "this"];
