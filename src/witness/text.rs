@@ -49,7 +49,7 @@ impl Token {
 const STOP_WORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
     "are", "as", "at", "be", "because", "been", "being", "below", "between", "both", "but", "by",
-    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "either", "etc", "few",
+    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "either", "etc", "every", "few",
     "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers",
     "herself", "him", "himself", "his", "how", "however", "i", "if", "in", "into", "is", "it",
     "its", "itself", "just", "let", "may", "me", "might", "mine", "must", "my", "myself", "now",

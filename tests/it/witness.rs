@@ -45,6 +45,13 @@ fn three_modes_on_the_readme_example() {
             out.stderr
         );
         assert!(out.stderr.contains("the aligned evidence negates what the claim states"));
+        assert!(
+            out.stderr
+                .contains("claim 3 [unsupported, ")
+                && out.stderr.contains("not in the evidence: Visitors, tour, planetarium, weekend"),
+            "{}",
+            out.stderr
+        );
         assert!(witness_id(&out.stderr).starts_with("wit_"));
     }
     let audit = fs::read_to_string(root().join(ANSWER)).expect("answer");
@@ -53,6 +60,16 @@ fn three_modes_on_the_readme_example() {
         &fs::read_to_string(root().join("fixtures/witness/expected/answer.audit.md"))
             .expect("audit"),
     );
+}
+
+#[test]
+fn conversational_profiles_remove_contradictions_and_warn_on_unknown_claims() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = check(state.path(), ANSWER, &["--mode", "strict", "--profile", "chat"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("Visitors can tour its planetarium every weekend."));
+    assert!(!out.stdout.contains("1978"));
+    assert!(out.stderr.contains("claim 3 [unsupported, warned]"), "{}", out.stderr);
 }
 
 #[test]
@@ -70,10 +87,11 @@ fn json_prints_a_schema_valid_certificate_and_stores_it() {
     let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
     assert!(errors.is_empty(), "{errors:?}");
     let certificate: Certificate = serde_json::from_value(value).expect("type accepts");
-    assert_eq!(certificate.summary.verifiable, 4);
+    assert_eq!(certificate.summary.verifiable, 5);
     assert_eq!(certificate.summary.contradicted, 2);
-    assert_eq!(certificate.suppression.removed, 2);
-    assert_eq!(certificate.flagged_claims.len(), 2);
+    assert_eq!(certificate.summary.unsupported, 1);
+    assert_eq!(certificate.suppression.removed, 3);
+    assert_eq!(certificate.flagged_claims.len(), 3);
     assert!(certificate.output.rewritten);
     // Evidence snippets point at the exact bytes of the context file.
     let context = fs::read_to_string(root().join(CONTEXT)).expect("context");
