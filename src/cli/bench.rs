@@ -47,8 +47,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         figures.push(bench::records_validate(args.records)?);
     }
     if wants(Group::Witness) {
-        eprintln!("bench: witness verify ({} answers x 10 evidence texts)…", args.witness_answers);
-        figures.push(svc::witness::bench::claims_per_second(args.witness_answers, 10));
+        eprintln!(
+            "bench: witness verify ({} answers x 10 evidence texts)…",
+            args.witness_answers
+        );
+        figures.push(svc::witness::bench::claims_per_second(
+            args.witness_answers,
+            10,
+        ));
     }
     if !wants(Group::Tokens) {
         return print_figures(&figures, args.format);

@@ -227,7 +227,9 @@ fn render_report(certificate: &Certificate) -> String {
         out.push_str(&format!("  output untouched: {why}\n"));
     }
     if let Some(error) = &certificate.nli.error {
-        out.push_str(&format!("  nli fell back to deterministic verdicts: {error}\n"));
+        out.push_str(&format!(
+            "  nli fell back to deterministic verdicts: {error}\n"
+        ));
     }
     out.push_str(&format!("witness-id: {}\n", certificate.id));
     out
@@ -239,7 +241,9 @@ fn run_list(limit: usize, json: bool) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&listings)?);
         return Ok(ExitCode::SUCCESS);
     }
-    println!("| id | created_at | mode | profile | status | verifiable | flagged | unsupported_claim_rate |");
+    println!(
+        "| id | created_at | mode | profile | status | verifiable | flagged | unsupported_claim_rate |"
+    );
     println!("|---|---|---|---|---|---:|---:|---:|");
     for l in listings {
         println!(
@@ -248,9 +252,7 @@ fn run_list(limit: usize, json: bool) -> anyhow::Result<ExitCode> {
             l.created_at,
             l.mode,
             l.profile,
-            serde_json::to_value(l.status)?
-                .as_str()
-                .unwrap_or_default(),
+            serde_json::to_value(l.status)?.as_str().unwrap_or_default(),
             l.verifiable,
             l.flagged,
             l.unsupported_claim_rate

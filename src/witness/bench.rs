@@ -47,9 +47,15 @@ pub fn synthetic_answers(seed: usize, count: usize) -> Vec<String> {
 /// Claims verified per second, one thread.
 pub fn claims_per_second(answers_per_evidence: usize, evidences: usize) -> Figure {
     let cases: Vec<(String, Vec<String>)> = (0..evidences)
-        .map(|seed| (synthetic_evidence(seed), synthetic_answers(seed, answers_per_evidence)))
+        .map(|seed| {
+            (
+                synthetic_evidence(seed),
+                synthetic_answers(seed, answers_per_evidence),
+            )
+        })
         .collect();
-    let evidence_bytes: usize = cases.iter().map(|(e, _)| e.len()).sum::<usize>() / evidences.max(1);
+    let evidence_bytes: usize =
+        cases.iter().map(|(e, _)| e.len()).sum::<usize>() / evidences.max(1);
     // Warm up allocations and lazy tables.
     let _ = verify::check(&cases[0].1[0], &cases[0].0, None, Profile::Rag);
     let start = Instant::now();

@@ -274,7 +274,13 @@ pub fn build(inputs: CertificateInputs<'_>) -> Certificate {
         });
     }
 
-    let count = |label: Label| verification.claims.iter().filter(|c| c.label == label).count();
+    let count = |label: Label| {
+        verification
+            .claims
+            .iter()
+            .filter(|c| c.label == label)
+            .count()
+    };
     let summary = ClaimSummary {
         claims: verification.claims.len(),
         verifiable: verification.verifiable().count(),
@@ -570,7 +576,10 @@ mod tests {
         let validator = validator();
         for certificate in certificates() {
             let value = serde_json::to_value(&certificate).expect("serialise");
-            let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| e.to_string())
+                .collect();
             assert!(errors.is_empty(), "{errors:?}\n{value:#}");
             let back: Certificate = serde_json::from_value(value).expect("round trip");
             assert_eq!(back, certificate);
@@ -643,11 +652,19 @@ mod tests {
                 assert_eq!(required, keys, "required differs at {path:?}");
                 assert_eq!(node["additionalProperties"], false, "{path}");
                 for (key, child) in map {
-                    compare(root, &properties[key], child, &format!("{path}/{key}"), seen);
+                    compare(
+                        root,
+                        &properties[key],
+                        child,
+                        &format!("{path}/{key}"),
+                        seen,
+                    );
                 }
             }
             Value::Array(items) => {
-                let schema_items = node.get("items").unwrap_or_else(|| panic!("{path}: no items"));
+                let schema_items = node
+                    .get("items")
+                    .unwrap_or_else(|| panic!("{path}: no items"));
                 for (i, item) in items.iter().enumerate() {
                     compare(root, schema_items, item, &format!("{path}/{i}"), seen);
                 }

@@ -55,9 +55,9 @@ const NON_ASSERTIVE_OPENERS: &[&str] = &[
 ];
 
 const CLAIM_VERBS: &[&str] = &[
-    "is", "are", "was", "were", "has", "have", "had", "will", "can", "does", "did", "won",
-    "born", "died", "made", "became", "become", "wrote", "led", "held", "began", "includes",
-    "contains", "returns", "takes", "uses", "runs", "lasted",
+    "is", "are", "was", "were", "has", "have", "had", "will", "can", "does", "did", "won", "born",
+    "died", "made", "became", "become", "wrote", "led", "held", "began", "includes", "contains",
+    "returns", "takes", "uses", "runs", "lasted",
 ];
 
 /// The longest answer, in words, still read as a short answer to the question.
@@ -260,7 +260,8 @@ pub fn is_verifiable(claim: &str) -> bool {
     // this list knows ("It sells tickets online.").
     content >= 3
         || tokens.iter().any(|t| {
-            is_claim_verb(&t.norm) || (t.end - t.start > 4 && trimmed[t.start..t.end].ends_with("ed"))
+            is_claim_verb(&t.norm)
+                || (t.end - t.start > 4 && trimmed[t.start..t.end].ends_with("ed"))
         })
 }
 

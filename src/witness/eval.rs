@@ -140,7 +140,8 @@ pub fn evaluate_with(
     let mut hallucinated_baseline = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         let evidence = Evidence::new(&item.knowledge);
-        let right = verify::check_with(&evidence, &item.right_answer, Some(&item.question), profile);
+        let right =
+            verify::check_with(&evidence, &item.right_answer, Some(&item.question), profile);
         let wrong = verify::check_with(
             &evidence,
             &item.hallucinated_answer,
@@ -162,7 +163,10 @@ pub fn evaluate_with(
         right_scores.push(right.score());
         hallucinated_scores.push(wrong.score());
         right_baseline.push(coverage_baseline(&item.right_answer, &item.knowledge));
-        hallucinated_baseline.push(coverage_baseline(&item.hallucinated_answer, &item.knowledge));
+        hallucinated_baseline.push(coverage_baseline(
+            &item.hallucinated_answer,
+            &item.knowledge,
+        ));
     }
     let n = items.len();
     EvalReport {
@@ -254,8 +258,7 @@ mod tests {
     #[test]
     fn evaluate_flags_the_hallucinated_answer() {
         let item = EvalItem {
-            knowledge: "The Oberoi Group is a hotel company with its head office in Delhi."
-                .into(),
+            knowledge: "The Oberoi Group is a hotel company with its head office in Delhi.".into(),
             question: "The Oberoi Group has a head office in what city?".into(),
             right_answer: "Delhi".into(),
             hallucinated_answer: "Mumbai, the financial capital of India.".into(),

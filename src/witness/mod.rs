@@ -10,8 +10,8 @@
 //! output and certificate), [`witness_with_nli`] (the same with the NLI judge), and
 //! [`store::Store`] to persist certificates and feedback.
 
-pub mod certificate;
 pub mod bench;
+pub mod certificate;
 pub mod claims;
 pub mod eval;
 pub mod nli;
@@ -69,10 +69,7 @@ pub fn witness(input: &WitnessInput<'_>) -> Witnessed {
 
 /// As [`witness`], then ask the NLI judge about uncertain claims. Never fails: on any judge
 /// failure the deterministic verdicts stay and the certificate records the fallback.
-pub async fn witness_with_nli(
-    input: &WitnessInput<'_>,
-    settings: &nli::NliSettings,
-) -> Witnessed {
+pub async fn witness_with_nli(input: &WitnessInput<'_>, settings: &nli::NliSettings) -> Witnessed {
     let started = SystemTime::now();
     let evidence = verify::Evidence::new(input.context);
     let mut verification =

@@ -131,11 +131,9 @@ pub async fn refine(
         judge_all(verification, &uncertain, evidence, question, settings),
     )
     .await
-    .unwrap_or_else(|_| {
-        Err(NliError::Timeout {
-            budget_ms: settings.budget.as_millis(),
-        })
-    });
+    .unwrap_or(Err(NliError::Timeout {
+        budget_ms: settings.budget.as_millis(),
+    }));
     record.latency_ms = Some(started.elapsed().as_millis() as u64);
     match result {
         Ok(judgements) => {
@@ -284,7 +282,10 @@ async fn judge(
 
 /// Parse the judge's JSON (optionally inside a Markdown code fence); every claim sent must get
 /// exactly one known label.
-fn parse_verdicts(content: &str, claims: &[(usize, &str)]) -> Result<Vec<(usize, Label)>, NliError> {
+fn parse_verdicts(
+    content: &str,
+    claims: &[(usize, &str)],
+) -> Result<Vec<(usize, Label)>, NliError> {
     let trimmed = content.trim();
     let body = trimmed
         .strip_prefix("```json")
@@ -349,9 +350,15 @@ mod tests {
         calls: Arc<AtomicUsize>,
     }
 
-    async fn completions(State(fake): State<Fake>, Json(body): Json<serde_json::Value>) -> Response {
+    async fn completions(
+        State(fake): State<Fake>,
+        Json(body): Json<serde_json::Value>,
+    ) -> Response {
         fake.calls.fetch_add(1, Ordering::SeqCst);
-        let user = body["messages"][1]["content"].as_str().unwrap_or_default().to_string();
+        let user = body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let ids: Vec<usize> = user
             .split("Claims:\n")
             .nth(1)
@@ -387,7 +394,9 @@ mod tests {
                 behaviour,
                 calls: calls.clone(),
             });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let address = listener.local_addr().expect("address");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -406,7 +415,10 @@ mod tests {
 
     fn uncertain_count(v: &Verification) -> usize {
         let threshold = v.profile.support_threshold();
-        v.claims.iter().filter(|c| is_uncertain(c, threshold)).count()
+        v.claims
+            .iter()
+            .filter(|c| is_uncertain(c, threshold))
+            .count()
     }
 
     #[tokio::test]
@@ -419,10 +431,19 @@ mod tests {
         let record = refine(&mut v, EVIDENCE, None, &settings(url)).await;
         assert_eq!(record.status, NliStatus::Applied, "{record:?}");
         assert_eq!(record.claims_sent, uncertain);
-        assert_eq!(calls.load(Ordering::SeqCst), uncertain, "one request per batch of one");
+        assert_eq!(
+            calls.load(Ordering::SeqCst),
+            uncertain,
+            "one request per batch of one"
+        );
         assert!(record.claims_changed >= 1);
         assert_eq!(v.claims[1].label, Label::Supported);
-        assert!(v.claims[1].reasons.iter().any(|r| r.kind == ReasonKind::NliJudgement));
+        assert!(
+            v.claims[1]
+                .reasons
+                .iter()
+                .any(|r| r.kind == ReasonKind::NliJudgement)
+        );
     }
 
     async fn falls_back(behaviour: Option<Behaviour>) -> NliRecord {
@@ -430,7 +451,9 @@ mod tests {
             Some(b) => serve(b).await.0,
             None => {
                 // A port nobody listens on: bind, note it, close it.
-                let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
                 let address = listener.local_addr().expect("address");
                 drop(listener);
                 format!("http://{address}/v1")
@@ -471,7 +494,12 @@ mod tests {
     #[tokio::test]
     async fn nothing_uncertain_sends_nothing() {
         let (url, calls) = serve(Behaviour::Agree).await;
-        let mut v = check("It was founded in 1921 by Ingrid Solberg.", EVIDENCE, None, Profile::Rag);
+        let mut v = check(
+            "It was founded in 1921 by Ingrid Solberg.",
+            EVIDENCE,
+            None,
+            Profile::Rag,
+        );
         assert_eq!(uncertain_count(&v), 0, "{v:?}");
         let record = refine(&mut v, EVIDENCE, None, &settings(url)).await;
         assert_eq!(record.status, NliStatus::NotNeeded);
@@ -487,7 +515,13 @@ mod tests {
         )
         .expect("parses");
         assert_eq!(got, [(0, Label::Supported), (2, Label::Contradicted)]);
-        assert!(parse_verdicts("{\"verdicts\": [{\"id\": 0, \"label\": \"supported\"}]}", &claims).is_err());
+        assert!(
+            parse_verdicts(
+                "{\"verdicts\": [{\"id\": 0, \"label\": \"supported\"}]}",
+                &claims
+            )
+            .is_err()
+        );
         assert!(parse_verdicts("not json", &claims).is_err());
         assert!(parse_verdicts("{\"verdicts\": [{\"id\": 0, \"label\": \"maybe\"}, {\"id\": 2, \"label\": \"supported\"}]}", &claims).is_err());
     }

@@ -125,7 +125,10 @@ mod tests {
             assert_eq!(wire, profile.as_str());
         }
         for mode in Mode::ALL {
-            assert_eq!(serde_json::to_value(mode).expect("serialise"), mode.as_str());
+            assert_eq!(
+                serde_json::to_value(mode).expect("serialise"),
+                mode.as_str()
+            );
         }
         assert!(Profile::Code.fails_closed() && !Profile::Dialogue.fails_closed());
     }

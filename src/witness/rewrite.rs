@@ -224,7 +224,10 @@ mod tests {
             annotate.output
         );
         let strict = apply(output, &v, Mode::Strict, Profile::Rag);
-        assert_eq!(strict.output, "The Oberoi Group has its head office in Delhi. ");
+        assert_eq!(
+            strict.output,
+            "The Oberoi Group has its head office in Delhi. "
+        );
         assert_eq!(strict.suppressions[0].action, Action::Removed);
     }
 
@@ -261,7 +264,12 @@ mod tests {
     #[test]
     fn everything_removed_leaves_a_notice() {
         let output = "Mumbai";
-        let v = check(output, EVIDENCE, Some("Where is the head office?"), Profile::Qa);
+        let v = check(
+            output,
+            EVIDENCE,
+            Some("Where is the head office?"),
+            Profile::Qa,
+        );
         let strict = apply(output, &v, Mode::Strict, Profile::Qa);
         assert_eq!(strict.output, WITHHELD_NOTICE);
     }

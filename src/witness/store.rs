@@ -16,7 +16,17 @@ use crate::state::{self, StateError};
 
 /// A person's judgement of a certificate.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "snake_case")]
 #[clap(rename_all = "snake_case")]
@@ -331,7 +341,12 @@ mod tests {
         assert_eq!(flagged.flagged, 1);
 
         store
-            .add_feedback(&b.id, Verdict::FalsePositive, Some(0), Some("Mumbai is fine".into()))
+            .add_feedback(
+                &b.id,
+                Verdict::FalsePositive,
+                Some(0),
+                Some("Mumbai is fine".into()),
+            )
             .expect("feedback");
         store
             .add_feedback(&b.id, Verdict::Correct, None, None)
@@ -358,12 +373,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::at(dir.path());
         let missing = "wit_000000000000000000000000";
-        assert!(matches!(store.get(missing), Err(StoreError::NotFound { .. })));
+        assert!(matches!(
+            store.get(missing),
+            Err(StoreError::NotFound { .. })
+        ));
         assert!(matches!(
             store.add_feedback(missing, Verdict::Correct, None, None),
             Err(StoreError::NotFound { .. })
         ));
-        assert!(matches!(store.get("../etc/passwd"), Err(StoreError::BadId { .. })));
+        assert!(matches!(
+            store.get("../etc/passwd"),
+            Err(StoreError::BadId { .. })
+        ));
     }
 
     #[test]

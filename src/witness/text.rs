@@ -47,26 +47,213 @@ impl Token {
 }
 
 const STOP_WORDS: &[&str] = &[
-    "a", "about", "above", "after", "again", "against", "all", "also", "am", "an", "and", "any",
-    "are", "as", "at", "be", "because", "been", "being", "below", "between", "both", "but", "by",
-    "can", "could", "did", "do", "does", "doing", "down", "during", "each", "either", "etc", "every", "few",
-    "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers",
-    "herself", "him", "himself", "his", "how", "however", "i", "if", "in", "into", "is", "it",
-    "its", "itself", "just", "let", "may", "me", "might", "mine", "must", "my", "myself", "now",
-    "of", "off", "on", "once", "one", "only", "onto", "or", "other", "our", "ours", "out", "over",
-    "own", "per", "same", "shall", "she", "should", "so", "some", "such", "than", "that", "the",
-    "their", "theirs", "them", "themselves", "then", "there", "these", "they", "this", "those",
-    "through", "thus", "to", "too", "under", "until", "up", "upon", "us", "very", "via", "was",
-    "we", "were", "what", "whatever", "when", "where", "whereas", "whether", "which", "while",
-    "who", "whom", "whose", "why", "will", "with", "within", "would", "yes", "you", "your",
-    "yours", "s", "t", "known", "called", "named", "name", "well", "many", "much", "most", "more",
-    "less", "least", "actually", "indeed", "really", "still", "yet", "already", "ever", "often",
-    "usually", "generally", "according", "based", "including", "include", "includes", "like",
-    "being", "among", "across", "around", "along", "toward", "towards", "whose", "another",
-    "several", "various", "certain", "kind", "type", "sort", "part", "something", "someone",
-    "anything", "everything", "nothing", "whole", "overall", "answer", "question", "correct",
-    "true", "false", "approximately", "about", "nearly", "almost", "roughly", "exactly",
-    "specifically", "particularly", "especially",
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "also",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "can",
+    "could",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "down",
+    "during",
+    "each",
+    "either",
+    "etc",
+    "every",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "however",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "just",
+    "let",
+    "may",
+    "me",
+    "might",
+    "mine",
+    "must",
+    "my",
+    "myself",
+    "now",
+    "of",
+    "off",
+    "on",
+    "once",
+    "one",
+    "only",
+    "onto",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "out",
+    "over",
+    "own",
+    "per",
+    "same",
+    "shall",
+    "she",
+    "should",
+    "so",
+    "some",
+    "such",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "thus",
+    "to",
+    "too",
+    "under",
+    "until",
+    "up",
+    "upon",
+    "us",
+    "very",
+    "via",
+    "was",
+    "we",
+    "were",
+    "what",
+    "whatever",
+    "when",
+    "where",
+    "whereas",
+    "whether",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "whose",
+    "why",
+    "will",
+    "with",
+    "within",
+    "would",
+    "yes",
+    "you",
+    "your",
+    "yours",
+    "s",
+    "t",
+    "known",
+    "called",
+    "named",
+    "name",
+    "well",
+    "many",
+    "much",
+    "most",
+    "more",
+    "less",
+    "least",
+    "actually",
+    "indeed",
+    "really",
+    "still",
+    "yet",
+    "already",
+    "ever",
+    "often",
+    "usually",
+    "generally",
+    "according",
+    "based",
+    "including",
+    "include",
+    "includes",
+    "like",
+    "being",
+    "among",
+    "across",
+    "around",
+    "along",
+    "toward",
+    "towards",
+    "whose",
+    "another",
+    "several",
+    "various",
+    "certain",
+    "kind",
+    "type",
+    "sort",
+    "part",
+    "something",
+    "someone",
+    "anything",
+    "everything",
+    "nothing",
+    "whole",
+    "overall",
+    "answer",
+    "question",
+    "correct",
+    "true",
+    "false",
+    "approximately",
+    "about",
+    "nearly",
+    "almost",
+    "roughly",
+    "exactly",
+    "specifically",
+    "particularly",
+    "especially",
 ];
 
 /// Words that flip a claim's polarity. They are stop words for coverage but are tracked.
@@ -166,7 +353,11 @@ fn stem(word: &str) -> String {
         w.push('y');
         return w;
     }
-    if w.len() > 3 && w.ends_with('s') && !w.ends_with("ss") && !w.ends_with("us") && !w.ends_with("is")
+    if w.len() > 3
+        && w.ends_with('s')
+        && !w.ends_with("ss")
+        && !w.ends_with("us")
+        && !w.ends_with("is")
     {
         w.pop();
     }
@@ -175,7 +366,9 @@ fn stem(word: &str) -> String {
             w.truncate(w.len() - suffix.len());
             // "starr" -> "star", "located" -> "locat"; a final "e" goes too ("produce").
             let b = w.as_bytes();
-            if b.len() >= 2 && b[b.len() - 1] == b[b.len() - 2] && !matches!(b[b.len() - 1], b'l' | b's' | b'z')
+            if b.len() >= 2
+                && b[b.len() - 1] == b[b.len() - 2]
+                && !matches!(b[b.len() - 1], b'l' | b's' | b'z')
             {
                 w.pop();
             }
@@ -226,12 +419,8 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
                 iter.next();
                 continue;
             }
-            let next_is = |pred: fn(char) -> bool| {
-                text[i + d.len_utf8()..]
-                    .chars()
-                    .next()
-                    .is_some_and(pred)
-            };
+            let next_is =
+                |pred: fn(char) -> bool| text[i + d.len_utf8()..].chars().next().is_some_and(pred);
             if (d == ',' || d == '.')
                 && bytes[start].is_ascii_digit()
                 && next_is(|n| n.is_ascii_digit())
@@ -275,7 +464,9 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
             };
             (norm, kind)
         };
-        let norm = if let Some(base) = lower.strip_suffix("n't").filter(|_| kind == TokenKind::Word)
+        let norm = if let Some(base) = lower
+            .strip_suffix("n't")
+            .filter(|_| kind == TokenKind::Word)
         {
             // "didn't" carries a negation; keep it visible as one.
             let _ = base;
@@ -338,11 +529,7 @@ pub fn fuzzy_eq(a: &str, b: &str) -> bool {
     if a.as_bytes().first().is_some_and(u8::is_ascii_digit) || is_month(a) || is_month(b) {
         return false;
     }
-    let prefix = a
-        .chars()
-        .zip(b.chars())
-        .take_while(|(x, y)| x == y)
-        .count();
+    let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     let (la, lb) = (a.chars().count(), b.chars().count());
     prefix >= 6 && la - prefix <= 3 && lb - prefix <= 3
 }
@@ -379,8 +566,20 @@ pub fn sentences(text: &str) -> Vec<Span> {
                         && prev_word.chars().all(char::is_uppercase)
                         || matches!(
                             prev_word.chars().rev().collect::<String>().as_str(),
-                            "Mr" | "Mrs" | "Ms" | "Dr" | "St" | "Jr" | "Sr" | "vs" | "No" | "Co"
-                                | "Inc" | "Ltd" | "Mt" | "Ph" | "etc"
+                            "Mr" | "Mrs"
+                                | "Ms"
+                                | "Dr"
+                                | "St"
+                                | "Jr"
+                                | "Sr"
+                                | "vs"
+                                | "No"
+                                | "Co"
+                                | "Inc"
+                                | "Ltd"
+                                | "Mt"
+                                | "Ph"
+                                | "etc"
                         ));
                 !abbreviation
                     && match next {
@@ -434,13 +633,18 @@ mod tests {
     fn numbers_and_possessives_normalise() {
         assert_eq!(
             norms("Arthur's 56,551 tons, two titles in the 3rd year"),
-            ["arthur", "56551", "ton", "2", "titl", "in", "the", "3", "year"]
+            [
+                "arthur", "56551", "ton", "2", "titl", "in", "the", "3", "year"
+            ]
         );
         assert_eq!(
             norms("starred starring stars located locates"),
             ["star", "star", "star", "locat", "locat"]
         );
-        assert_eq!(norms("born 25 June 1961"), ["born", "25", "month06", "1961"]);
+        assert_eq!(
+            norms("born 25 June 1961"),
+            ["born", "25", "month06", "1961"]
+        );
         assert_eq!(norms("He didn't win"), ["he", "n't", "win"]);
     }
 

@@ -502,10 +502,36 @@ const PREDICATE_MARGIN: f64 = 0.25;
 /// Share of the question's words the winning option's sentence must carry.
 const PREDICATE_HELD: f64 = 0.5;
 const QUANTITY_CUES: &[&str] = &[
-    "more", "less", "most", "least", "fewer", "further", "farther", "larger", "bigger",
-    "higher", "longer", "greater", "smaller", "taller", "shorter", "closer", "wider", "heavier",
-    "largest", "biggest", "highest", "longest", "greatest", "smallest", "tallest", "shortest",
-    "population", "number", "many", "much",
+    "more",
+    "less",
+    "most",
+    "least",
+    "fewer",
+    "further",
+    "farther",
+    "larger",
+    "bigger",
+    "higher",
+    "longer",
+    "greater",
+    "smaller",
+    "taller",
+    "shorter",
+    "closer",
+    "wider",
+    "heavier",
+    "largest",
+    "biggest",
+    "highest",
+    "longest",
+    "greatest",
+    "smallest",
+    "tallest",
+    "shortest",
+    "population",
+    "number",
+    "many",
+    "much",
 ];
 
 impl Comparison {
@@ -562,16 +588,13 @@ impl Comparison {
         } else {
             // The question's other words (its predicate) should sit with the right option;
             // "which is further west" is a quantity the words cannot decide.
-            let quantity = tokens.iter().any(|t| QUANTITY_CUES.contains(&t.norm.as_str()));
+            let quantity = tokens
+                .iter()
+                .any(|t| QUANTITY_CUES.contains(&t.norm.as_str()));
             let predicate: Vec<&Token> = tokens
                 .iter()
                 .filter(|t| t.is_content())
-                .filter(|t| {
-                    !options
-                        .iter()
-                        .flatten()
-                        .any(|w| text::fuzzy_eq(w, &t.norm))
-                })
+                .filter(|t| !options.iter().flatten().any(|w| text::fuzzy_eq(w, &t.norm)))
                 .collect();
             let total: f64 = predicate.iter().map(|t| t.weight()).sum();
             if total > 0.0 {
@@ -618,7 +641,12 @@ impl Comparison {
 }
 
 const ORIGIN_SLOTS: &[&str] = &[
-    "nationality", "country", "citizenship", "origin", "nation", "ethnicity",
+    "nationality",
+    "country",
+    "citizenship",
+    "origin",
+    "nation",
+    "ethnicity",
 ];
 
 /// Whether a name looks like a nationality adjective ("American", "Soviet", "Danish").
@@ -734,7 +762,9 @@ fn polar_truth(question: &str, tokens: &[Token], evidence: &Evidence) -> Option<
             near[i]
                 .iter()
                 .flat_map(|&s| evidence.tokens[s].iter())
-                .filter(|t| t.is_content() && matches!(t.kind, TokenKind::Entity | TokenKind::Number))
+                .filter(|t| {
+                    t.is_content() && matches!(t.kind, TokenKind::Entity | TokenKind::Number)
+                })
                 .filter(|t| !is_subject(&t.norm) && !in_question(&t.norm))
                 .filter(|t| about_origin || !looks_like_demonym(&t.norm))
                 .collect()
@@ -1006,7 +1036,9 @@ const PARTNER_CREDIT: f64 = 0.6;
 const POLARITY_AGREES: f64 = 0.95;
 const POLARITY_DISAGREES: f64 = 0.1;
 /// Words that open a sentence continuing the previous one's subject.
-const ANAPHORA: &[&str] = &["it", "he", "she", "they", "its", "his", "her", "their", "this"];
+const ANAPHORA: &[&str] = &[
+    "it", "he", "she", "they", "its", "his", "her", "their", "this",
+];
 
 fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
     evidence.tokens[s]
@@ -1018,9 +1050,25 @@ fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
 const MISSING_NUMBER_FACTOR: f64 = 0.5;
 /// Phrases of questions whose answer is a number or a date.
 const NUMBER_QUESTIONS: &[&str] = &[
-    "how many", "how much", "how long", "how old", "how far", "how tall", "how big",
-    "how large", "what year", "which year", "what date", "which date", "when was", "when did",
-    "when were", "when is", "what population", "population of", "what percentage",
+    "how many",
+    "how much",
+    "how long",
+    "how old",
+    "how far",
+    "how tall",
+    "how big",
+    "how large",
+    "what year",
+    "which year",
+    "what date",
+    "which date",
+    "when was",
+    "when did",
+    "when were",
+    "when is",
+    "what population",
+    "population of",
+    "what percentage",
 ];
 /// Score factor per claim name found nowhere in the evidence.
 const MISSING_NAME_FACTOR: f64 = 0.45;
@@ -1163,9 +1211,7 @@ fn verify_claim(
     let threshold = profile.support_threshold();
     let mut reasons = Vec::new();
 
-    if short
-        && let (Some(q), Some(yes)) = (question, claims::is_polarity(&claim.text))
-    {
+    if short && let (Some(q), Some(yes)) = (question, claims::is_polarity(&claim.text)) {
         return verify_polarity(evidence, claim, q, yes, threshold);
     }
 
@@ -1211,15 +1257,10 @@ fn verify_claim(
             ReasonKind::Coverage,
             "no evidence sentence shares a content word with the claim",
         ));
-        let (label, score) = if claim_terms.is_empty() {
-            (Label::Unsupported, 0.0)
-        } else {
-            (Label::Unsupported, 0.0)
-        };
         return ClaimVerdict {
             claim,
-            label,
-            score,
+            label: Label::Unsupported,
+            score: 0.0,
             reasons,
             evidence: Vec::new(),
             missing: missing_words,
@@ -1467,7 +1508,11 @@ fn verify_claim(
         reasons,
         evidence: span_sentences
             .iter()
-            .chain(extra_evidence.iter().filter(|s| !span_sentences.contains(s)))
+            .chain(
+                extra_evidence
+                    .iter()
+                    .filter(|s| !span_sentences.contains(s)),
+            )
             .map(|&s| evidence.snippet(s))
             .collect(),
         missing: missing_words,
@@ -1506,7 +1551,9 @@ fn same_kind_fillers(
         };
         if !fits
             || !token.is_content()
-            || claim_terms.iter().any(|t| text::fuzzy_eq(&t.norm, &token.norm))
+            || claim_terms
+                .iter()
+                .any(|t| text::fuzzy_eq(&t.norm, &token.norm))
             || question.contains(&token.norm)
         {
             continue;
@@ -1582,7 +1629,11 @@ fn verify_polarity(
             } else {
                 Label::Contradicted
             },
-            score: if agrees { POLARITY_AGREES } else { POLARITY_DISAGREES },
+            score: if agrees {
+                POLARITY_AGREES
+            } else {
+                POLARITY_DISAGREES
+            },
             reasons: vec![reason(
                 if agrees {
                     ReasonKind::PolarityAgrees
@@ -1655,7 +1706,9 @@ mod tests {
 
     #[test]
     fn short_answer_in_the_context_of_the_question() {
-        let q = Some("The Oberoi family is part of a hotel company that has a head office in what city?");
+        let q = Some(
+            "The Oberoi family is part of a hotel company that has a head office in what city?",
+        );
         let right = one("Delhi", q);
         assert_eq!(right.label, Label::Supported, "{right:?}");
         assert_eq!(right.claim.kind, ClaimKind::ShortAnswer);
@@ -1687,13 +1740,19 @@ mod tests {
         let v = one("The Oberoi Group opened a hotel in Pakistan.", None);
         assert_eq!(v.label, Label::Contradicted, "{v:?}");
         assert!(has(&v, ReasonKind::NegationFlip));
-        let v = one("The Oberoi Group does not have a head office in Delhi.", None);
+        let v = one(
+            "The Oberoi Group does not have a head office in Delhi.",
+            None,
+        );
         assert_eq!(v.label, Label::Contradicted, "{v:?}");
     }
 
     #[test]
     fn antonym_flip() {
-        let v = one("Mohan Singh Oberoi was younger than his partner Ernest Grose.", None);
+        let v = one(
+            "Mohan Singh Oberoi was younger than his partner Ernest Grose.",
+            None,
+        );
         assert_eq!(v.label, Label::Contradicted, "{v:?}");
         assert!(has(&v, ReasonKind::AntonymFlip));
     }
@@ -1718,7 +1777,12 @@ mod tests {
         let q = Some("Which magazine was started first, Arthur's Magazine or First for Women?");
         let right = check("Arthur's Magazine", evidence, q, Profile::Qa);
         assert_eq!(right.claims[0].label, Label::Supported, "{right:?}");
-        let wrong = check("First for Women was started first.", evidence, q, Profile::Qa);
+        let wrong = check(
+            "First for Women was started first.",
+            evidence,
+            q,
+            Profile::Qa,
+        );
         assert_eq!(wrong.claims[0].label, Label::Contradicted, "{wrong:?}");
     }
 

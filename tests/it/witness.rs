@@ -13,7 +13,13 @@ const ANSWER: &str = "fixtures/witness/answer.md";
 
 fn check(state: &std::path::Path, output: &str, extra: &[&str]) -> crate::harness::Run {
     run(svc(state)
-        .args(["witness", "--context-file", CONTEXT, "--output-file", output])
+        .args([
+            "witness",
+            "--context-file",
+            CONTEXT,
+            "--output-file",
+            output,
+        ])
         .args(extra))
 }
 
@@ -31,24 +37,28 @@ fn three_modes_on_the_readme_example() {
     for mode in ["audit", "annotate", "strict"] {
         let out = check(state.path(), ANSWER, &["--mode", mode]);
         assert_eq!(out.code, 0, "{}", out.stderr);
-        let expected = fs::read_to_string(
-            root().join(format!("fixtures/witness/expected/answer.{mode}.md")),
-        )
-        .expect("expected output");
+        let expected =
+            fs::read_to_string(root().join(format!("fixtures/witness/expected/answer.{mode}.md")))
+                .expect("expected output");
         assert_text_eq(&expected, &out.stdout);
         // Which claims are flagged, and why, is on stderr with the certificate id.
         assert!(
-            out.stderr.contains(
-                "claim 1 [contradicted, "
-            ) && out.stderr.contains("claim says 1978, the evidence says 1968"),
+            out.stderr.contains("claim 1 [contradicted, ")
+                && out
+                    .stderr
+                    .contains("claim says 1978, the evidence says 1968"),
             "{}",
             out.stderr
         );
-        assert!(out.stderr.contains("the aligned evidence negates what the claim states"));
         assert!(
             out.stderr
-                .contains("claim 3 [unsupported, ")
-                && out.stderr.contains("not in the evidence: Visitors, tour, planetarium, weekend"),
+                .contains("the aligned evidence negates what the claim states")
+        );
+        assert!(
+            out.stderr.contains("claim 3 [unsupported, ")
+                && out
+                    .stderr
+                    .contains("not in the evidence: Visitors, tour, planetarium, weekend"),
             "{}",
             out.stderr
         );
@@ -65,11 +75,22 @@ fn three_modes_on_the_readme_example() {
 #[test]
 fn conversational_profiles_remove_contradictions_and_warn_on_unknown_claims() {
     let state = tempfile::tempdir().expect("tempdir");
-    let out = check(state.path(), ANSWER, &["--mode", "strict", "--profile", "chat"]);
+    let out = check(
+        state.path(),
+        ANSWER,
+        &["--mode", "strict", "--profile", "chat"],
+    );
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("Visitors can tour its planetarium every weekend."));
+    assert!(
+        out.stdout
+            .contains("Visitors can tour its planetarium every weekend.")
+    );
     assert!(!out.stdout.contains("1978"));
-    assert!(out.stderr.contains("claim 3 [unsupported, warned]"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("claim 3 [unsupported, warned]"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -84,7 +105,10 @@ fn json_prints_a_schema_valid_certificate_and_stores_it() {
         .should_validate_formats(true)
         .build(&schema)
         .expect("schema compiles");
-    let errors: Vec<String> = validator.iter_errors(&value).map(|e| e.to_string()).collect();
+    let errors: Vec<String> = validator
+        .iter_errors(&value)
+        .map(|e| e.to_string())
+        .collect();
     assert!(errors.is_empty(), "{errors:?}");
     let certificate: Certificate = serde_json::from_value(value).expect("type accepts");
     assert_eq!(certificate.summary.verifiable, 5);
@@ -128,14 +152,28 @@ fn short_answers_are_read_against_the_question() {
     let right = check(
         state.path(),
         "fixtures/witness/short-right.txt",
-        &["--mode", "strict", "--profile", "qa", "--question", question],
+        &[
+            "--mode",
+            "strict",
+            "--profile",
+            "qa",
+            "--question",
+            question,
+        ],
     );
     assert_eq!(right.stdout, "Ingrid Solberg");
     assert!(right.stderr.contains("1 of 1 verifiable claims supported"));
     let wrong = check(
         state.path(),
         "fixtures/witness/short-wrong.txt",
-        &["--mode", "strict", "--profile", "qa", "--question", question],
+        &[
+            "--mode",
+            "strict",
+            "--profile",
+            "qa",
+            "--question",
+            question,
+        ],
     );
     assert_eq!(
         wrong.stdout,
@@ -143,7 +181,11 @@ fn short_answers_are_read_against_the_question() {
         "{}",
         wrong.stderr
     );
-    assert!(wrong.stderr.contains("names Ingrid Solberg instead"), "{}", wrong.stderr);
+    assert!(
+        wrong.stderr.contains("names Ingrid Solberg instead"),
+        "{}",
+        wrong.stderr
+    );
 }
 
 #[test]
@@ -169,7 +211,8 @@ fn list_and_feedback() {
         "2",
     ]));
     assert_eq!(feedback.code, 0, "{}", feedback.stderr);
-    let feedback = run(svc(state.path()).args(["witness", "feedback", &second, "--verdict", "correct"]));
+    let feedback =
+        run(svc(state.path()).args(["witness", "feedback", &second, "--verdict", "correct"]));
     assert!(
         feedback
             .stdout
@@ -185,7 +228,11 @@ fn list_and_feedback() {
         "correct",
     ]));
     assert_eq!(unknown.code, 2);
-    assert!(unknown.stderr.contains("no certificate wit_000000000000000000000000"));
+    assert!(
+        unknown
+            .stderr
+            .contains("no certificate wit_000000000000000000000000")
+    );
     let bad = run(svc(state.path()).args(["witness", "feedback", &first, "--verdict", "meh"]));
     assert_eq!(bad.code, 2);
 }
@@ -198,7 +245,8 @@ fn eval_prints_figures_beside_the_baseline() {
     let expected = fs::read_to_string(root().join("fixtures/witness/expected/qa.eval.txt"))
         .expect("expected eval");
     assert_text_eq(&expected, &out.stdout);
-    let json = run(svc(state.path()).args(["witness", "eval", "fixtures/witness/qa.jsonl", "--json"]));
+    let json =
+        run(svc(state.path()).args(["witness", "eval", "fixtures/witness/qa.jsonl", "--json"]));
     let report: Value = serde_json::from_str(&json.stdout).expect("report JSON");
     assert_eq!(report["auroc"], 1.0);
     assert_eq!(report["confusion"]["true_positive"], 4);
@@ -209,8 +257,15 @@ fn missing_inputs_are_clear_errors() {
     let state = tempfile::tempdir().expect("tempdir");
     let out = run(svc(state.path()).args(["witness"]));
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("--context-file PATH and --output-file PATH"));
+    assert!(
+        out.stderr
+            .contains("--context-file PATH and --output-file PATH")
+    );
     let out = check(state.path(), "fixtures/witness/nope.txt", &[]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("fixtures/witness/nope.txt"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("fixtures/witness/nope.txt"),
+        "{}",
+        out.stderr
+    );
 }
