@@ -381,8 +381,19 @@ fn stem(word: &str) -> String {
     w
 }
 
+/// Letters, digits and `_`, so code identifiers (`parse_config`) stay one token.
 fn is_word_char(c: char) -> bool {
-    c.is_alphanumeric()
+    c.is_alphanumeric() || c == '_'
+}
+
+/// `snake_case`, `camelCase` or `PascalCase` with an inner capital: a code identifier, matched
+/// exactly and weighted like a name.
+fn is_identifier(surface: &str) -> bool {
+    surface.contains('_') && surface.chars().any(char::is_alphanumeric)
+        || surface
+            .char_indices()
+            .skip(1)
+            .any(|(i, c)| c.is_uppercase() && surface[..i].chars().any(char::is_lowercase))
 }
 
 /// Tokenise `text`. `sentence_initial` tracking marks the first word of each sentence so a
@@ -453,6 +464,8 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
             .filter(|(w, _)| *w != "may" || first_upper)
         {
             ((*month).to_string(), TokenKind::Number)
+        } else if is_identifier(surface) {
+            (lower.clone(), TokenKind::Entity)
         } else {
             let norm = stem(&lower);
             let kind = if first_upper
@@ -663,6 +676,46 @@ mod tests {
                 TokenKind::Entity
             ]
         );
+    }
+
+    #[test]
+    fn code_identifiers_are_single_name_tokens() {
+        let tokens = tokenize("call parse_config or loadConfig, then McDonald");
+        let got: Vec<(&str, TokenKind)> =
+            tokens.iter().map(|t| (t.norm.as_str(), t.kind)).collect();
+        assert_eq!(
+            got,
+            [
+                ("call", TokenKind::Word),
+                ("parse_config", TokenKind::Entity),
+                ("or", TokenKind::Word),
+                ("loadconfig", TokenKind::Entity),
+                ("then", TokenKind::Word),
+                ("mcdonald", TokenKind::Entity)
+            ]
+        );
+    }
+
+    #[test]
+    fn odd_input_does_not_panic() {
+        for text in [
+            "",
+            "....",
+            "'s",
+            "1,2,3.",
+            "___",
+            "é’s",
+            "A. B. C.",
+            "\n\n\n",
+            "“Quoted”.",
+            "50%",
+        ] {
+            let _ = tokenize(text);
+            let _ = tokenize_answer(text);
+            for span in sentences(text) {
+                assert!(span.start < span.end && span.end <= text.len());
+            }
+        }
     }
 
     #[test]

@@ -1801,6 +1801,51 @@ mod tests {
     }
 
     #[test]
+    fn code_identifiers_must_match_exactly() {
+        let evidence = "The function `parse_config` reads the file and returns a map. \
+            The helper `load_defaults` fills missing keys.";
+        let right = check(
+            "`parse_config` returns a map.",
+            evidence,
+            None,
+            Profile::Code,
+        );
+        assert_eq!(right.claims[0].label, Label::Supported, "{right:?}");
+        let wrong = check(
+            "`parse_settings` returns a map.",
+            evidence,
+            None,
+            Profile::Code,
+        );
+        assert_ne!(wrong.claims[0].label, Label::Supported, "{wrong:?}");
+    }
+
+    #[test]
+    fn odd_inputs_do_not_panic() {
+        for (answer, evidence) in [
+            ("", ""),
+            ("Delhi", ""),
+            ("", "Some evidence."),
+            ("....", "...."),
+            ("- \n| |\n```\nunclosed", "x"),
+            ("No.", "Is it? No."),
+            ("Yes, é’s 1,2,3.", "é’s 1,2,3 are here."),
+        ] {
+            for question in [
+                None,
+                Some("Are A and B both C?"),
+                Some("Which is older, A or B?"),
+            ] {
+                let v = check(answer, evidence, question, Profile::Qa);
+                assert!((0.0..=1.0).contains(&v.unsupported_claim_rate()));
+                for c in &v.claims {
+                    assert!((0.0..=1.0).contains(&c.score), "{c:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn deterministic_bytes() {
         let a = serde_json::to_string(&check("Mumbai", EVIDENCE, Some("Where?"), Profile::Qa));
         let b = serde_json::to_string(&check("Mumbai", EVIDENCE, Some("Where?"), Profile::Qa));
