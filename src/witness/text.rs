@@ -264,9 +264,43 @@ pub const NEGATIONS: &[&str] = &[
 static STOP_SET: LazyLock<HashSet<&'static str>> =
     LazyLock::new(|| STOP_WORDS.iter().chain(NEGATIONS).copied().collect());
 
-/// Whether a normalised word is a stop word (negations included).
+/// Whether a normalised word is a stop word (negations included). Single letters (initials,
+/// the pieces of "U.S.") carry too little to verify.
 pub fn is_stop(norm: &str) -> bool {
     STOP_SET.contains(norm)
+        || (norm.chars().count() == 1 && !norm.starts_with(|c: char| c.is_ascii_digit()))
+}
+
+/// Fold common Latin diacritics to ASCII so "Sørensen" matches "Sorensen" and "Gödel" "Godel".
+fn fold_diacritics(word: &str) -> String {
+    if word.is_ascii() {
+        return word.to_string();
+    }
+    let mut out = String::with_capacity(word.len());
+    for c in word.chars() {
+        match c {
+            'à' | 'á' | 'â' | 'ã' | 'ä' | 'å' | 'ā' | 'ą' | 'ă' => out.push('a'),
+            'ç' | 'ć' | 'č' => out.push('c'),
+            'ď' | 'đ' => out.push('d'),
+            'è' | 'é' | 'ê' | 'ë' | 'ē' | 'ę' | 'ě' => out.push('e'),
+            'ğ' => out.push('g'),
+            'ì' | 'í' | 'î' | 'ï' | 'ī' | 'ı' => out.push('i'),
+            'ł' => out.push('l'),
+            'ñ' | 'ń' | 'ň' => out.push('n'),
+            'ò' | 'ó' | 'ô' | 'õ' | 'ö' | 'ø' | 'ō' | 'ő' => out.push('o'),
+            'ř' => out.push('r'),
+            'ś' | 'š' | 'ş' => out.push('s'),
+            'ť' | 'ţ' => out.push('t'),
+            'ù' | 'ú' | 'û' | 'ü' | 'ū' | 'ů' | 'ű' => out.push('u'),
+            'ý' | 'ÿ' => out.push('y'),
+            'ź' | 'ż' | 'ž' => out.push('z'),
+            'ß' => out.push_str("ss"),
+            'æ' => out.push_str("ae"),
+            'œ' => out.push_str("oe"),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 const NUMBER_WORDS: &[(&str, &str)] = &[
@@ -448,7 +482,7 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
             break;
         }
         let surface = &text[start..end];
-        let lower = surface.to_lowercase();
+        let lower = fold_diacritics(&surface.to_lowercase());
         let first_upper = surface.chars().next().is_some_and(char::is_uppercase);
         let (norm, kind) = if surface.chars().next().is_some_and(|c| c.is_ascii_digit()) {
             let digits: String = surface.chars().filter(|c| *c != ',').collect();
@@ -694,6 +728,18 @@ mod tests {
                 ("mcdonald", TokenKind::Entity)
             ]
         );
+    }
+
+    #[test]
+    fn diacritics_fold_and_initials_are_not_content() {
+        assert_eq!(norms("Sørensen Gödel"), ["sorensen", "godel"]);
+        let tokens = tokenize("J. R. Tolkien in the U.S.");
+        let content: Vec<&str> = tokens
+            .iter()
+            .filter(|t| t.is_content())
+            .map(|t| t.norm.as_str())
+            .collect();
+        assert_eq!(content, ["tolkien"]);
     }
 
     #[test]

@@ -269,3 +269,44 @@ fn missing_inputs_are_clear_errors() {
         out.stderr
     );
 }
+
+#[test]
+fn nli_endpoint_down_falls_back_to_deterministic_verdicts() {
+    let state = tempfile::tempdir().expect("tempdir");
+    // A loopback port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port();
+    let base = format!("http://127.0.0.1:{port}/v1");
+    let out = check(
+        state.path(),
+        ANSWER,
+        &[
+            "--mode",
+            "annotate",
+            "--witness-nli",
+            "--nli-base-url",
+            &base,
+            "--nli-budget-ms",
+            "3000",
+            "--json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let certificate: Certificate = serde_json::from_str(&out.stdout).expect("certificate");
+    assert_eq!(
+        serde_json::to_value(certificate.nli.status).expect("status"),
+        "fallback"
+    );
+    assert!(certificate.nli.claims_sent >= 1);
+    assert!(
+        out.stderr
+            .contains("nli fell back to deterministic verdicts"),
+        "{}",
+        out.stderr
+    );
+    // The verdicts are the deterministic ones.
+    assert_eq!(certificate.summary.contradicted, 2);
+    assert_eq!(certificate.summary.unsupported, 1);
+}
