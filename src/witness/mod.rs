@@ -16,6 +16,7 @@ pub mod claims;
 pub mod eval;
 pub mod nli;
 pub mod profile;
+mod question;
 pub mod rewrite;
 pub mod store;
 pub mod text;
