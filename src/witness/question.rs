@@ -629,7 +629,7 @@ const ANAPHORA: &[&str] = &[
     "it", "he", "she", "they", "its", "his", "her", "their", "this",
 ];
 
-fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
+pub(super) fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
     evidence.tokens[s]
         .first()
         .is_some_and(|t| ANAPHORA.contains(&t.norm.as_str()))

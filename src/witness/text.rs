@@ -365,6 +365,52 @@ const MONTHS: &[(&str, &str)] = &[
     ("dec", "month12"),
 ];
 
+/// Words that state the same relation in encyclopedic text, so a paraphrase ("established"
+/// for "founded") is not taken for a missing fact. Kept small: each group is a plain synonym
+/// set, never a relation and its opposite.
+const SYNONYMS: &[&[&str]] = &[
+    &[
+        "founded",
+        "established",
+        "created",
+        "formed",
+        "started",
+        "launched",
+        "began",
+        "opened",
+    ],
+    &["wrote", "written", "authored", "penned"],
+    &["won", "received", "awarded", "earned"],
+    &["starred", "appeared", "featured"],
+    &["located", "situated", "headquartered", "lies"],
+    &["built", "constructed", "erected"],
+    &["bought", "acquired", "purchased"],
+    &["film", "movie", "picture"],
+    &["firm", "company", "corporation"],
+    &["famous", "renowned", "notable", "noted", "celebrated"],
+    &["large", "big", "huge"],
+    &["job", "occupation", "profession", "career"],
+    &["nationality", "citizenship"],
+];
+
+static SYNONYM_GROUPS: LazyLock<std::collections::HashMap<String, &'static str>> =
+    LazyLock::new(|| {
+        let mut map = std::collections::HashMap::new();
+        for group in SYNONYMS {
+            for word in *group {
+                if let Some(token) = tokenize(word).first() {
+                    map.insert(token.norm.clone(), group[0]);
+                }
+            }
+        }
+        map
+    });
+
+/// The synonym group of a normalised word, as a key that cannot clash with a word.
+pub fn synonym_key(norm: &str) -> Option<String> {
+    SYNONYM_GROUPS.get(norm).map(|group| format!("~{group}"))
+}
+
 /// Whether a normalised token names a month (dates are compared field by field).
 pub fn is_month(norm: &str) -> bool {
     norm.starts_with("month") && norm.len() == 7
@@ -740,6 +786,15 @@ mod tests {
             .map(|t| t.norm.as_str())
             .collect();
         assert_eq!(content, ["tolkien"]);
+    }
+
+    #[test]
+    fn synonyms_share_a_key() {
+        let key = |w: &str| synonym_key(&tokenize(w)[0].norm);
+        assert_eq!(key("founded"), key("established"));
+        assert_eq!(key("movie"), key("films"));
+        assert_ne!(key("founded"), key("wrote"));
+        assert_eq!(key("closed"), None);
     }
 
     #[test]
