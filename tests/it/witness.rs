@@ -311,3 +311,74 @@ fn nli_endpoint_down_falls_back_to_deterministic_verdicts() {
     assert_eq!(certificate.summary.unsupported, 1);
     assert_eq!(certificate.suppression.marked, 1);
 }
+
+/// A fake OpenAI-compatible judge on a loopback port that calls every claim supported.
+fn fake_judge() -> (String, std::thread::JoinHandle<()>) {
+    use axum::routing::post;
+    use axum::{Json, Router};
+    let (sender, receiver) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let app = Router::new().route(
+                "/v1/chat/completions",
+                post(|Json(body): Json<Value>| async move {
+                    let user = body["messages"][1]["content"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    let verdicts: Vec<Value> = user
+                        .split("Claims:\n")
+                        .nth(1)
+                        .unwrap_or_default()
+                        .lines()
+                        .filter_map(|l| l.split(':').next()?.trim().parse::<usize>().ok())
+                        .map(|id| serde_json::json!({"id": id, "label": "supported"}))
+                        .collect();
+                    let content = serde_json::json!({ "verdicts": verdicts }).to_string();
+                    Json(serde_json::json!({"choices": [{"message": {"content": content}}]}))
+                }),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            sender
+                .send(listener.local_addr().expect("address"))
+                .expect("send address");
+            // Serve until the test process ends.
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    let address = receiver.recv().expect("judge address");
+    (format!("http://{address}/v1"), handle)
+}
+
+#[test]
+fn nli_judge_decides_uncertain_claims() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let (base, _judge) = fake_judge();
+    let out = check(
+        state.path(),
+        "fixtures/witness/paraphrase.md",
+        &[
+            "--mode",
+            "annotate",
+            "--witness-nli",
+            "--nli-base-url",
+            &base,
+            "--json",
+        ],
+    );
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let certificate: Certificate = serde_json::from_str(&out.stdout).expect("certificate");
+    assert_eq!(
+        serde_json::to_value(certificate.nli.status).expect("status"),
+        "applied"
+    );
+    assert_eq!(certificate.nli.claims_changed, 1);
+    assert_eq!(certificate.summary.supported, 1);
+    assert_eq!(certificate.suppression.marked, 0);
+}
