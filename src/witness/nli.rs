@@ -7,7 +7,7 @@
 //! key, when the endpoint needs one, is read from an environment variable named in the
 //! settings; it is never stored.
 
-use std::sync::Once;
+use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
@@ -167,6 +167,8 @@ pub async fn refine(
     record
 }
 
+/// All batches run concurrently; the first failure fails the whole judgement (partial verdicts
+/// are not mixed with deterministic ones). Dropping the set on timeout aborts the requests.
 async fn judge_all(
     verification: &Verification,
     uncertain: &[usize],
@@ -178,15 +180,38 @@ async fn judge_all(
     let client = reqwest::Client::builder()
         .build()
         .map_err(|e| NliError::Client(e.to_string()))?;
-    let mut out = Vec::with_capacity(uncertain.len());
-    for batch in uncertain.chunks(settings.batch_size.max(1)) {
-        let claims: Vec<(usize, &str)> = batch
+    let evidence: Arc<str> = Arc::from(evidence);
+    let question: Option<Arc<str>> = question.map(Arc::from);
+    let mut tasks = tokio::task::JoinSet::new();
+    for (order, batch) in uncertain.chunks(settings.batch_size.max(1)).enumerate() {
+        let claims: Vec<(usize, String)> = batch
             .iter()
-            .map(|&i| (i, verification.claims[i].claim.text.as_str()))
+            .map(|&i| (i, verification.claims[i].claim.text.clone()))
             .collect();
-        out.extend(judge(&client, settings, evidence, question, &claims).await?);
+        let (client, settings, evidence, question) = (
+            client.clone(),
+            settings.clone(),
+            evidence.clone(),
+            question.clone(),
+        );
+        tasks.spawn(async move {
+            let refs: Vec<(usize, &str)> = claims.iter().map(|(i, t)| (*i, t.as_str())).collect();
+            let result = judge(&client, &settings, &evidence, question.as_deref(), &refs).await;
+            (order, result)
+        });
     }
-    Ok(out)
+    let mut batches: Vec<(usize, Vec<(usize, Label)>)> = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        let (order, result) =
+            joined.map_err(|e| NliError::Client(format!("judge task failed: {e}")))?;
+        batches.push((order, result?));
+    }
+    // Completion order varies; verdicts are applied in claim order so certificates are stable.
+    batches.sort_by_key(|(order, _)| *order);
+    Ok(batches
+        .into_iter()
+        .flat_map(|(_, verdicts)| verdicts)
+        .collect())
 }
 
 #[derive(Deserialize)]
