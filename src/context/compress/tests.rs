@@ -1,0 +1,342 @@
+use super::*;
+use crate::context::commit::CommitStore;
+
+fn setup() -> (tempfile::TempDir, CommitStore, Tokenizer) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = CommitStore::new(dir.path());
+    (dir, store, Tokenizer::default())
+}
+
+fn options(kind: Option<ContentKind>) -> CompressOptions {
+    CompressOptions {
+        kind,
+        query: None,
+        source: "test".into(),
+    }
+}
+
+const CODE: &str = include_str!("../commit.rs");
+
+/// Checks the invariants every compression must keep.
+fn check(content: &str, budget: usize, kind: ContentKind, store: &CommitStore, tokenizer: &Tokenizer) -> Compressed {
+    let result = compress(content, budget, &options(Some(kind)), store, tokenizer)
+        .unwrap_or_else(|e| panic!("{kind} at budget {budget}: {e}"));
+    assert!(result.tokens <= budget, "{kind} budget {budget}: {} tokens", result.tokens);
+    assert_eq!(result.tokens, tokenizer.count(&result.text), "reported count is exact");
+    assert_eq!(result.original_tokens, tokenizer.count(content));
+    for elision in &result.elisions {
+        assert!(
+            result.text.contains(&format!("recover {}", elision.chunk_id)),
+            "{kind}: elision {} is marked in the text",
+            elision.chunk_id
+        );
+        let recovered = store
+            .recover(&result.ctx_id, &elision.chunk_id)
+            .expect("recover");
+        assert_eq!(recovered.len(), elision.bytes);
+        assert!(content.contains(&recovered), "recovered bytes come from the original");
+        assert_eq!(elision.tokens, tokenizer.count(&recovered));
+    }
+    let receipt = store.receipt(&result.ctx_id).expect("receipt");
+    if kind == ContentKind::Json {
+        if !result.elisions.is_empty() {
+            assert_eq!(store.recover(&result.ctx_id, "doc").expect("doc"), content);
+            serde_json::from_str::<serde_json::Value>(&result.text).expect("output stays JSON");
+        }
+    } else {
+        // Line and sentence kinds partition the original: their chunks concatenate to it.
+        let whole: String = receipt
+            .chunks
+            .iter()
+            .map(|c| store.recover(&result.ctx_id, &c.chunk_id).expect("chunk"))
+            .collect();
+        assert_eq!(whole, content, "{kind}: chunks reassemble the original byte-for-byte");
+    }
+    result
+}
+
+#[test]
+fn budgets_are_respected_and_elisions_recoverable_for_every_kind() {
+    let (_dir, store, tokenizer) = setup();
+    let log = sample::log(3000, 7);
+    let json = sample::json(150, 7);
+    let prose = sample::prose(40, 7);
+    let inputs = [
+        (ContentKind::Logs, log.as_str()),
+        (ContentKind::Json, json.as_str()),
+        (ContentKind::Prose, prose.as_str()),
+        (ContentKind::Code, CODE),
+    ];
+    for (kind, content) in inputs {
+        assert_eq!(ContentKind::detect(content), kind, "detected kind");
+        let original = tokenizer.count(content);
+        let mut reduced_somewhere = false;
+        for budget in [60, 90, 150, 300, 500, 1000, 2000, 4000, original - 1, original, original + 10] {
+            match compress(content, budget, &options(Some(kind)), &store, &tokenizer) {
+                Err(CompressError::OverBudget { minimum_tokens, .. }) => {
+                    assert!(minimum_tokens > budget, "{kind}: minimum {minimum_tokens} vs {budget}");
+                    continue;
+                }
+                Err(e) => panic!("{kind} budget {budget}: {e}"),
+                Ok(_) => {}
+            }
+            let result = check(content, budget, kind, &store, &tokenizer);
+            if budget >= original {
+                assert_eq!(result.text, content, "content within budget is returned verbatim");
+                assert!(result.elisions.is_empty());
+            } else {
+                reduced_somewhere |= !result.elisions.is_empty();
+            }
+        }
+        assert!(reduced_somewhere, "{kind} was reduced at some budget");
+    }
+}
+
+#[test]
+fn many_budgets_on_small_inputs() {
+    let (_dir, store, tokenizer) = setup();
+    let log = sample::log(200, 3);
+    let json = sample::json(12, 3);
+    let prose = sample::prose(6, 3);
+    for (kind, content) in [
+        (ContentKind::Logs, log.as_str()),
+        (ContentKind::Json, json.as_str()),
+        (ContentKind::Prose, prose.as_str()),
+        (ContentKind::Code, &CODE[..6000]),
+    ] {
+        let mut fitted = 0;
+        for budget in (20..1200).step_by(37) {
+            if compress(content, budget, &options(Some(kind)), &store, &tokenizer).is_ok() {
+                check(content, budget, kind, &store, &tokenizer);
+                fitted += 1;
+            }
+        }
+        assert!(fitted > 20, "{kind}: only {fitted} budgets fitted");
+    }
+}
+
+#[test]
+fn logs_keep_errors_first_and_last_lines_and_collapse_repeats() {
+    let (_dir, store, tokenizer) = setup();
+    let log = sample::log(5000, 11);
+    let result = check(&log, 1500, ContentKind::Logs, &store, &tokenizer);
+    let first = log.lines().next().expect("first line");
+    let last = log.lines().last().expect("last line");
+    assert!(result.text.starts_with(first));
+    assert!(result.text.trim_end().ends_with(last));
+    assert!(result.text.contains("ERROR handler: request"));
+    assert!(result.text.contains("ERROR db: query timeout"));
+    assert!(result.text.contains("    at inventory::client::Client::reserve"), "stack trace kept");
+    assert!(result.text.contains("lines elided"));
+    assert!(result.elisions.len() > 3);
+}
+
+#[test]
+fn json_samples_arrays_and_truncates_strings_with_counts() {
+    let (_dir, store, tokenizer) = setup();
+    let json = sample::json(500, 5);
+    let result = check(&json, 2000, ContentKind::Json, &store, &tokenizer);
+    let value: serde_json::Value = serde_json::from_str(&result.text).expect("valid JSON");
+    for key in ["api_version", "generated_at", "query", "total", "results"] {
+        assert!(value.get(key).is_some(), "key {key} kept");
+    }
+    let results = value["results"].as_array().expect("array");
+    let marker = results.last().and_then(|v| v.as_str()).expect("marker element");
+    assert!(marker.contains("more items · recover J"), "{marker}");
+    assert!(result.elisions.iter().any(|e| e.locator.starts_with("$.results[")));
+}
+
+#[test]
+fn code_keeps_signatures_and_elides_bodies() {
+    let (_dir, store, tokenizer) = setup();
+    let result = check(CODE, 1800, ContentKind::Code, &store, &tokenizer);
+    for signature in [
+        "pub struct CommitStore {",
+        "    pub fn recover(&self, ctx_id: &str, chunk_id: &str) -> Result<String, CommitError> {",
+        "pub fn fingerprint(chunk_id: &str, bytes: &[u8]) -> String {",
+        "use serde::{Deserialize, Serialize};",
+    ] {
+        assert!(result.text.contains(signature), "kept: {signature}");
+    }
+    assert!(result.text.contains("// … "), "bodies are marked");
+}
+
+#[test]
+fn python_code_uses_hash_markers() {
+    let (_dir, store, tokenizer) = setup();
+    let mut source = String::from("import os\n\n\nclass Store:\n    \"\"\"Keeps blobs.\"\"\"\n\n");
+    for i in 0..30 {
+        source.push_str(&format!(
+            "    def method_{i}(self, key):\n        value = self.lookup(key)\n        if value is None:\n            raise KeyError(key)\n        return value * {i}\n\n"
+        ));
+    }
+    let result = check(&source, 400, ContentKind::Code, &store, &tokenizer);
+    assert!(result.text.contains("    def method_0(self, key):"));
+    assert!(result.text.contains("        # … "));
+}
+
+#[test]
+fn prose_keeps_query_and_fact_sentences() {
+    let (_dir, store, tokenizer) = setup();
+    let prose = sample::prose(30, 9);
+    let mut opts = options(Some(ContentKind::Prose));
+    opts.query = Some("Which warehouse shipped more orders?".into());
+    let result = compress(&prose, 400, &opts, &store, &tokenizer).expect("compress");
+    assert!(result.tokens <= 400);
+    assert!(result.text.contains("The Lisbon warehouse shipped 18,240 orders"));
+    assert!(result.text.starts_with("# Quarterly operations report"));
+    assert!(!result.text.contains("There were a number of conversations"));
+}
+
+#[test]
+fn budget_zero_impossible_budget_and_bad_input_are_errors() {
+    let (_dir, store, tokenizer) = setup();
+    let log = sample::log(500, 1);
+    assert!(matches!(
+        compress(&log, 0, &options(None), &store, &tokenizer),
+        Err(CompressError::ZeroBudget)
+    ));
+    match compress(&log, 3, &options(None), &store, &tokenizer) {
+        Err(error @ CompressError::OverBudget { minimum_tokens, .. }) => {
+            assert!(minimum_tokens > 3);
+            let message = error.to_string();
+            assert!(message.contains("raise the budget to at least"), "{message}");
+        }
+        other => panic!("expected OverBudget, got {other:?}"),
+    }
+    let bytes = b"valid start \xff\xfe then junk";
+    match compress_bytes(bytes, 100, &options(None), &store, &tokenizer) {
+        Err(CompressError::NotUtf8 { offset, source_name }) => {
+            assert_eq!(offset, 12);
+            assert_eq!(source_name, "test");
+        }
+        other => panic!("expected NotUtf8, got {other:?}"),
+    }
+    match compress("{\"a\": [1, 2,, 3]}", 100, &options(Some(ContentKind::Json)), &store, &tokenizer) {
+        Err(CompressError::InvalidJson { line, column, .. }) => {
+            assert_eq!((line, column), (1, 13));
+        }
+        other => panic!("expected InvalidJson, got {other:?}"),
+    }
+}
+
+#[test]
+fn empty_content_fits() {
+    let (_dir, store, tokenizer) = setup();
+    let result = compress("", 5, &options(None), &store, &tokenizer).expect("empty");
+    assert_eq!(result.text, "");
+    assert_eq!(result.tokens, 0);
+}
+
+#[test]
+fn thousands_separators() {
+    assert_eq!(thousands(0), "0");
+    assert_eq!(thousands(999), "999");
+    assert_eq!(thousands(1000), "1,000");
+    assert_eq!(thousands(1_234_567), "1,234,567");
+}
+
+mod messages_tests {
+    use super::*;
+
+    fn conversation() -> Vec<Message> {
+        let log = sample::log(800, 2);
+        let json = sample::json(60, 2);
+        vec![
+            Message::text("system", "You are a careful on-call assistant. Cite log lines."),
+            Message::text("user", "The checkout is failing. Here is the service log."),
+            Message::text("tool", &log),
+            Message::text("assistant", &sample::prose(8, 4)),
+            serde_json::from_value(serde_json::json!({
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_1", "content": json},
+                    {"type": "text", "text": "That was the orders dump."}
+                ]
+            }))
+            .expect("anthropic message"),
+            Message::text("assistant", "I will look at the inventory-service errors."),
+            Message::text("user", "Why does the inventory-service refuse connections?"),
+        ]
+    }
+
+    #[test]
+    fn keeps_system_and_latest_user_and_reduces_tools_first() {
+        let (_dir, store, tokenizer) = setup();
+        let messages = conversation();
+        let result = compress_messages(&messages, 3000, &store, &tokenizer).expect("compress");
+        assert!(result.tokens <= 3000, "{}", result.tokens);
+        assert!(result.original_tokens > result.tokens);
+        assert_eq!(result.messages[0], messages[0], "system prompt verbatim");
+        assert_eq!(result.messages[6], messages[6], "latest user turn verbatim");
+        assert_eq!(result.messages[5], messages[5], "small recent turn untouched");
+        assert_ne!(result.messages[2], messages[2], "tool output reduced");
+        assert!(!result.elisions.is_empty());
+        for elision in &result.elisions {
+            let recovered = store.recover(&result.ctx_id, &elision.chunk_id).expect("recover");
+            assert_eq!(recovered.len(), elision.bytes);
+        }
+        // Every original slot is recoverable from the one commit.
+        let receipt = store.receipt(&result.ctx_id).expect("receipt");
+        assert!(receipt.chunk("m0").is_some());
+        assert_eq!(
+            store.recover(&result.ctx_id, "m0").expect("system"),
+            "You are a careful on-call assistant. Cite log lines."
+        );
+    }
+
+    #[test]
+    fn tight_budgets_elide_whole_turns_and_stay_in_budget() {
+        let (_dir, store, tokenizer) = setup();
+        let messages = conversation();
+        for budget in [120, 200, 400, 800, 1500] {
+            let result = compress_messages(&messages, budget, &store, &tokenizer)
+                .unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+            assert!(result.tokens <= budget);
+            assert_eq!(result.messages[0], messages[0]);
+            assert_eq!(result.messages[6], messages[6]);
+        }
+    }
+
+    #[test]
+    fn protected_over_budget_is_an_error() {
+        let (_dir, store, tokenizer) = setup();
+        let messages = conversation();
+        match compress_messages(&messages, 8, &store, &tokenizer) {
+            Err(CompressError::ProtectedOverBudget { protected_tokens, budget }) => {
+                assert_eq!(budget, 8);
+                assert!(protected_tokens > 8);
+            }
+            other => panic!("expected ProtectedOverBudget, got {other:?}"),
+        }
+        assert!(matches!(
+            compress_messages(&messages, 0, &store, &tokenizer),
+            Err(CompressError::ZeroBudget)
+        ));
+        let bad = vec![Message {
+            role: "user".into(),
+            content: serde_json::json!(42),
+            extra: Default::default(),
+        }];
+        assert!(matches!(
+            compress_messages(&bad, 10, &store, &tokenizer),
+            Err(CompressError::InvalidMessage { index: 0, .. })
+        ));
+    }
+}
+
+#[test]
+#[ignore = "prints sample outputs for inspection"]
+fn show_samples() {
+    let (_dir, store, tokenizer) = setup();
+    let budget: usize = std::env::var("BUDGET").ok().and_then(|b| b.parse().ok()).unwrap_or(1500);
+    let kind = std::env::var("KIND").unwrap_or_default();
+    let content = match kind.as_str() {
+        "logs" => sample::log(5000, 11),
+        "json" => sample::json(300, 5),
+        "prose" => sample::prose(30, 9),
+        _ => CODE.to_string(),
+    };
+    let result = compress(&content, budget, &options(None), &store, &tokenizer).expect("compress");
+    println!("{}\n--- {} -> {} tokens", result.text, result.original_tokens, result.tokens);
+}

@@ -1,0 +1,177 @@
+//! Budgeted selection over ordered units (lines, sentences): keep the best-ranked units, replace
+//! each run of dropped units by one marker naming its recovery handle, and find the largest kept
+//! set whose rendering fits the budget.
+
+use std::ops::Range;
+
+use super::{Part, fits};
+use crate::context::commit::Resolution;
+use crate::tokens::Tokenizer;
+
+/// The content cannot fit: even the minimum representation takes this many tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Minimum(pub usize);
+
+/// A contiguous span of the source: `start..end` bytes, lines `first_line..=last_line` (1-based).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Unit {
+    pub start: usize,
+    pub end: usize,
+    pub first_line: usize,
+    pub last_line: usize,
+}
+
+/// How a kind names and marks a run of units.
+pub(crate) trait Style {
+    /// The chunk id of a run of units (kept or elided); ids of disjoint runs must differ.
+    fn chunk_id(&self, units: &[Unit], run: Range<usize>) -> String;
+    /// The human locator of a run.
+    fn locator(&self, units: &[Unit], run: Range<usize>) -> String;
+    /// The marker replacing an elided run (without the trailing line break; see `rest`).
+    fn marker(&self, source: &str, units: &[Unit], run: Range<usize>, id: &str) -> String;
+}
+
+/// Splits `source` into line units (each with its line break).
+pub(crate) fn lines(source: &str) -> Vec<Unit> {
+    let mut units = Vec::new();
+    let mut start = 0;
+    let mut line = 1;
+    for (i, byte) in source.bytes().enumerate() {
+        if byte == b'\n' {
+            units.push(Unit {
+                start,
+                end: i + 1,
+                first_line: line,
+                last_line: line,
+            });
+            start = i + 1;
+            line += 1;
+        }
+    }
+    if start < source.len() {
+        units.push(Unit {
+            start,
+            end: source.len(),
+            first_line: line,
+            last_line: line,
+        });
+    }
+    units
+}
+
+/// Runs of equal keep-flags, in order.
+fn runs(kept: &[bool]) -> Vec<(Range<usize>, bool)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=kept.len() {
+        if i == kept.len() || kept[i] != kept[start] {
+            out.push((start..i, kept[start]));
+            start = i;
+        }
+    }
+    out
+}
+
+fn render(source: &str, units: &[Unit], kept: &[bool], style: &dyn Style) -> String {
+    let mut text = String::new();
+    for (run, keep) in runs(kept) {
+        let start = units[run.start].start;
+        let end = units[run.end - 1].end;
+        if keep {
+            text.push_str(&source[start..end]);
+        } else {
+            let id = style.chunk_id(units, run.clone());
+            text.push_str(&style.marker(source, units, run.clone(), &id));
+            // Keep the run's trailing whitespace shape (a line break or a space) so the text
+            // around the marker stays laid out as before.
+            let elided = &source[start..end];
+            let trailing = &elided[elided.trim_end().len()..];
+            if trailing.contains('\n') {
+                text.push('\n');
+            } else if !trailing.is_empty() {
+                text.push(' ');
+            }
+        }
+    }
+    text
+}
+
+fn flags(len: usize, order: &[usize], n: usize) -> Vec<bool> {
+    let mut kept = vec![false; len];
+    for &i in &order[..n] {
+        kept[i] = true;
+    }
+    kept
+}
+
+/// Keeps the first `n` units of `order` for the largest `n` whose rendering fits `budget`.
+/// `order` must list every unit index once, most important first.
+pub(crate) fn fit(
+    source: &str,
+    units: &[Unit],
+    order: &[usize],
+    budget: usize,
+    tokenizer: &Tokenizer,
+    style: &dyn Style,
+) -> Result<(String, usize, Vec<Part>), Minimum> {
+    debug_assert_eq!(order.len(), units.len());
+    if units.is_empty() {
+        return Err(Minimum(0));
+    }
+    let probe = |n: usize| {
+        let kept = flags(units.len(), order, n);
+        let text = render(source, units, &kept, style);
+        let tokens = fits(tokenizer, &text, budget);
+        (kept, text, tokens)
+    };
+    let (mut best_kept, mut best_text, tokens) = probe(0);
+    let Some(mut best_tokens) = tokens else {
+        return Err(Minimum(tokenizer.count(&best_text)));
+    };
+    // Invariant: `lo` fits, `hi` does not (all units kept is the original, already over budget).
+    let (mut lo, mut hi) = (0usize, units.len());
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        let (kept, text, tokens) = probe(mid);
+        match tokens {
+            Some(tokens) => {
+                lo = mid;
+                best_kept = kept;
+                best_text = text;
+                best_tokens = tokens;
+            }
+            None => hi = mid,
+        }
+    }
+    let mut parts = Vec::new();
+    for (run, keep) in runs(&best_kept) {
+        let start = units[run.start].start;
+        let end = units[run.end - 1].end;
+        parts.push(Part {
+            chunk_id: style.chunk_id(units, run.clone()),
+            locator: style.locator(units, run.clone()),
+            original: source[start..end].to_string(),
+            resolution: keep.then_some(Resolution::Full),
+        });
+    }
+    Ok((best_text, best_tokens, parts))
+}
+
+/// Line-range ids and locators (`L12-480`, `lines 12-480`).
+pub(crate) fn line_id(units: &[Unit], run: Range<usize>) -> String {
+    let (a, b) = (units[run.start].first_line, units[run.end - 1].last_line);
+    if a == b {
+        format!("L{a}")
+    } else {
+        format!("L{a}-{b}")
+    }
+}
+
+pub(crate) fn line_locator(units: &[Unit], run: Range<usize>) -> String {
+    let (a, b) = (units[run.start].first_line, units[run.end - 1].last_line);
+    if a == b {
+        format!("line {a}")
+    } else {
+        format!("lines {a}-{b}")
+    }
+}
