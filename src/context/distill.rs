@@ -301,27 +301,27 @@ fn lite_rules() -> Vec<Rule> {
             Replace::Cut,
         ),
         rule(
-            r"(?i)\bthanks?(?: you)? (?:so much )?for (?:asking|your question|reaching out|the question)[^.!?\n]*[.!?]?[ \t]*",
+            r"(?i)\bthanks?(?: you)? (?:so much )?for (?:asking|your question|reaching out|the question)[^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),
         rule(
-            r"(?i)\bI(?:'m| am) (?:happy|glad|here) to help[^.!?\n]*[.!?]?[ \t]*",
+            r"(?i)\bI(?:'m| am) (?:happy|glad|here) to help[^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),
         rule(
-            r"(?i)\bI hope (?:this|that|it|these)[^.!?\n]*(?:helps|clarifies|useful|answers)[^.!?\n]*[.!?]?[ \t]*",
+            r"(?i)\bI hope (?:this|that|it|these)[^.!?\n\x{E001}\x{E002}]*(?:helps|clarifies|useful|answers)[^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),
         rule(
-            r"(?i)\b(?:please )?(?:feel free|don't hesitate|do not hesitate) to [^.!?\n]*[.!?]?[ \t]*",
+            r"(?i)\b(?:please )?(?:feel free|don't hesitate|do not hesitate) to [^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),
         rule(
-            r"(?i)\blet me know if [^.!?\n]*[.!?]?[ \t]*",
+            r"(?i)\blet me know if [^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),
         rule(
-            r"(?i)\b(?:happy (?:coding|hacking)|good luck(?: with [^.!?\n]*)?|hope that helps|cheers)[!.]*[ \t]*",
+            r"(?i)\b(?:happy (?:coding|hacking)|good luck(?: with [^.!?\n\x{E001}\x{E002}]*)?|hope that helps|cheers)[!.]*[ \t]*",
             Replace::Cut,
         ),
     ]
@@ -330,7 +330,7 @@ fn lite_rules() -> Vec<Rule> {
 fn full_rules() -> Vec<Rule> {
     vec![
         rule(
-            &format!(r"(?im){START}(?:let me|I'll|I will|allow me to) (?:explain|walk you through|break (?:it|this|that) down|clarify|help)[^.!?:\n]*[.!?:][ \t]*"),
+            &format!(r"(?im){START}(?:let me|I'll|I will|allow me to) (?:explain|walk you through|break (?:it|this|that) down|clarify|help)[^.!?:\n\x{{E001}}\x{{E002}}]*[.!?:][ \t]*"),
             Replace::KeepFirst,
         ),
         rule(
@@ -491,23 +491,33 @@ fn distill_prose(prose: &str, level: Level) -> String {
     while out.contains("\n\n\n") {
         out = out.replace("\n\n\n", "\n\n");
     }
-    unmask(&out, prose, &spans)
+    // Every protected span must come back exactly once, in order; if a rule ever disturbed a
+    // placeholder, keep the prose as it was rather than risk changing code.
+    unmask(&out, prose, &spans).unwrap_or_else(|| prose.to_string())
 }
 
-fn unmask(masked: &str, prose: &str, spans: &[(usize, usize)]) -> String {
+fn unmask(masked: &str, prose: &str, spans: &[(usize, usize)]) -> Option<String> {
     let mut out = String::with_capacity(masked.len() + prose.len() / 8);
     let mut rest = masked;
+    let mut expected = 0usize;
     while let Some(open) = rest.find(MASK_OPEN) {
         out.push_str(&rest[..open]);
         let after = &rest[open + MASK_OPEN.len_utf8()..];
-        let close = after.find(MASK_CLOSE).unwrap_or(after.len());
-        if let Some(&(start, end)) = after[..close].parse::<usize>().ok().and_then(|i| spans.get(i)) {
-            out.push_str(&prose[start..end]);
+        let close = after.find(MASK_CLOSE)?;
+        let index = after[..close].parse::<usize>().ok()?;
+        if index != expected {
+            return None;
         }
-        rest = after.get(close + MASK_CLOSE.len_utf8()..).unwrap_or_default();
+        let &(start, end) = spans.get(index)?;
+        out.push_str(&prose[start..end]);
+        expected += 1;
+        rest = &after[close + MASK_CLOSE.len_utf8()..];
+    }
+    if expected != spans.len() || rest.contains(MASK_CLOSE) {
+        return None;
     }
     out.push_str(rest);
-    out
+    Some(out)
 }
 
 #[cfg(test)]
