@@ -9,6 +9,7 @@
 //! never over budget, and content that cannot fit even at its minimum representation is an error,
 //! never silently truncated.
 
+pub mod batch;
 mod code;
 mod json;
 mod logs;
