@@ -125,11 +125,12 @@ impl Style for LogStyle<'_> {
             .filter(|&i| self.severities[i] == Severity::Warning)
             .count();
         let mut detail = String::new();
+        let plural = |n: usize| if n == 1 { "" } else { "s" };
         if errors > 0 {
-            detail.push_str(&format!(", {} errors", thousands(errors)));
+            detail.push_str(&format!(", {} error{}", thousands(errors), plural(errors)));
         }
         if warnings > 0 {
-            detail.push_str(&format!(", {} warnings", thousands(warnings)));
+            detail.push_str(&format!(", {} warning{}", thousands(warnings), plural(warnings)));
         }
         let first = self.patterns[run.start];
         if n > 1 && run.clone().all(|i| self.patterns[i] == first) {

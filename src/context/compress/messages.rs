@@ -206,14 +206,53 @@ pub fn compress_messages(
     let mut out: Vec<Message> = messages.to_vec();
     let mut reduced: Vec<Option<Reduced>> = vec![None; all.len()];
     let mut total = original_tokens;
-    for k in reducible {
+    // Short turns cost little and carry the thread of the conversation: they are only touched
+    // in the last resort pass.
+    const SHORT: usize = 48;
+    let reducible_total: usize = reducible
+        .iter()
+        .map(|&k| all[k].2)
+        .filter(|&t| t >= SHORT)
+        .sum();
+    // What the longer reducible slots may take together; each gets at least its proportional
+    // share, so a large tool output is reduced, not dropped, when earlier cuts leave room.
+    let available = budget.saturating_sub(total - reducible_total);
+    let whole_marker = |i: usize, slot: Slot, tokens: usize, text: &str| {
+        let id = slot.id(i);
+        let marker = format!(
+            "[… {} tokens of {} elided · recover {id}]",
+            super::thousands(tokens),
+            messages[i].role
+        );
+        let marker_tokens = tokenizer.count(&marker);
+        (marker_tokens < tokens).then(|| Reduced {
+            text: marker,
+            tokens: marker_tokens,
+            original_tokens: tokens,
+            kind: ContentKind::Prose,
+            parts: vec![Part {
+                chunk_id: String::new(),
+                locator: format!("messages[{i}] ({}) {}", messages[i].role, slot_locator(slot)),
+                original: text.to_string(),
+                resolution: None,
+            }],
+        })
+    };
+    for &k in &reducible {
         if total <= budget {
             break;
         }
         let (i, slot, tokens, _) = all[k];
+        if tokens < SHORT {
+            continue;
+        }
         let text = text_of(&messages[i], slot);
         let excess = total - budget;
-        let target = tokens.saturating_sub(excess);
+        let share = available * tokens / reducible_total.max(1);
+        let target = tokens.saturating_sub(excess).max(share);
+        if target >= tokens {
+            continue;
+        }
         let options = CompressOptions {
             kind: None,
             query: query.clone(),
@@ -224,37 +263,28 @@ pub fn compress_messages(
         } else {
             None
         };
-        let result = match attempt {
-            Some(r) => r,
-            None => {
-                // Elide the whole slot behind one marker.
-                let id = slot.id(i);
-                let marker = format!(
-                    "[… {} tokens of {} elided · recover {id}]",
-                    super::thousands(tokens),
-                    messages[i].role
-                );
-                let marker_tokens = tokenizer.count(&marker);
-                if marker_tokens >= tokens {
-                    continue;
-                }
-                Reduced {
-                    text: marker,
-                    tokens: marker_tokens,
-                    original_tokens: tokens,
-                    kind: ContentKind::Prose,
-                    parts: vec![Part {
-                        chunk_id: String::new(),
-                        locator: format!("messages[{i}] ({}) {}", messages[i].role, slot_locator(slot)),
-                        original: text.to_string(),
-                        resolution: None,
-                    }],
-                }
-            }
+        let Some(result) = attempt.or_else(|| whole_marker(i, slot, tokens, text)) else {
+            continue;
         };
         total = total - tokens + result.tokens;
         set_text(&mut out[i], slot, result.text.clone());
         reduced[k] = Some(result);
+    }
+    // Still over: replace whole slots by their marker, in the same order.
+    for &k in &reducible {
+        if total <= budget {
+            break;
+        }
+        let (i, slot, tokens, _) = all[k];
+        let current = reduced[k].as_ref().map_or(tokens, |r| r.tokens);
+        let text = text_of(&messages[i], slot);
+        if let Some(result) = whole_marker(i, slot, tokens, text)
+            && result.tokens < current
+        {
+            total = total - current + result.tokens;
+            set_text(&mut out[i], slot, result.text.clone());
+            reduced[k] = Some(result);
+        }
     }
     if total > budget {
         return Err(CompressError::MessagesOverBudget {

@@ -183,11 +183,16 @@ pub(crate) fn reduce(
         .map(str::to_lowercase)
         .filter(|w| w.len() >= 3 && !STOPWORDS.contains(&w.as_str()))
         .collect();
+    let mut seen = HashSet::new();
     let scores: Vec<f64> = units
         .iter()
         .enumerate()
         .map(|(i, u)| {
             let text = &source[u.start..u.end];
+            // A sentence said before adds nothing: it goes first.
+            if !seen.insert(text.trim().to_lowercase()) {
+                return -1.0;
+            }
             let first_of_paragraph = i == 0
                 || source[..u.start].ends_with("\n\n")
                 || source[..u.start].ends_with("\n\r\n");

@@ -86,10 +86,11 @@ fn render(source: &str, units: &[Unit], kept: &[bool], style: &dyn Style) -> Str
             // around the marker stays laid out as before.
             let elided = &source[start..end];
             let trailing = &elided[elided.trim_end().len()..];
-            if trailing.contains('\n') {
-                text.push('\n');
-            } else if !trailing.is_empty() {
-                text.push(' ');
+            match trailing.matches('\n').count() {
+                0 if trailing.is_empty() => {}
+                0 => text.push(' '),
+                1 => text.push('\n'),
+                _ => text.push_str("\n\n"),
             }
         }
     }
@@ -141,6 +142,23 @@ pub(crate) fn fit(
                 best_tokens = tokens;
             }
             None => hi = mid,
+        }
+    }
+    // The search stops at the first unit that does not fit; later, smaller units may still fit
+    // in the slack. Try a few, in order.
+    let mut tried = 0;
+    for &candidate in order.iter().skip(lo + 1) {
+        if tried == 24 || best_tokens + 4 > budget {
+            break;
+        }
+        tried += 1;
+        let mut kept = best_kept.clone();
+        kept[candidate] = true;
+        let text = render(source, units, &kept, style);
+        if let Some(tokens) = fits(tokenizer, &text, budget) {
+            best_kept = kept;
+            best_text = text;
+            best_tokens = tokens;
         }
     }
     let mut parts = Vec::new();
