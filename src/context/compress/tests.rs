@@ -181,11 +181,11 @@ fn prose_keeps_query_and_fact_sentences() {
     let prose = sample::prose(30, 9);
     let mut opts = options(Some(ContentKind::Prose));
     opts.query = Some("Which warehouse shipped more orders?".into());
-    let result = compress(&prose, 400, &opts, &store, &tokenizer).expect("compress");
-    assert!(result.tokens <= 400);
+    let result = compress(&prose, 300, &opts, &store, &tokenizer).expect("compress");
+    assert!(result.tokens <= 300);
     assert!(result.text.contains("The Lisbon warehouse shipped 18,240 orders"));
     assert!(result.text.starts_with("# Quarterly operations report"));
-    for fact in ["Maria Okafor owns", "PostgreSQL 16 upgrade", "Error budget burn"] {
+    for fact in ["Maria Okafor owns", "PostgreSQL 16 upgrade", "Refund requests rose"] {
         assert!(result.text.contains(fact), "fact kept: {fact}");
     }
     // Repeated sentences go first: each filler sentence appears at most once.
