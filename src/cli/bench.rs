@@ -21,6 +21,12 @@ pub struct BenchArgs {
     /// Megabytes of source text for the token-counting benchmark.
     #[arg(long, default_value_t = 8)]
     corpus_mb: usize,
+    /// Megabytes of generated log and of generated JSON for the compression benchmark.
+    #[arg(long, default_value_t = 16)]
+    compress_mb: usize,
+    /// Megabytes of Markdown (from the corpus) for the prose compression benchmark.
+    #[arg(long, default_value_t = 2)]
+    prose_mb: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -44,6 +50,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
         figures.push(bench::token_count(&corpus, encoding));
     }
+    eprintln!(
+        "bench: compress ({} MB log, {} MB JSON, {} MB Markdown prose) and distill…",
+        args.compress_mb, args.compress_mb, args.prose_mb
+    );
+    let prose = svc::context::compress::figures::load_markdown(&corpus_root, args.prose_mb * 1_000_000);
+    let compress_state = tempfile::tempdir()?;
+    let store = svc::context::commit::CommitStore::new(compress_state.path());
+    figures.extend(svc::context::compress::figures::figures(args.compress_mb, &prose, &store));
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),
         Format::Text => print!("{}", render_table(&figures)),

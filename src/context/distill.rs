@@ -305,6 +305,10 @@ fn lite_rules() -> Vec<Rule> {
             Replace::Cut,
         ),
         rule(
+            r"(?i)\bI(?:'d| would) be (?:happy|glad|delighted) to [^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
+            Replace::Cut,
+        ),
+        rule(
             r"(?i)\bI(?:'m| am) (?:happy|glad|here) to help[^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),

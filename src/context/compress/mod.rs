@@ -11,6 +11,7 @@
 
 pub mod batch;
 mod code;
+pub mod figures;
 mod json;
 mod logs;
 mod messages;
