@@ -54,10 +54,15 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         "bench: compress ({} MB log, {} MB JSON, {} MB Markdown prose) and distill…",
         args.compress_mb, args.compress_mb, args.prose_mb
     );
-    let prose = svc::context::compress::figures::load_markdown(&corpus_root, args.prose_mb * 1_000_000);
+    let prose =
+        svc::context::compress::figures::load_markdown(&corpus_root, args.prose_mb * 1_000_000);
     let compress_state = tempfile::tempdir()?;
     let store = svc::context::commit::CommitStore::new(compress_state.path());
-    figures.extend(svc::context::compress::figures::figures(args.compress_mb, &prose, &store));
+    figures.extend(svc::context::compress::figures::figures(
+        args.compress_mb,
+        &prose,
+        &store,
+    ));
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),
         Format::Text => print!("{}", render_table(&figures)),

@@ -161,8 +161,12 @@ fn run_compress_messages(
     tokenizer: &Tokenizer,
 ) -> anyhow::Result<ExitCode> {
     let text = compress::decode(bytes, &args.input)?;
-    let value: serde_json::Value = serde_json::from_str(text)
-        .with_context(|| format!("{} is not JSON; --messages expects a JSON array of messages", args.input))?;
+    let value: serde_json::Value = serde_json::from_str(text).with_context(|| {
+        format!(
+            "{} is not JSON; --messages expects a JSON array of messages",
+            args.input
+        )
+    })?;
     let list = value.get("messages").cloned().unwrap_or(value);
     let messages: Vec<Message> = serde_json::from_value(list).with_context(|| {
         format!(
@@ -298,7 +302,13 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
     match args.format {
         Format::Json => {
             for record in &records {
-                println!("{}", serde_json::to_string(&JobLine { r#type: "job", record })?);
+                println!(
+                    "{}",
+                    serde_json::to_string(&JobLine {
+                        r#type: "job",
+                        record
+                    })?
+                );
             }
             println!("{}", serde_json::to_string(&summary)?);
         }

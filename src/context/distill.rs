@@ -293,7 +293,9 @@ const START: &str = r"(^[ \t]*(?:[-*+>][ \t]+)?|[.!?:][ \t]+)";
 fn lite_rules() -> Vec<Rule> {
     vec![
         rule(
-            &format!(r"(?im){START}(?:sure|certainly|absolutely|of course|okay|ok|alright|great|definitely|no problem)(?:[!.,][ \t]*|[ \t]+thing[!.][ \t]*)"),
+            &format!(
+                r"(?im){START}(?:sure|certainly|absolutely|of course|okay|ok|alright|great|definitely|no problem)(?:[!.,][ \t]*|[ \t]+thing[!.][ \t]*)"
+            ),
             Replace::KeepFirst,
         ),
         rule(
@@ -334,11 +336,15 @@ fn lite_rules() -> Vec<Rule> {
 fn full_rules() -> Vec<Rule> {
     vec![
         rule(
-            &format!(r"(?im){START}(?:let me|I'll|I will|allow me to) (?:explain|walk you through|break (?:it|this|that) down|clarify|help)[^.!?:\n\x{{E001}}\x{{E002}}]*[.!?:][ \t]*"),
+            &format!(
+                r"(?im){START}(?:let me|I'll|I will|allow me to) (?:explain|walk you through|break (?:it|this|that) down|clarify|help)[^.!?:\n\x{{E001}}\x{{E002}}]*[.!?:][ \t]*"
+            ),
             Replace::KeepFirst,
         ),
         rule(
-            &format!(r"(?im){START}(?:to (?:summarize|summarise|sum up|recap|put it simply)|in (?:summary|conclusion|short|a nutshell)|overall|all in all|as (?:mentioned|noted|discussed|stated) (?:above|earlier|before|previously)|as you can see),[ \t]*"),
+            &format!(
+                r"(?im){START}(?:to (?:summarize|summarise|sum up|recap|put it simply)|in (?:summary|conclusion|short|a nutshell)|overall|all in all|as (?:mentioned|noted|discussed|stated) (?:above|earlier|before|previously)|as you can see),[ \t]*"
+            ),
             Replace::KeepFirst,
         ),
         rule(
@@ -358,11 +364,17 @@ fn full_rules() -> Vec<Rule> {
         rule(r"(?i)\bat this point in time\b", Replace::With("now")),
         rule(r"(?i)\bin the event that\b", Replace::With("if")),
         rule(r"(?i)\bfor the purpose of\b", Replace::With("for")),
-        rule(r"(?i)\ba (?:large|great|significant) number of\b", Replace::With("many")),
+        rule(
+            r"(?i)\ba (?:large|great|significant) number of\b",
+            Replace::With("many"),
+        ),
         rule(r"(?i)\b(?:has|have) the ability to\b", Replace::With("can")),
         rule(r"(?i)\bis able to\b", Replace::With("can")),
         rule(r"(?i)\bare able to\b", Replace::With("can")),
-        rule(r"(?i)\bin spite of the fact that\b", Replace::With("although")),
+        rule(
+            r"(?i)\bin spite of the fact that\b",
+            Replace::With("although"),
+        ),
     ]
 }
 
@@ -427,7 +439,10 @@ fn finish_line(line: &str) -> String {
             let before = out.trim_end_matches([' ', '\t']);
             let at_start = before.is_empty()
                 || before.ends_with(['.', '!', '?', ':'])
-                || before.trim_start().chars().all(|c| matches!(c, '-' | '*' | '+' | '>' | ' '));
+                || before
+                    .trim_start()
+                    .chars()
+                    .all(|c| matches!(c, '-' | '*' | '+' | '>' | ' '));
             capitalise = at_start;
             continue;
         }
@@ -491,9 +506,13 @@ fn distill_prose(prose: &str, level: Level) -> String {
         out.push_str(&finished);
         out.push_str(ending);
     }
-    // Collapse blank runs left by dropped lines.
+    // Collapse blank runs left by dropped lines, and blank lines left at the start.
     while out.contains("\n\n\n") {
         out = out.replace("\n\n\n", "\n\n");
+    }
+    if !masked.starts_with(['\n', '\r']) {
+        let trimmed = out.trim_start_matches(['\n', '\r']).len();
+        out.drain(..out.len() - trimmed);
     }
     // Every protected span must come back exactly once, in order; if a rule ever disturbed a
     // placeholder, keep the prose as it was rather than risk changing code.

@@ -11,7 +11,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CompressError, CompressOptions, ContentKind, Message, compress_bytes, compress_messages};
+use super::{
+    CompressError, CompressOptions, ContentKind, Message, compress_bytes, compress_messages,
+};
 use crate::context::commit::CommitStore;
 use crate::tokens::Tokenizer;
 
@@ -187,7 +189,10 @@ pub fn jobs_from_jsonl(path: &Path) -> Result<Vec<Result<BatchJob, JobLineError>
             .and_then(|job| match seen.get(&job.id) {
                 Some(first) => Err(error(
                     Some("id".to_string()),
-                    format!("duplicate id `{}` (first used on line {first}); ids must be unique", job.id),
+                    format!(
+                        "duplicate id `{}` (first used on line {first}); ids must be unique",
+                        job.id
+                    ),
                 )),
                 None => {
                     seen.insert(job.id.clone(), number);
@@ -202,10 +207,17 @@ pub fn jobs_from_jsonl(path: &Path) -> Result<Vec<Result<BatchJob, JobLineError>
 type FieldProblem = (Option<String>, String);
 
 fn parse_job(line: &str, base: &Path, location: &str) -> Result<BatchJob, FieldProblem> {
-    let value: Value = serde_json::from_str(line)
-        .map_err(|e| (None, format!("not valid JSON ({e}); each line must be one job object")))?;
+    let value: Value = serde_json::from_str(line).map_err(|e| {
+        (
+            None,
+            format!("not valid JSON ({e}); each line must be one job object"),
+        )
+    })?;
     let Value::Object(object) = value else {
-        return Err((None, "a job must be a JSON object like {\"id\": \"a\", \"path\": \"a.log\"}".into()));
+        return Err((
+            None,
+            "a job must be a JSON object like {\"id\": \"a\", \"path\": \"a.log\"}".into(),
+        ));
     };
     if let Some(unknown) = object.keys().find(|k| !FIELDS.contains(&k.as_str())) {
         return Err((
@@ -217,7 +229,12 @@ fn parse_job(line: &str, base: &Path, location: &str) -> Result<BatchJob, FieldP
         Some(Value::String(id)) if !id.trim().is_empty() => id.clone(),
         Some(Value::Number(n)) => n.to_string(),
         Some(_) => return Err((Some("id".to_string()), "must be a non-empty string".into())),
-        None => return Err((Some("id".to_string()), "is missing; every job needs an id".into())),
+        None => {
+            return Err((
+                Some("id".to_string()),
+                "is missing; every job needs an id".into(),
+            ));
+        }
     };
     let query = match object.get("query") {
         None | Some(Value::Null) => None,
@@ -226,15 +243,25 @@ fn parse_job(line: &str, base: &Path, location: &str) -> Result<BatchJob, FieldP
     };
     let kind = match object.get("kind") {
         None | Some(Value::Null) => None,
-        Some(value) => Some(serde_json::from_value::<ContentKind>(value.clone()).map_err(|_| {
-            (Some("kind".to_string()), format!("must be one of code, json, logs, prose (got {value})"))
-        })?),
+        Some(value) => Some(
+            serde_json::from_value::<ContentKind>(value.clone()).map_err(|_| {
+                (
+                    Some("kind".to_string()),
+                    format!("must be one of code, json, logs, prose (got {value})"),
+                )
+            })?,
+        ),
     };
     let budget = match object.get("budget") {
         None | Some(Value::Null) => None,
         Some(value) => match value.as_u64() {
             Some(b) if b > 0 => Some(b as usize),
-            _ => return Err((Some("budget".to_string()), format!("must be a positive integer (got {value})"))),
+            _ => {
+                return Err((
+                    Some("budget".to_string()),
+                    format!("must be a positive integer (got {value})"),
+                ));
+            }
         },
     };
     let given: Vec<&str> = ["path", "text", "messages"]
@@ -251,12 +278,20 @@ fn parse_job(line: &str, base: &Path, location: &str) -> Result<BatchJob, FieldP
         [_, _, ..] => {
             return Err((
                 Some("path | text | messages".to_string()),
-                format!("give only one of `path`, `text`, `messages` (got {})", given.join(", ")),
+                format!(
+                    "give only one of `path`, `text`, `messages` (got {})",
+                    given.join(", ")
+                ),
             ));
         }
         ["path"] => match object.get("path") {
             Some(Value::String(p)) if !p.is_empty() => JobInput::Path(base.join(p)),
-            _ => return Err((Some("path".to_string()), "must be a non-empty string".into())),
+            _ => {
+                return Err((
+                    Some("path".to_string()),
+                    "must be a non-empty string".into(),
+                ));
+            }
         },
         ["text"] => match object.get("text") {
             Some(Value::String(t)) => JobInput::Text(t.clone()),
@@ -291,7 +326,8 @@ pub fn run_job(
     tokenizer: &Tokenizer,
 ) -> BatchRecord {
     let budget = job.budget.unwrap_or(default_budget);
-    let failed = |status, error: String| BatchRecord::failed(&job.id, &job.location, budget, status, error);
+    let failed =
+        |status, error: String| BatchRecord::failed(&job.id, &job.location, budget, status, error);
     let options = CompressOptions {
         kind: job.kind,
         query: job.query.clone(),
@@ -314,15 +350,44 @@ pub fn run_job(
             }
             let bytes = match fs::read(path) {
                 Ok(bytes) => bytes,
-                Err(e) => return failed(JobStatus::Error, format!("cannot read {}: {e}", path.display())),
+                Err(e) => {
+                    return failed(
+                        JobStatus::Error,
+                        format!("cannot read {}: {e}", path.display()),
+                    );
+                }
             };
-            compress_bytes(&bytes, budget, &options, store, tokenizer)
-                .map(|c| (c.kind.to_string(), c.original_tokens, c.tokens, c.ctx_id, c.elisions.len()))
+            compress_bytes(&bytes, budget, &options, store, tokenizer).map(|c| {
+                (
+                    c.kind.to_string(),
+                    c.original_tokens,
+                    c.tokens,
+                    c.ctx_id,
+                    c.elisions.len(),
+                )
+            })
         }
         JobInput::Text(text) => compress_bytes(text.as_bytes(), budget, &options, store, tokenizer)
-            .map(|c| (c.kind.to_string(), c.original_tokens, c.tokens, c.ctx_id, c.elisions.len())),
-        JobInput::Messages(messages) => compress_messages(messages, budget, store, tokenizer)
-            .map(|c| ("messages".to_string(), c.original_tokens, c.tokens, c.ctx_id, c.elisions.len())),
+            .map(|c| {
+                (
+                    c.kind.to_string(),
+                    c.original_tokens,
+                    c.tokens,
+                    c.ctx_id,
+                    c.elisions.len(),
+                )
+            }),
+        JobInput::Messages(messages) => {
+            compress_messages(messages, budget, store, tokenizer).map(|c| {
+                (
+                    "messages".to_string(),
+                    c.original_tokens,
+                    c.tokens,
+                    c.ctx_id,
+                    c.elisions.len(),
+                )
+            })
+        }
     };
     match outcome {
         Ok((kind, before, after, ctx_id, elisions)) => BatchRecord {
@@ -330,7 +395,11 @@ pub fn run_job(
             kind: Some(kind),
             tokens_before: Some(before),
             tokens_after: Some(after),
-            ratio: Some(if after == 0 { 1.0 } else { before as f64 / after as f64 }),
+            ratio: Some(if after == 0 {
+                1.0
+            } else {
+                before as f64 / after as f64
+            }),
             status: JobStatus::Ok,
             ctx_id: Some(ctx_id),
             elisions,
@@ -407,7 +476,10 @@ mod tests {
             ]
         );
         let message = jobs[1].as_ref().expect_err("line 3").to_string();
-        assert!(message.ends_with("jobs.jsonl:3: field `id`: is missing; every job needs an id"), "{message}");
+        assert!(
+            message.ends_with("jobs.jsonl:3: field `id`: is missing; every job needs an id"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -418,7 +490,11 @@ mod tests {
         fs::write(dir.path().join("ignored.log"), "nope\n").expect("write");
         fs::create_dir(dir.path().join("sub")).expect("mkdir");
         fs::write(dir.path().join("sub").join("b.txt"), "Some prose.\n").expect("write");
-        let ids: Vec<String> = jobs_from_dir(dir.path()).expect("walk").into_iter().map(|j| j.id).collect();
+        let ids: Vec<String> = jobs_from_dir(dir.path())
+            .expect("walk")
+            .into_iter()
+            .map(|j| j.id)
+            .collect();
         assert_eq!(ids, vec!["kept.log", "sub/b.txt"]);
 
         let store = CommitStore::new(&dir.path().join("state"));
@@ -432,6 +508,11 @@ mod tests {
         };
         let record = run_job(&job, 100, &store, &Tokenizer::default());
         assert_eq!(record.status, JobStatus::Error);
-        assert!(record.error.as_deref().is_some_and(|e| e.contains("svc context select")));
+        assert!(
+            record
+                .error
+                .as_deref()
+                .is_some_and(|e| e.contains("svc context select"))
+        );
     }
 }

@@ -10,13 +10,42 @@ use super::{Part, thousands};
 use crate::tokens::Tokenizer;
 
 const KEYWORDS: [&str; 24] = [
-    "fn ", "pub ", "def ", "class ", "struct ", "enum ", "impl ", "trait ", "func ", "function ",
-    "interface ", "import ", "from ", "use ", "package ", "#include", "return ", "const ", "let ",
-    "var ", "if ", "for ", "while ", "type ",
+    "fn ",
+    "pub ",
+    "def ",
+    "class ",
+    "struct ",
+    "enum ",
+    "impl ",
+    "trait ",
+    "func ",
+    "function ",
+    "interface ",
+    "import ",
+    "from ",
+    "use ",
+    "package ",
+    "#include",
+    "return ",
+    "const ",
+    "let ",
+    "var ",
+    "if ",
+    "for ",
+    "while ",
+    "type ",
 ];
 
 const IMPORTS: [&str; 9] = [
-    "use ", "pub use ", "import ", "from ", "#include", "package ", "require ", "using ", "extern crate ",
+    "use ",
+    "pub use ",
+    "import ",
+    "from ",
+    "#include",
+    "package ",
+    "require ",
+    "using ",
+    "extern crate ",
 ];
 
 /// True when lines look like source code (code keywords, lines ending in `;`, `{`, `}`, `:`).
@@ -69,8 +98,22 @@ enum Place {
 /// Keywords that open a container of declarations rather than a body of statements.
 fn opens_container(statement: &str) -> bool {
     const CONTAINERS: [&str; 16] = [
-        "impl", "trait", "mod", "class", "interface", "struct", "enum", "union", "namespace",
-        "extern", "object", "record", "module", "protocol", "extension", "type",
+        "impl",
+        "trait",
+        "mod",
+        "class",
+        "interface",
+        "struct",
+        "enum",
+        "union",
+        "namespace",
+        "extern",
+        "object",
+        "record",
+        "module",
+        "protocol",
+        "extension",
+        "type",
     ];
     // Attributes and decorators (`#[derive(...)]`, `@Entity(...)`) say nothing about the block.
     let mut plain = String::with_capacity(statement.len());
@@ -153,13 +196,15 @@ fn brace_places(lines: &[&str]) -> (Vec<Place>, Vec<bool>) {
                     // A quote after an identifier character is a Rust lifetime, not a char.
                     b'\'' if i == 0 || !bytes[i - 1].is_ascii_alphanumeric() => {
                         if bytes.get(i + 2) == Some(&b'\'')
-                            || (bytes.get(i + 1) == Some(&b'\\') && bytes.get(i + 3) == Some(&b'\''))
+                            || (bytes.get(i + 1) == Some(&b'\\')
+                                && bytes.get(i + 3) == Some(&b'\''))
                         {
                             quote = Some(b'\'');
                         }
                     }
                     b'{' => {
-                        let container = stack.iter().all(|(c, _)| *c) && opens_container(&statement);
+                        let container =
+                            stack.iter().all(|(c, _)| *c) && opens_container(&statement);
                         stack.push((container, index));
                         statement.clear();
                         for flag in &mut signature[statement_start.min(index)..=index] {
@@ -353,7 +398,14 @@ mod tests {
 
     #[test]
     fn python_uses_indentation() {
-        let lines = ["class A:", "    def f(self):", "", "        return 1", "", "x = 1"];
+        let lines = [
+            "class A:",
+            "    def f(self):",
+            "",
+            "        return 1",
+            "",
+            "x = 1",
+        ];
         assert!(indent_mode(&lines));
         use Place::*;
         assert_eq!(
@@ -371,7 +423,9 @@ mod tests {
 
     #[test]
     fn detects_code() {
-        assert!(looks_like_code("use std::io;\nfn main() {\n    let x = 1;\n}\n"));
+        assert!(looks_like_code(
+            "use std::io;\nfn main() {\n    let x = 1;\n}\n"
+        ));
         assert!(!looks_like_code(
             "The quick brown fox jumps over the lazy dog.\nIt was a sunny day.\n"
         ));

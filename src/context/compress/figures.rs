@@ -76,13 +76,31 @@ pub fn figures(megabytes: usize, prose: &str, store: &CommitStore) -> Vec<Figure
     let mut out = Vec::new();
     // About 110 bytes per generated log line and 700 bytes per JSON record.
     let log = sample::log(megabytes * 1_000_000 / 110, 1);
-    out.extend(compress_figures("logs", &log, ContentKind::Logs, 8000, store));
+    out.extend(compress_figures(
+        "logs",
+        &log,
+        ContentKind::Logs,
+        8000,
+        store,
+    ));
     drop(log);
     let json = sample::json(megabytes * 1_000_000 / 700, 1);
-    out.extend(compress_figures("json", &json, ContentKind::Json, 8000, store));
+    out.extend(compress_figures(
+        "json",
+        &json,
+        ContentKind::Json,
+        8000,
+        store,
+    ));
     drop(json);
     if !prose.is_empty() {
-        out.extend(compress_figures("prose", prose, ContentKind::Prose, 8000, store));
+        out.extend(compress_figures(
+            "prose",
+            prose,
+            ContentKind::Prose,
+            8000,
+            store,
+        ));
     }
     out.extend(distill_figures());
     out
@@ -112,26 +130,6 @@ pub fn distill_figures() -> Vec<Figure> {
             }
         })
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn figures_are_produced_on_small_inputs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = CommitStore::new(dir.path());
-        let figures = figures(1, &sample::prose(200, 1), &store);
-        let names: Vec<&str> = figures.iter().map(|f| f.name.as_str()).collect();
-        assert!(names.contains(&"compress logs ratio"), "{names:?}");
-        assert!(names.contains(&"compress json throughput"));
-        assert!(names.contains(&"compress prose ratio"));
-        assert!(names.contains(&"distill ultra reduction"));
-        for figure in &figures {
-            assert!(figure.value.is_finite() && figure.value > 0.0, "{figure:?}");
-        }
-    }
 }
 
 /// Real prose for the prose figure: Markdown files under `root` (sorted paths, so runs are
@@ -166,4 +164,24 @@ pub fn load_markdown(root: &std::path::Path, max_bytes: usize) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_are_produced_on_small_inputs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = CommitStore::new(dir.path());
+        let figures = figures(1, &sample::prose(200, 1), &store);
+        let names: Vec<&str> = figures.iter().map(|f| f.name.as_str()).collect();
+        assert!(names.contains(&"compress logs ratio"), "{names:?}");
+        assert!(names.contains(&"compress json throughput"));
+        assert!(names.contains(&"compress prose ratio"));
+        assert!(names.contains(&"distill ultra reduction"));
+        for figure in &figures {
+            assert!(figure.value.is_finite() && figure.value > 0.0, "{figure:?}");
+        }
+    }
 }

@@ -279,7 +279,10 @@ impl Renderer<'_> {
                     }
                     let more = if keep > 0 { " more" } else { "" };
                     let noun = if rest == 1 { "item" } else { "items" };
-                    self.push_string(&format!("… {}{more} {noun} · recover {id}", thousands(rest)));
+                    self.push_string(&format!(
+                        "… {}{more} {noun} · recover {id}",
+                        thousands(rest)
+                    ));
                 }
                 if !inline {
                     self.newline(indent);
@@ -430,7 +433,10 @@ mod tests {
         let Node::Object { span, members } = &root else {
             panic!("object expected");
         };
-        assert_eq!(&source[span.clone()], r#"{"a": [1, "x\"y", {"b": null}], "c d": true}"#);
+        assert_eq!(
+            &source[span.clone()],
+            r#"{"a": [1, "x\"y", {"b": null}], "c d": true}"#
+        );
         assert_eq!(&source[members[1].0.clone()], r#""c d""#);
         let Node::Array { items, .. } = &members[0].1 else {
             panic!("array expected");

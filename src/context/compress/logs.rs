@@ -130,7 +130,11 @@ impl Style for LogStyle<'_> {
             detail.push_str(&format!(", {} error{}", thousands(errors), plural(errors)));
         }
         if warnings > 0 {
-            detail.push_str(&format!(", {} warning{}", thousands(warnings), plural(warnings)));
+            detail.push_str(&format!(
+                ", {} warning{}",
+                thousands(warnings),
+                plural(warnings)
+            ));
         }
         let first = self.patterns[run.start];
         if n > 1 && run.clone().all(|i| self.patterns[i] == first) {

@@ -74,7 +74,11 @@ fn is_text_block(block: &Value) -> bool {
 }
 
 /// The text slots of a message and the token cost of its non-text blocks.
-fn slots(message: &Message, index: usize, tokenizer: &Tokenizer) -> Result<(Vec<Slot>, usize), CompressError> {
+fn slots(
+    message: &Message,
+    index: usize,
+    tokenizer: &Tokenizer,
+) -> Result<(Vec<Slot>, usize), CompressError> {
     let invalid = |problem: String| CompressError::InvalidMessage { index, problem };
     match &message.content {
         Value::String(_) => Ok((vec![Slot::Content], 0)),
@@ -120,9 +124,7 @@ fn text_of(message: &Message, slot: Slot) -> &str {
     let value = match (slot, &message.content) {
         (Slot::Content, content) => Some(content),
         (Slot::Block(b), Value::Array(blocks)) => blocks.get(b).and_then(|x| x.get("text")),
-        (Slot::ToolResult(b), Value::Array(blocks)) => {
-            blocks.get(b).and_then(|x| x.get("content"))
-        }
+        (Slot::ToolResult(b), Value::Array(blocks)) => blocks.get(b).and_then(|x| x.get("content")),
         (Slot::ToolResultBlock(b, c), Value::Array(blocks)) => blocks
             .get(b)
             .and_then(|x| x.get("content"))
@@ -196,7 +198,12 @@ pub fn compress_messages(
     let query = latest_user
         .map(|i| {
             slots(&messages[i], i, tokenizer)
-                .map(|(s, _)| s.iter().map(|&slot| text_of(&messages[i], slot).to_string()).collect::<Vec<_>>().join(" "))
+                .map(|(s, _)| {
+                    s.iter()
+                        .map(|&slot| text_of(&messages[i], slot).to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
                 .unwrap_or_default()
         })
         .filter(|q| !q.is_empty());
@@ -232,7 +239,11 @@ pub fn compress_messages(
             kind: ContentKind::Prose,
             parts: vec![Part {
                 chunk_id: String::new(),
-                locator: format!("messages[{i}] ({}) {}", messages[i].role, slot_locator(slot)),
+                locator: format!(
+                    "messages[{i}] ({}) {}",
+                    messages[i].role,
+                    slot_locator(slot)
+                ),
                 original: text.to_string(),
                 resolution: None,
             }],

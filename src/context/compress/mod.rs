@@ -27,9 +27,7 @@ use crate::tokens::Tokenizer;
 pub use messages::{CompressedMessages, Message, compress_messages};
 
 /// The kind of content, which decides how it is reduced.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum ContentKind {
     /// Source code: signatures, imports and doc lines kept; bodies elided (brace/indent based).
@@ -155,7 +153,10 @@ pub enum CompressError {
     #[error(
         "the conversation cannot fit {budget} tokens: with every older turn and tool output reduced to its minimum it still takes {minimum_tokens} tokens; raise the budget to at least {minimum_tokens}"
     )]
-    MessagesOverBudget { budget: usize, minimum_tokens: usize },
+    MessagesOverBudget {
+        budget: usize,
+        minimum_tokens: usize,
+    },
     #[error("message {index}: {problem}")]
     InvalidMessage { index: usize, problem: String },
     #[error("committing the compressed content: {0}")]
@@ -306,9 +307,7 @@ pub(crate) fn reduce(
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
     }
-    let kind = options
-        .kind
-        .unwrap_or_else(|| ContentKind::detect(content));
+    let kind = options.kind.unwrap_or_else(|| ContentKind::detect(content));
     if kind == ContentKind::Json {
         // Validate first so a broken document gets a precise error, whatever the budget.
         json::validate(content, &options.source)?;
@@ -363,7 +362,7 @@ pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);

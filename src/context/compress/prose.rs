@@ -33,18 +33,19 @@ pub(crate) fn sentences(source: &str) -> Vec<Unit> {
     let lines = units::lines(source);
     let mut out: Vec<Unit> = Vec::new();
     let mut open: Option<(usize, usize)> = None; // (start byte, first line)
-    let close = |out: &mut Vec<Unit>, open: &mut Option<(usize, usize)>, end: usize, line: usize| {
-        if let Some((start, first_line)) = open.take()
-            && end > start
-        {
-            out.push(Unit {
-                start,
-                end,
-                first_line,
-                last_line: line,
-            });
-        }
-    };
+    let close =
+        |out: &mut Vec<Unit>, open: &mut Option<(usize, usize)>, end: usize, line: usize| {
+            if let Some((start, first_line)) = open.take()
+                && end > start
+            {
+                out.push(Unit {
+                    start,
+                    end,
+                    first_line,
+                    last_line: line,
+                });
+            }
+        };
     for (index, line_unit) in lines.iter().enumerate() {
         let line = &source[line_unit.start..line_unit.end];
         let number = line_unit.first_line;
@@ -63,7 +64,12 @@ pub(crate) fn sentences(source: &str) -> Vec<Unit> {
         }
         let structural = is_structural(line);
         if structural {
-            close(&mut out, &mut open, line_unit.start, number.saturating_sub(1).max(1));
+            close(
+                &mut out,
+                &mut open,
+                line_unit.start,
+                number.saturating_sub(1).max(1),
+            );
             out.push(*line_unit);
             continue;
         }
@@ -87,7 +93,11 @@ pub(crate) fn sentences(source: &str) -> Vec<Unit> {
                     close(&mut out, &mut open, line_unit.end, number);
                     break;
                 }
-                if k > j && (bytes[k].is_ascii_uppercase() || bytes[k].is_ascii_digit() || !bytes[k].is_ascii()) {
+                if k > j
+                    && (bytes[k].is_ascii_uppercase()
+                        || bytes[k].is_ascii_digit()
+                        || !bytes[k].is_ascii())
+                {
                     close(&mut out, &mut open, line_unit.start + k, number);
                     open = Some((line_unit.start + k, number));
                     i = k;
@@ -155,7 +165,11 @@ impl Style for ProseStyle {
     }
 
     fn locator(&self, units: &[Unit], run: Range<usize>) -> String {
-        let noun = if run.len() == 1 { "sentence" } else { "sentences" };
+        let noun = if run.len() == 1 {
+            "sentence"
+        } else {
+            "sentences"
+        };
         let lines = units::line_locator(units, run.clone());
         if run.len() == 1 {
             format!("{noun} {} ({lines})", run.start + 1)
@@ -165,7 +179,11 @@ impl Style for ProseStyle {
     }
 
     fn marker(&self, _source: &str, _units: &[Unit], run: Range<usize>, id: &str) -> String {
-        let noun = if run.len() == 1 { "sentence" } else { "sentences" };
+        let noun = if run.len() == 1 {
+            "sentence"
+        } else {
+            "sentences"
+        };
         format!("[… {} {noun} elided · recover {id}]", thousands(run.len()))
     }
 }

@@ -75,7 +75,8 @@ pub fn log(lines: usize, seed: u64) -> String {
         } else if roll < 25 {
             out.push_str(&format!(
                 "{stamp} WARN  http: slow request {request} GET {} took {}ms (threshold 800ms)\n",
-                rng.pick(&PATHS).replace("{id}", &rng.below(99_999).to_string()),
+                rng.pick(&PATHS)
+                    .replace("{id}", &rng.below(99_999).to_string()),
                 800 + rng.below(4000)
             ));
             n += 1;
@@ -99,7 +100,8 @@ pub fn log(lines: usize, seed: u64) -> String {
             let status = *rng.pick(&[200, 200, 200, 200, 201, 204, 304, 404]);
             out.push_str(&format!(
                 "{stamp} INFO  http: {method} {} {status} {}ms request_id={request} user={}\n",
-                rng.pick(&PATHS).replace("{id}", &rng.below(99_999).to_string()),
+                rng.pick(&PATHS)
+                    .replace("{id}", &rng.below(99_999).to_string()),
                 rng.below(300),
                 rng.below(50_000)
             ));
@@ -111,9 +113,30 @@ pub fn log(lines: usize, seed: u64) -> String {
 }
 
 const WORDS: [&str; 24] = [
-    "alpha", "beta", "gamma", "delta", "order", "shipment", "invoice", "refund", "customer",
-    "warehouse", "priority", "express", "standard", "pending", "delivered", "returned", "berlin",
-    "lisbon", "osaka", "toronto", "blue", "green", "large", "small",
+    "alpha",
+    "beta",
+    "gamma",
+    "delta",
+    "order",
+    "shipment",
+    "invoice",
+    "refund",
+    "customer",
+    "warehouse",
+    "priority",
+    "express",
+    "standard",
+    "pending",
+    "delivered",
+    "returned",
+    "berlin",
+    "lisbon",
+    "osaka",
+    "toronto",
+    "blue",
+    "green",
+    "large",
+    "small",
 ];
 
 /// A JSON document: metadata plus `records` order records with nested objects, tag arrays and

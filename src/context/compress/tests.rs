@@ -18,15 +18,31 @@ fn options(kind: Option<ContentKind>) -> CompressOptions {
 const CODE: &str = include_str!("../commit.rs");
 
 /// Checks the invariants every compression must keep.
-fn check(content: &str, budget: usize, kind: ContentKind, store: &CommitStore, tokenizer: &Tokenizer) -> Compressed {
+fn check(
+    content: &str,
+    budget: usize,
+    kind: ContentKind,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Compressed {
     let result = compress(content, budget, &options(Some(kind)), store, tokenizer)
         .unwrap_or_else(|e| panic!("{kind} at budget {budget}: {e}"));
-    assert!(result.tokens <= budget, "{kind} budget {budget}: {} tokens", result.tokens);
-    assert_eq!(result.tokens, tokenizer.count(&result.text), "reported count is exact");
+    assert!(
+        result.tokens <= budget,
+        "{kind} budget {budget}: {} tokens",
+        result.tokens
+    );
+    assert_eq!(
+        result.tokens,
+        tokenizer.count(&result.text),
+        "reported count is exact"
+    );
     assert_eq!(result.original_tokens, tokenizer.count(content));
     for elision in &result.elisions {
         assert!(
-            result.text.contains(&format!("recover {}", elision.chunk_id)),
+            result
+                .text
+                .contains(&format!("recover {}", elision.chunk_id)),
             "{kind}: elision {} is marked in the text",
             elision.chunk_id
         );
@@ -34,7 +50,10 @@ fn check(content: &str, budget: usize, kind: ContentKind, store: &CommitStore, t
             .recover(&result.ctx_id, &elision.chunk_id)
             .expect("recover");
         assert_eq!(recovered.len(), elision.bytes);
-        assert!(content.contains(&recovered), "recovered bytes come from the original");
+        assert!(
+            content.contains(&recovered),
+            "recovered bytes come from the original"
+        );
         assert_eq!(elision.tokens, tokenizer.count(&recovered));
     }
     let receipt = store.receipt(&result.ctx_id).expect("receipt");
@@ -50,7 +69,10 @@ fn check(content: &str, budget: usize, kind: ContentKind, store: &CommitStore, t
             .iter()
             .map(|c| store.recover(&result.ctx_id, &c.chunk_id).expect("chunk"))
             .collect();
-        assert_eq!(whole, content, "{kind}: chunks reassemble the original byte-for-byte");
+        assert_eq!(
+            whole, content,
+            "{kind}: chunks reassemble the original byte-for-byte"
+        );
     }
     result
 }
@@ -71,10 +93,25 @@ fn budgets_are_respected_and_elisions_recoverable_for_every_kind() {
         assert_eq!(ContentKind::detect(content), kind, "detected kind");
         let original = tokenizer.count(content);
         let mut reduced_somewhere = false;
-        for budget in [60, 90, 150, 300, 500, 1000, 2000, 4000, original - 1, original, original + 10] {
+        for budget in [
+            60,
+            90,
+            150,
+            300,
+            500,
+            1000,
+            2000,
+            4000,
+            original - 1,
+            original,
+            original + 10,
+        ] {
             match compress(content, budget, &options(Some(kind)), &store, &tokenizer) {
                 Err(CompressError::OverBudget { minimum_tokens, .. }) => {
-                    assert!(minimum_tokens > budget, "{kind}: minimum {minimum_tokens} vs {budget}");
+                    assert!(
+                        minimum_tokens > budget,
+                        "{kind}: minimum {minimum_tokens} vs {budget}"
+                    );
                     continue;
                 }
                 Err(e) => panic!("{kind} budget {budget}: {e}"),
@@ -82,7 +119,10 @@ fn budgets_are_respected_and_elisions_recoverable_for_every_kind() {
             }
             let result = check(content, budget, kind, &store, &tokenizer);
             if budget >= original {
-                assert_eq!(result.text, content, "content within budget is returned verbatim");
+                assert_eq!(
+                    result.text, content,
+                    "content within budget is returned verbatim"
+                );
                 assert!(result.elisions.is_empty());
             } else {
                 reduced_somewhere |= !result.elisions.is_empty();
@@ -126,7 +166,12 @@ fn logs_keep_errors_first_and_last_lines_and_collapse_repeats() {
     assert!(result.text.trim_end().ends_with(last));
     assert!(result.text.contains("ERROR handler: request"));
     assert!(result.text.contains("ERROR db: query timeout"));
-    assert!(result.text.contains("    at inventory::client::Client::reserve"), "stack trace kept");
+    assert!(
+        result
+            .text
+            .contains("    at inventory::client::Client::reserve"),
+        "stack trace kept"
+    );
     assert!(result.text.contains("lines elided"));
     assert!(result.elisions.len() > 3);
 }
@@ -141,9 +186,17 @@ fn json_samples_arrays_and_truncates_strings_with_counts() {
         assert!(value.get(key).is_some(), "key {key} kept");
     }
     let results = value["results"].as_array().expect("array");
-    let marker = results.last().and_then(|v| v.as_str()).expect("marker element");
+    let marker = results
+        .last()
+        .and_then(|v| v.as_str())
+        .expect("marker element");
     assert!(marker.contains("more items · recover J"), "{marker}");
-    assert!(result.elisions.iter().any(|e| e.locator.starts_with("$.results[")));
+    assert!(
+        result
+            .elisions
+            .iter()
+            .any(|e| e.locator.starts_with("$.results["))
+    );
 }
 
 #[test]
@@ -183,14 +236,33 @@ fn prose_keeps_query_and_fact_sentences() {
     opts.query = Some("Which warehouse shipped more orders?".into());
     let result = compress(&prose, 300, &opts, &store, &tokenizer).expect("compress");
     assert!(result.tokens <= 300);
-    assert!(result.text.contains("The Lisbon warehouse shipped 18,240 orders"));
+    assert!(
+        result
+            .text
+            .contains("The Lisbon warehouse shipped 18,240 orders")
+    );
     assert!(result.text.starts_with("# Quarterly operations report"));
-    for fact in ["Maria Okafor owns", "PostgreSQL 16 upgrade", "Refund requests rose"] {
+    for fact in [
+        "Maria Okafor owns",
+        "PostgreSQL 16 upgrade",
+        "Refund requests rose",
+    ] {
         assert!(result.text.contains(fact), "fact kept: {fact}");
     }
     // Repeated sentences go first: each filler sentence appears at most once.
-    assert!(result.text.matches("There were a number of conversations").count() <= 1);
-    assert!(prose.matches("There were a number of conversations").count() > 1);
+    assert!(
+        result
+            .text
+            .matches("There were a number of conversations")
+            .count()
+            <= 1
+    );
+    assert!(
+        prose
+            .matches("There were a number of conversations")
+            .count()
+            > 1
+    );
 }
 
 #[test]
@@ -205,19 +277,31 @@ fn budget_zero_impossible_budget_and_bad_input_are_errors() {
         Err(error @ CompressError::OverBudget { minimum_tokens, .. }) => {
             assert!(minimum_tokens > 3);
             let message = error.to_string();
-            assert!(message.contains("raise the budget to at least"), "{message}");
+            assert!(
+                message.contains("raise the budget to at least"),
+                "{message}"
+            );
         }
         other => panic!("expected OverBudget, got {other:?}"),
     }
     let bytes = b"valid start \xff\xfe then junk";
     match compress_bytes(bytes, 100, &options(None), &store, &tokenizer) {
-        Err(CompressError::NotUtf8 { offset, source_name }) => {
+        Err(CompressError::NotUtf8 {
+            offset,
+            source_name,
+        }) => {
             assert_eq!(offset, 12);
             assert_eq!(source_name, "test");
         }
         other => panic!("expected NotUtf8, got {other:?}"),
     }
-    match compress("{\"a\": [1, 2,, 3]}", 100, &options(Some(ContentKind::Json)), &store, &tokenizer) {
+    match compress(
+        "{\"a\": [1, 2,, 3]}",
+        100,
+        &options(Some(ContentKind::Json)),
+        &store,
+        &tokenizer,
+    ) {
         Err(CompressError::InvalidJson { line, column, .. }) => {
             assert_eq!((line, column), (1, 13));
         }
@@ -248,7 +332,10 @@ mod messages_tests {
         let log = sample::log(800, 2);
         let json = sample::json(60, 2);
         vec![
-            Message::text("system", "You are a careful on-call assistant. Cite log lines."),
+            Message::text(
+                "system",
+                "You are a careful on-call assistant. Cite log lines.",
+            ),
             Message::text("user", "The checkout is failing. Here is the service log."),
             Message::text("tool", &log),
             Message::text("assistant", &sample::prose(8, 4)),
@@ -274,11 +361,16 @@ mod messages_tests {
         assert!(result.original_tokens > result.tokens);
         assert_eq!(result.messages[0], messages[0], "system prompt verbatim");
         assert_eq!(result.messages[6], messages[6], "latest user turn verbatim");
-        assert_eq!(result.messages[5], messages[5], "small recent turn untouched");
+        assert_eq!(
+            result.messages[5], messages[5],
+            "small recent turn untouched"
+        );
         assert_ne!(result.messages[2], messages[2], "tool output reduced");
         assert!(!result.elisions.is_empty());
         for elision in &result.elisions {
-            let recovered = store.recover(&result.ctx_id, &elision.chunk_id).expect("recover");
+            let recovered = store
+                .recover(&result.ctx_id, &elision.chunk_id)
+                .expect("recover");
             assert_eq!(recovered.len(), elision.bytes);
         }
         // Every original slot is recoverable from the one commit.
@@ -308,7 +400,10 @@ mod messages_tests {
         let (_dir, store, tokenizer) = setup();
         let messages = conversation();
         match compress_messages(&messages, 8, &store, &tokenizer) {
-            Err(CompressError::ProtectedOverBudget { protected_tokens, budget }) => {
+            Err(CompressError::ProtectedOverBudget {
+                protected_tokens,
+                budget,
+            }) => {
                 assert_eq!(budget, 8);
                 assert!(protected_tokens > 8);
             }
@@ -334,7 +429,10 @@ mod messages_tests {
 #[ignore = "prints sample outputs for inspection"]
 fn show_samples() {
     let (_dir, store, tokenizer) = setup();
-    let budget: usize = std::env::var("BUDGET").ok().and_then(|b| b.parse().ok()).unwrap_or(1500);
+    let budget: usize = std::env::var("BUDGET")
+        .ok()
+        .and_then(|b| b.parse().ok())
+        .unwrap_or(1500);
     let kind = std::env::var("KIND").unwrap_or_default();
     let content = match kind.as_str() {
         "logs" => sample::log(5000, 11),
@@ -343,7 +441,10 @@ fn show_samples() {
         _ => CODE.to_string(),
     };
     let result = compress(&content, budget, &options(None), &store, &tokenizer).expect("compress");
-    println!("{}\n--- {} -> {} tokens", result.text, result.original_tokens, result.tokens);
+    println!(
+        "{}\n--- {} -> {} tokens",
+        result.text, result.original_tokens, result.tokens
+    );
 }
 
 /// Regenerates the golden inputs under `fixtures/compress/` (run with `--ignored` after

@@ -146,12 +146,10 @@ pub(crate) fn fit(
     }
     // The search stops at the first unit that does not fit; later, smaller units may still fit
     // in the slack. Try a few, in order.
-    let mut tried = 0;
-    for &candidate in order.iter().skip(lo + 1) {
-        if tried == 24 || best_tokens + 4 > budget {
+    for &candidate in order.iter().skip(lo + 1).take(24) {
+        if best_tokens + 4 > budget {
             break;
         }
-        tried += 1;
         let mut kept = best_kept.clone();
         kept[candidate] = true;
         let text = render(source, units, &kept, style);
