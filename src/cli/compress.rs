@@ -252,7 +252,15 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
     let store = store()?;
     let mut records: Vec<BatchRecord> = Vec::new();
     let jobs: Vec<BatchJob> = if args.input.is_dir() {
-        batch::jobs_from_dir(&args.input)?
+        let found = batch::jobs_from_dir(&args.input)?;
+        if !found.skipped_binary.is_empty() {
+            eprintln!(
+                "svc: skipped {} binary file(s), e.g. {}",
+                found.skipped_binary.len(),
+                found.skipped_binary[0].display()
+            );
+        }
+        found.jobs
     } else {
         let mut jobs = Vec::new();
         for job in batch::jobs_from_jsonl(&args.input)? {

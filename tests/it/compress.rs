@@ -295,6 +295,11 @@ fn batch_over_a_directory() {
     )
     .expect("copy");
     fs::write(tree.path().join("notes.txt"), "Short note.\n").expect("write");
+    fs::write(
+        tree.path().join("logo.png"),
+        b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+    )
+    .expect("write");
     fs::write(tree.path().join(".gitignore"), "ignored/\n").expect("write");
     fs::create_dir(tree.path().join("ignored")).expect("mkdir");
     fs::write(tree.path().join("ignored/big.log"), "x\n".repeat(10)).expect("write");
@@ -320,6 +325,11 @@ fn batch_over_a_directory() {
         assert!(out.stdout.contains(id), "{id} in\n{}", out.stdout);
     }
     assert!(!out.stdout.contains("big.log"), ".gitignore honoured");
+    assert!(
+        out.stderr.contains("skipped 1 binary file(s)"),
+        "{}",
+        out.stderr
+    );
     assert!(out.stdout.contains("3 jobs: 3 ok, 0 over budget, 0 errors"));
 
     let out = run(svc(state.path()).arg("batch").arg(tree.path()).args([

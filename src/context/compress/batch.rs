@@ -127,10 +127,29 @@ pub enum BatchError {
     },
 }
 
-/// Every regular file under `root`, recursively, honouring `.gitignore` (also outside a git
-/// repository), `.ignore` and hidden-file rules; sorted by path so runs are reproducible.
-pub fn jobs_from_dir(root: &Path) -> Result<Vec<BatchJob>, BatchError> {
-    let mut jobs = Vec::new();
+/// The jobs of a directory, and the binary files that were skipped.
+#[derive(Debug, Clone, Default)]
+pub struct DirectoryJobs {
+    pub jobs: Vec<BatchJob>,
+    /// Files with a NUL byte in their first 8 KiB: not text, so not compressed.
+    pub skipped_binary: Vec<PathBuf>,
+}
+
+fn looks_binary(path: &Path) -> bool {
+    use std::io::Read;
+    let mut head = [0u8; 8192];
+    let Ok(mut file) = fs::File::open(path) else {
+        // Unreadable files become error records when the job runs.
+        return false;
+    };
+    let n = file.read(&mut head).unwrap_or(0);
+    head[..n].contains(&0)
+}
+
+/// Every regular text file under `root`, recursively, honouring `.gitignore` (also outside a
+/// git repository), `.ignore` and hidden-file rules; sorted by path so runs are reproducible.
+pub fn jobs_from_dir(root: &Path) -> Result<DirectoryJobs, BatchError> {
+    let mut out = DirectoryJobs::default();
     let walker = ignore::WalkBuilder::new(root)
         .require_git(false)
         .sort_by_file_path(|a, b| a.cmp(b))
@@ -144,12 +163,16 @@ pub fn jobs_from_dir(root: &Path) -> Result<Vec<BatchJob>, BatchError> {
             continue;
         }
         let path = entry.path().to_path_buf();
+        if looks_binary(&path) {
+            out.skipped_binary.push(path);
+            continue;
+        }
         let id = path
             .strip_prefix(root)
             .unwrap_or(&path)
             .to_string_lossy()
             .replace('\\', "/");
-        jobs.push(BatchJob {
+        out.jobs.push(BatchJob {
             id,
             query: None,
             location: path.display().to_string(),
@@ -158,7 +181,7 @@ pub fn jobs_from_dir(root: &Path) -> Result<Vec<BatchJob>, BatchError> {
             budget: None,
         });
     }
-    Ok(jobs)
+    Ok(out)
 }
 
 const FIELDS: [&str; 7] = ["id", "query", "path", "text", "messages", "kind", "budget"];
@@ -490,12 +513,15 @@ mod tests {
         fs::write(dir.path().join("ignored.log"), "nope\n").expect("write");
         fs::create_dir(dir.path().join("sub")).expect("mkdir");
         fs::write(dir.path().join("sub").join("b.txt"), "Some prose.\n").expect("write");
-        let ids: Vec<String> = jobs_from_dir(dir.path())
-            .expect("walk")
-            .into_iter()
-            .map(|j| j.id)
-            .collect();
+        fs::write(
+            dir.path().join("image.png"),
+            b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR",
+        )
+        .expect("write");
+        let found = jobs_from_dir(dir.path()).expect("walk");
+        let ids: Vec<String> = found.jobs.into_iter().map(|j| j.id).collect();
         assert_eq!(ids, vec!["kept.log", "sub/b.txt"]);
+        assert_eq!(found.skipped_binary, vec![dir.path().join("image.png")]);
 
         let store = CommitStore::new(&dir.path().join("state"));
         let job = BatchJob {
