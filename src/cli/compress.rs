@@ -284,11 +284,13 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         jobs
     };
     let progress = progress_bar(jobs.len());
-    for job in &jobs {
-        progress.set_message(job.id.clone());
-        records.push(batch::run_job(job, args.budget, &store, &tokenizer));
-        progress.inc(1);
-    }
+    records.extend(run_parallel(
+        &jobs,
+        args.budget,
+        &store,
+        &tokenizer,
+        &progress,
+    ));
     progress.finish_and_clear();
     // Bad lines first were collected before the jobs; show everything in input order.
     records.sort_by_key(|r| location_key(&r.location));
@@ -360,6 +362,46 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the jobs on all cores (jobs are independent; commits are content-addressed and
+/// written atomically, so concurrent commits are safe). Records come back in job order.
+fn run_parallel(
+    jobs: &[BatchJob],
+    budget: usize,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+    progress: &indicatif::ProgressBar,
+) -> Vec<BatchRecord> {
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<(usize, BatchRecord)>> = Mutex::new(Vec::with_capacity(jobs.len()));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(index) else { break };
+                    progress.set_message(job.id.clone());
+                    let record = batch::run_job(job, budget, store, tokenizer);
+                    progress.inc(1);
+                    // A poisoned lock means another worker panicked; its panic propagates from
+                    // the scope anyway, so keep going with the data.
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((index, record));
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(index, _)| *index);
+    results.into_iter().map(|(_, record)| record).collect()
 }
 
 /// Sorts `file:line` locations by line number, plain paths by name.
