@@ -159,6 +159,31 @@ pub(crate) fn fit(
             best_tokens = tokens;
         }
     }
+    // A short elided run can cost no more than its marker: then keep it, which loses nothing.
+    let mut cheaper = best_kept.clone();
+    let mut changed = false;
+    for (run, keep) in runs(&best_kept) {
+        let (start, end) = (units[run.start].start, units[run.end - 1].end);
+        if keep || end - start > 240 {
+            continue;
+        }
+        let id = style.chunk_id(units, run.clone());
+        let marker = style.marker(source, units, run.clone(), &id);
+        if tokenizer.count(&source[start..end]) <= tokenizer.count(&marker) + 1 {
+            for flag in &mut cheaper[run] {
+                *flag = true;
+            }
+            changed = true;
+        }
+    }
+    if changed {
+        let text = render(source, units, &cheaper, style);
+        if let Some(tokens) = fits(tokenizer, &text, budget) {
+            best_kept = cheaper;
+            best_text = text;
+            best_tokens = tokens;
+        }
+    }
     let mut parts = Vec::new();
     for (run, keep) in runs(&best_kept) {
         let start = units[run.start].start;
