@@ -348,7 +348,7 @@ fn full_rules() -> Vec<Rule> {
             Replace::KeepFirst,
         ),
         rule(
-            r"(?i)\b(?:I think|I believe|I guess|I feel(?: like)?|I would say|I'd say|it seems(?: like| that)?|it appears(?: that)?|in my (?:opinion|view|experience)|arguably|to be honest|honestly|frankly),?[ \t]+",
+            r"(?i)\b(?:(?:I think|I believe|I guess|I feel|I would say|I'd say)(?: that)?|I feel like|it seems(?: like| that)?|it appears(?: that)?|in my (?:opinion|view|experience)|arguably|to be honest|honestly|frankly),?[ \t]+",
             Replace::Cut,
         ),
         rule(

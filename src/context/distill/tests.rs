@@ -21,6 +21,13 @@ fn full_strips_hedges_and_filler() {
 }
 
 #[test]
+fn hedges_take_their_that_with_them() {
+    let text = "I would say that the best fix is an index.\n";
+    assert_eq!(run(text, Level::Full), "The best fix is an index.\n");
+    assert_eq!(run(text, Level::Ultra), "Best fix is index.\n");
+}
+
+#[test]
 fn ultra_drops_articles_and_connectives() {
     let text =
         "However, the server restarts. Therefore, the cache is cold and you need to warm it up.\n";
