@@ -5,8 +5,8 @@
 
 use std::ops::Range;
 
+use super::Part;
 use super::units::{self, Minimum, Style, Unit};
-use super::{Part, thousands};
 use crate::tokens::Tokenizer;
 
 const KEYWORDS: [&str; 24] = [
@@ -296,14 +296,12 @@ impl Style for CodeStyle {
         units::line_locator(units, run)
     }
 
-    fn marker(&self, _source: &str, _units: &[Unit], run: Range<usize>, id: &str) -> String {
-        let n = run.len();
-        let noun = if n == 1 { "line" } else { "lines" };
+    fn marker(&self, _source: &str, all: &[Unit], run: Range<usize>, id: &str) -> String {
         format!(
-            "{}{} … {} {noun} elided · recover {id}",
+            "{}{} … {} elided · recover {id}",
             self.indents[run.start],
             self.comment,
-            thousands(n)
+            units::amount(all, run)
         )
     }
 }
@@ -313,7 +311,7 @@ pub(crate) fn reduce(
     budget: usize,
     tokenizer: &Tokenizer,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
-    let units = units::lines(source);
+    let units = units::line_pieces(source);
     let lines: Vec<&str> = units
         .iter()
         .map(|u| source[u.start..u.end].trim_end_matches(['\n', '\r']))

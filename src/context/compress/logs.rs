@@ -114,7 +114,7 @@ impl Style for LogStyle<'_> {
         units::line_locator(units, run)
     }
 
-    fn marker(&self, _source: &str, _units: &[Unit], run: Range<usize>, id: &str) -> String {
+    fn marker(&self, _source: &str, all: &[Unit], run: Range<usize>, id: &str) -> String {
         let n = run.len();
         let errors = run
             .clone()
@@ -141,8 +141,10 @@ impl Style for LogStyle<'_> {
             let pattern: String = self.pattern_text[first].chars().take(80).collect();
             detail.push_str(&format!(", all like: {pattern}"));
         }
-        let noun = if n == 1 { "line" } else { "lines" };
-        format!("[… {} {noun} elided{detail} · recover {id}]", thousands(n))
+        format!(
+            "[… {} elided{detail} · recover {id}]",
+            units::amount(all, run)
+        )
     }
 }
 
@@ -154,7 +156,7 @@ pub(crate) fn reduce(
     budget: usize,
     tokenizer: &Tokenizer,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
-    let units = units::lines(source);
+    let units = units::line_pieces(source);
     let n = units.len();
     let mut severities = Vec::with_capacity(n);
     let mut patterns = Vec::with_capacity(n);

@@ -43,6 +43,7 @@ pub(crate) fn sentences(source: &str) -> Vec<Unit> {
                     end,
                     first_line,
                     last_line: line,
+                    piece: false,
                 });
             }
         };
@@ -194,7 +195,7 @@ pub(crate) fn reduce(
     query: Option<&str>,
     tokenizer: &Tokenizer,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
-    let units = sentences(source);
+    let units = units::split_long(source, sentences(source), units::MAX_UNIT_BYTES);
     let query: HashSet<String> = query
         .unwrap_or_default()
         .split(|c: char| !c.is_alphanumeric() && c != '_')

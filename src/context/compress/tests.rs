@@ -476,3 +476,38 @@ fn write_fixture_inputs() {
     )
     .expect("messages");
 }
+
+#[test]
+fn one_giant_line_is_cut_into_pieces_not_dropped_whole() {
+    let (_dir, store, tokenizer) = setup();
+    let minified: String = (0..3000)
+        .map(|i| format!("function f{i}(a){{return a*{i};}}"))
+        .collect::<Vec<_>>()
+        .join("");
+    let words: String = (0..8000)
+        .map(|i| ["alpha", "beta", "gamma", "delta"][i % 4])
+        .collect::<Vec<_>>()
+        .join(" ");
+    let record = format!(
+        "2024-01-01T00:00:00Z ERROR payload {}\n2024-01-01T00:00:01Z INFO done\n",
+        "x=1 ".repeat(5000)
+    );
+    for (kind, content) in [
+        (ContentKind::Code, minified.as_str()),
+        (ContentKind::Prose, words.as_str()),
+        (ContentKind::Logs, record.as_str()),
+    ] {
+        let result = check(content, 600, kind, &store, &tokenizer);
+        assert!(
+            result.tokens > 200,
+            "{kind}: some content kept, got {}",
+            result.text
+        );
+        assert!(
+            result
+                .elisions
+                .iter()
+                .any(|e| e.chunk_id.starts_with('B') || e.chunk_id.starts_with('S'))
+        );
+    }
+}

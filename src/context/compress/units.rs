@@ -19,6 +19,51 @@ pub(crate) struct Unit {
     pub end: usize,
     pub first_line: usize,
     pub last_line: usize,
+    /// A piece of an over-long line or sentence (see [`split_long`]).
+    pub piece: bool,
+}
+
+/// Units longer than this many bytes are cut into pieces, so one giant line (minified code, a
+/// JSON log record, a paragraph without punctuation) can still be partly kept.
+pub(crate) const MAX_UNIT_BYTES: usize = 600;
+
+/// Cuts units longer than `max` bytes into pieces of at most `max` bytes, at whitespace when
+/// there is some in the second half of the piece, else at a char boundary.
+pub(crate) fn split_long(source: &str, units: Vec<Unit>, max: usize) -> Vec<Unit> {
+    if units.iter().all(|u| u.end - u.start <= max) {
+        return units;
+    }
+    let mut out = Vec::with_capacity(units.len() + 16);
+    for unit in units {
+        if unit.end - unit.start <= max {
+            out.push(unit);
+            continue;
+        }
+        let mut start = unit.start;
+        while unit.end - start > max {
+            let mut cut = start + max;
+            while !source.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            if let Some(space) = source[start + max / 2..cut].rfind([' ', '\t', '\n']) {
+                cut = start + max / 2 + space + 1;
+            }
+            out.push(Unit {
+                start,
+                end: cut,
+                piece: true,
+                ..unit
+            });
+            start = cut;
+        }
+        out.push(Unit {
+            start,
+            end: unit.end,
+            piece: true,
+            ..unit
+        });
+    }
+    out
 }
 
 /// How a kind names and marks a run of units.
@@ -43,6 +88,7 @@ pub(crate) fn lines(source: &str) -> Vec<Unit> {
                 end: i + 1,
                 first_line: line,
                 last_line: line,
+                piece: false,
             });
             start = i + 1;
             line += 1;
@@ -54,9 +100,15 @@ pub(crate) fn lines(source: &str) -> Vec<Unit> {
             end: source.len(),
             first_line: line,
             last_line: line,
+            piece: false,
         });
     }
     units
+}
+
+/// [`lines`] with over-long lines cut into pieces.
+pub(crate) fn line_pieces(source: &str) -> Vec<Unit> {
+    split_long(source, lines(source), MAX_UNIT_BYTES)
 }
 
 /// Runs of equal keep-flags, in order.
@@ -198,9 +250,28 @@ pub(crate) fn fit(
     Ok((best_text, best_tokens, parts))
 }
 
-/// Line-range ids and locators (`L12-480`, `lines 12-480`).
+/// What a run holds, for markers: `42 lines`, or `1,200 bytes` when it cuts through a line.
+pub(crate) fn amount(units: &[Unit], run: Range<usize>) -> String {
+    let (first, last) = (&units[run.start], &units[run.end - 1]);
+    if first.piece || last.piece {
+        return format!("{} bytes", super::thousands(last.end - first.start));
+    }
+    let n = last.last_line + 1 - first.first_line;
+    format!(
+        "{} line{}",
+        super::thousands(n),
+        if n == 1 { "" } else { "s" }
+    )
+}
+
+/// Line-range ids and locators (`L12-480`, `lines 12-480`); a run that starts or ends inside a
+/// cut line is named by its byte range instead (`B1200-5400`), which stays unique.
 pub(crate) fn line_id(units: &[Unit], run: Range<usize>) -> String {
-    let (a, b) = (units[run.start].first_line, units[run.end - 1].last_line);
+    let (first, last) = (&units[run.start], &units[run.end - 1]);
+    if first.piece || last.piece {
+        return format!("B{}-{}", first.start, last.end);
+    }
+    let (a, b) = (first.first_line, last.last_line);
     if a == b {
         format!("L{a}")
     } else {
@@ -209,7 +280,14 @@ pub(crate) fn line_id(units: &[Unit], run: Range<usize>) -> String {
 }
 
 pub(crate) fn line_locator(units: &[Unit], run: Range<usize>) -> String {
-    let (a, b) = (units[run.start].first_line, units[run.end - 1].last_line);
+    let (first, last) = (&units[run.start], &units[run.end - 1]);
+    if first.piece || last.piece {
+        return format!(
+            "bytes {}-{} (lines {}-{})",
+            first.start, last.end, first.first_line, last.last_line
+        );
+    }
+    let (a, b) = (first.first_line, last.last_line);
     if a == b {
         format!("line {a}")
     } else {
