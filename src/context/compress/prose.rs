@@ -150,8 +150,76 @@ fn score(sentence: &str, query: &HashSet<String>) -> f64 {
         }
     }
     value += 10.0 * terms.len() as f64 + 3.0 * numbers.min(4) as f64 + 2.0 * entities.min(5) as f64;
-    // Information per token: long sentences must earn their cost.
-    value / (1.0 + trimmed.len() as f64 / 160.0)
+    value
+}
+
+/// Tokens one marker costs, roughly (`[… 12 sentences elided · recover S40-51]`).
+const MARKER_COST: f64 = 14.0;
+
+#[derive(PartialEq)]
+struct Priority(f64, std::cmp::Reverse<usize>, u32);
+
+impl Eq for Priority {}
+
+impl PartialOrd for Priority {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Priority {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then(self.1.cmp(&other.1))
+            .then(self.2.cmp(&other.2))
+    }
+}
+
+/// Keep order by value per token, where a sentence's cost includes the marker it adds or
+/// saves: keeping a sentence inside a gap splits it (one more marker), keeping the last
+/// sentence of a gap removes a marker. This keeps selections contiguous, so fewer tokens go to
+/// markers. Sentences without value (repeats) come last, in text order.
+fn greedy_order(units: &[Unit], values: &[f64]) -> Vec<usize> {
+    use std::collections::BinaryHeap;
+    let n = units.len();
+    let mut kept = vec![false; n];
+    let mut version = vec![0u32; n];
+    let priority = |kept: &[bool], i: usize| {
+        let left_gap = i > 0 && !kept[i - 1];
+        let right_gap = i + 1 < n && !kept[i + 1];
+        let markers = match (left_gap, right_gap) {
+            (true, true) => 1.0,
+            (false, false) => -1.0,
+            _ => 0.0,
+        };
+        let cost = (units[i].end - units[i].start) as f64 / 4.0 + 1.0 + markers * MARKER_COST;
+        values[i] / cost.max(0.5)
+    };
+    let mut heap = BinaryHeap::with_capacity(n);
+    for i in (0..n).filter(|&i| values[i] > 0.0) {
+        heap.push(Priority(priority(&kept, i), std::cmp::Reverse(i), 0));
+    }
+    let mut order = Vec::with_capacity(n);
+    while let Some(Priority(_, std::cmp::Reverse(i), v)) = heap.pop() {
+        if kept[i] || v != version[i] {
+            continue;
+        }
+        kept[i] = true;
+        order.push(i);
+        for j in [i.wrapping_sub(1), i + 1] {
+            if j < n && !kept[j] && values[j] > 0.0 {
+                version[j] += 1;
+                heap.push(Priority(
+                    priority(&kept, j),
+                    std::cmp::Reverse(j),
+                    version[j],
+                ));
+            }
+        }
+    }
+    order.extend((0..n).filter(|&i| !kept[i]));
+    order
 }
 
 struct ProseStyle;
@@ -218,8 +286,7 @@ pub(crate) fn reduce(
             score(text, &query) + if first_of_paragraph { 1.0 } else { 0.0 }
         })
         .collect();
-    let mut order: Vec<usize> = (0..units.len()).collect();
-    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+    let order = greedy_order(&units, &scores);
     units::fit(source, &units, &order, budget, tokenizer, &ProseStyle)
 }
 
