@@ -310,6 +310,7 @@ pub(crate) fn reduce(
     source: &str,
     budget: usize,
     tokenizer: &Tokenizer,
+    prefix: &str,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
     let units = units::line_pieces(source);
     let lines: Vec<&str> = units
@@ -351,7 +352,7 @@ pub(crate) fn reduce(
         comment: if python_like { "#" } else { "//" },
         indents,
     };
-    units::fit(source, &units, &order, budget, tokenizer, &style)
+    units::fit(source, &units, &order, budget, tokenizer, &style, prefix)
 }
 
 #[cfg(test)]

@@ -191,6 +191,7 @@ fn ladder() -> Vec<Limits> {
 
 struct Renderer<'a> {
     source: &'a str,
+    prefix: &'a str,
     limits: Limits,
     out: String,
     parts: Vec<Part>,
@@ -208,7 +209,7 @@ fn child_path(path: &str, key_raw: &str) -> String {
 impl Renderer<'_> {
     /// Records an elided span and returns its id.
     fn elide(&mut self, span: Range<usize>, locator: String) -> String {
-        let id = format!("J{}", self.parts.len() + 1);
+        let id = format!("{}J{}", self.prefix, self.parts.len() + 1);
         self.parts.push(Part {
             chunk_id: id.clone(),
             locator,
@@ -365,9 +366,10 @@ impl Renderer<'_> {
     }
 }
 
-fn render(source: &str, root: &Node, limits: Limits) -> (String, Vec<Part>) {
+fn render(source: &str, root: &Node, limits: Limits, prefix: &str) -> (String, Vec<Part>) {
     let mut renderer = Renderer {
         source,
+        prefix,
         limits,
         out: String::new(),
         parts: Vec::new(),
@@ -381,6 +383,7 @@ pub(crate) fn reduce(
     source: &str,
     budget: usize,
     tokenizer: &Tokenizer,
+    prefix: &str,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
     let mut parser = Parser {
         bytes: source.as_bytes(),
@@ -389,7 +392,7 @@ pub(crate) fn reduce(
     let root = parser.value();
     let levels = ladder();
     let last = levels.len() - 1;
-    let (text, parts) = render(source, &root, levels[last]);
+    let (text, parts) = render(source, &root, levels[last], prefix);
     let Some(tokens) = fits(tokenizer, &text, budget) else {
         return Err(Minimum(tokenizer.count(&text)));
     };
@@ -398,7 +401,7 @@ pub(crate) fn reduce(
     let (mut lo, mut hi) = (0usize, last);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        let (text, parts) = render(source, &root, levels[mid]);
+        let (text, parts) = render(source, &root, levels[mid], prefix);
         match fits(tokenizer, &text, budget) {
             Some(tokens) => {
                 hi = mid;
@@ -409,7 +412,7 @@ pub(crate) fn reduce(
     }
     let (text, tokens, mut parts) = best;
     let whole = Part {
-        chunk_id: "doc".into(),
+        chunk_id: format!("{prefix}doc"),
         locator: "whole document".into(),
         original: source.to_string(),
         resolution: Some(Resolution::Skeleton),
@@ -458,7 +461,7 @@ mod tests {
         };
         let root = parser.value();
         for limits in ladder() {
-            let (text, parts) = render(&source, &root, limits);
+            let (text, parts) = render(&source, &root, limits, "");
             serde_json::from_str::<serde_json::Value>(&text).expect("valid JSON");
             for part in parts {
                 assert!(source.contains(&part.original));

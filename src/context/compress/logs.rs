@@ -155,6 +155,7 @@ pub(crate) fn reduce(
     source: &str,
     budget: usize,
     tokenizer: &Tokenizer,
+    prefix: &str,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
     let units = units::line_pieces(source);
     let n = units.len();
@@ -221,7 +222,7 @@ pub(crate) fn reduce(
         patterns: &patterns,
         pattern_text: &pattern_text,
     };
-    units::fit(source, &units, &order, budget, tokenizer, &style)
+    units::fit(source, &units, &order, budget, tokenizer, &style, prefix)
 }
 
 #[cfg(test)]

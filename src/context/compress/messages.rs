@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{CompressError, CompressOptions, ContentKind, Elision, Part, Reduced, reduce};
+use super::{CompressError, CompressOptions, ContentKind, Elision, Part, Reduced, reduce_prefixed};
 use crate::context::commit::{ChunkInput, CommitStore, Resolution};
 use crate::tokens::Tokenizer;
 
@@ -238,7 +238,7 @@ pub fn compress_messages(
             original_tokens: tokens,
             kind: ContentKind::Prose,
             parts: vec![Part {
-                chunk_id: String::new(),
+                chunk_id: id.clone(),
                 locator: format!(
                     "messages[{i}] ({}) {}",
                     messages[i].role,
@@ -270,7 +270,14 @@ pub fn compress_messages(
             source: slot.id(i),
         };
         let attempt = if target > 0 {
-            reduce(text, target, &options, tokenizer).ok()
+            reduce_prefixed(
+                text,
+                target,
+                &options,
+                tokenizer,
+                &format!("{}.", slot.id(i)),
+            )
+            .ok()
         } else {
             None
         };
@@ -304,7 +311,7 @@ pub fn compress_messages(
         });
     }
     let mut chunks = Vec::new();
-    let mut elisions_parts: Vec<(String, &Reduced)> = Vec::new();
+    let mut elisions_parts: Vec<&Reduced> = Vec::new();
     for (k, &(i, slot, tokens, _)) in all.iter().enumerate() {
         let id = slot.id(i);
         match &reduced[k] {
@@ -316,13 +323,8 @@ pub fn compress_messages(
                 sent_tokens: tokens,
             }),
             Some(r) => {
-                let prefix = if r.parts.len() == 1 && r.parts[0].chunk_id.is_empty() {
-                    id.clone()
-                } else {
-                    format!("{id}.")
-                };
-                chunks.extend(r.chunk_inputs(&format!("messages[{i}]"), &prefix, tokenizer));
-                elisions_parts.push((prefix, r));
+                chunks.extend(r.chunk_inputs(&format!("messages[{i}]"), tokenizer));
+                elisions_parts.push(r);
             }
         }
     }
@@ -335,7 +337,7 @@ pub fn compress_messages(
     let receipt = store.commit(&chunks, parameters, &rendered, tokenizer)?;
     let elisions = elisions_parts
         .iter()
-        .flat_map(|(prefix, r)| r.elisions(prefix, &receipt))
+        .flat_map(|r| r.elisions(&receipt))
         .collect();
     Ok(CompressedMessages {
         messages: out,

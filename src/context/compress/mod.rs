@@ -200,9 +200,9 @@ pub fn compress(
         "query": options.query,
         "source": options.source,
     });
-    let chunks = reduced.chunk_inputs(&options.source, "", tokenizer);
+    let chunks = reduced.chunk_inputs(&options.source, tokenizer);
     let receipt = store.commit(&chunks, parameters, &reduced.text, tokenizer)?;
-    let elisions = reduced.elisions("", &receipt);
+    let elisions = reduced.elisions(&receipt);
     Ok(Compressed {
         text: reduced.text,
         tokens: reduced.tokens,
@@ -235,14 +235,14 @@ pub(crate) struct Reduced {
 
 impl Reduced {
     /// Unchanged content: one verbatim part.
-    fn verbatim(content: &str, tokens: usize, kind: ContentKind) -> Reduced {
+    fn verbatim(content: &str, tokens: usize, kind: ContentKind, prefix: &str) -> Reduced {
         Reduced {
             text: content.to_string(),
             tokens,
             original_tokens: tokens,
             kind,
             parts: vec![Part {
-                chunk_id: "all".into(),
+                chunk_id: format!("{prefix}all"),
                 locator: "whole content".into(),
                 original: content.to_string(),
                 resolution: Some(Resolution::Full),
@@ -250,16 +250,11 @@ impl Reduced {
         }
     }
 
-    pub(crate) fn chunk_inputs(
-        &self,
-        source: &str,
-        prefix: &str,
-        tokenizer: &Tokenizer,
-    ) -> Vec<ChunkInput> {
+    pub(crate) fn chunk_inputs(&self, source: &str, tokenizer: &Tokenizer) -> Vec<ChunkInput> {
         self.parts
             .iter()
             .map(|part| ChunkInput {
-                chunk_id: format!("{prefix}{}", part.chunk_id),
+                chunk_id: part.chunk_id.clone(),
                 source: source.to_string(),
                 full_text: part.original.clone(),
                 resolution: part.resolution,
@@ -273,16 +268,12 @@ impl Reduced {
             .collect()
     }
 
-    pub(crate) fn elisions(
-        &self,
-        prefix: &str,
-        receipt: &super::commit::ContextReceipt,
-    ) -> Vec<Elision> {
+    pub(crate) fn elisions(&self, receipt: &super::commit::ContextReceipt) -> Vec<Elision> {
         self.parts
             .iter()
             .filter(|part| part.resolution.is_none())
             .map(|part| {
-                let chunk_id = format!("{prefix}{}", part.chunk_id);
+                let chunk_id = part.chunk_id.clone();
                 let tokens = receipt
                     .chunk(&chunk_id)
                     .map_or(0, |chunk| chunk.receipt_token_count);
@@ -297,12 +288,24 @@ impl Reduced {
     }
 }
 
-/// Reduces without committing (used by [`compress`] and by message compression).
+/// Reduces without committing (used by [`compress`]).
 pub(crate) fn reduce(
     content: &str,
     budget: usize,
     options: &CompressOptions,
     tokenizer: &Tokenizer,
+) -> Result<Reduced, CompressError> {
+    reduce_prefixed(content, budget, options, tokenizer, "")
+}
+
+/// [`reduce`] with every chunk id (in the markers and the parts) starting with `prefix`, so
+/// several reductions can share one commit (message compression).
+pub(crate) fn reduce_prefixed(
+    content: &str,
+    budget: usize,
+    options: &CompressOptions,
+    tokenizer: &Tokenizer,
+    prefix: &str,
 ) -> Result<Reduced, CompressError> {
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
@@ -314,13 +317,15 @@ pub(crate) fn reduce(
     }
     let original_tokens = tokenizer.count(content);
     if original_tokens <= budget {
-        return Ok(Reduced::verbatim(content, original_tokens, kind));
+        return Ok(Reduced::verbatim(content, original_tokens, kind, prefix));
     }
     let outcome = match kind {
-        ContentKind::Json => json::reduce(content, budget, tokenizer),
-        ContentKind::Logs => logs::reduce(content, budget, tokenizer),
-        ContentKind::Code => code::reduce(content, budget, tokenizer),
-        ContentKind::Prose => prose::reduce(content, budget, options.query.as_deref(), tokenizer),
+        ContentKind::Json => json::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Logs => logs::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Code => code::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Prose => {
+            prose::reduce(content, budget, options.query.as_deref(), tokenizer, prefix)
+        }
     };
     match outcome {
         Ok((text, tokens, parts)) => Ok(Reduced {

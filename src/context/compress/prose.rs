@@ -262,6 +262,7 @@ pub(crate) fn reduce(
     budget: usize,
     query: Option<&str>,
     tokenizer: &Tokenizer,
+    prefix: &str,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
     let units = units::split_long(source, sentences(source), units::MAX_UNIT_BYTES);
     let query: HashSet<String> = query
@@ -287,7 +288,15 @@ pub(crate) fn reduce(
         })
         .collect();
     let order = greedy_order(&units, &scores);
-    units::fit(source, &units, &order, budget, tokenizer, &ProseStyle)
+    units::fit(
+        source,
+        &units,
+        &order,
+        budget,
+        tokenizer,
+        &ProseStyle,
+        prefix,
+    )
 }
 
 #[cfg(test)]

@@ -367,11 +367,17 @@ mod messages_tests {
         );
         assert_ne!(result.messages[2], messages[2], "tool output reduced");
         assert!(!result.elisions.is_empty());
+        let rendered = serde_json::to_string(&result.messages).expect("json");
         for elision in &result.elisions {
             let recovered = store
                 .recover(&result.ctx_id, &elision.chunk_id)
                 .expect("recover");
             assert_eq!(recovered.len(), elision.bytes);
+            assert!(
+                rendered.contains(&format!("recover {}", elision.chunk_id)),
+                "handle {} is in the messages",
+                elision.chunk_id
+            );
         }
         // Every original slot is recoverable from the one commit.
         let receipt = store.receipt(&result.ctx_id).expect("receipt");
@@ -393,6 +399,43 @@ mod messages_tests {
             assert_eq!(result.messages[0], messages[0]);
             assert_eq!(result.messages[6], messages[6]);
         }
+    }
+
+    #[test]
+    fn nested_tool_result_blocks_are_reduced_and_other_blocks_kept() {
+        let (_dir, store, tokenizer) = setup();
+        let log = sample::log(400, 8);
+        let messages: Vec<Message> = serde_json::from_value(serde_json::json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {"path": "a.log"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": [
+                    {"type": "text", "text": log},
+                    {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}}
+                ]}
+            ]},
+            {"role": "user", "content": [{"type": "text", "text": "What failed?"}]}
+        ]))
+        .expect("messages");
+        let result = compress_messages(&messages, 600, &store, &tokenizer).expect("compress");
+        assert!(result.tokens <= 600);
+        assert_eq!(result.messages[1], messages[1], "tool_use block untouched");
+        assert_eq!(result.messages[3], messages[3]);
+        let reduced = &result.messages[2].content[0]["content"];
+        assert_eq!(
+            reduced[1], messages[2].content[0]["content"][1],
+            "image block untouched"
+        );
+        let text = reduced[0]["text"].as_str().expect("text");
+        assert!(text.contains("recover m2.b0.c0."), "{text}");
+        assert!(
+            result
+                .elisions
+                .iter()
+                .all(|e| e.chunk_id.starts_with("m2.b0.c0."))
+        );
     }
 
     #[test]

@@ -124,7 +124,7 @@ fn runs(kept: &[bool]) -> Vec<(Range<usize>, bool)> {
     out
 }
 
-fn render(source: &str, units: &[Unit], kept: &[bool], style: &dyn Style) -> String {
+fn render(source: &str, units: &[Unit], kept: &[bool], style: &dyn Style, prefix: &str) -> String {
     let mut text = String::new();
     for (run, keep) in runs(kept) {
         let start = units[run.start].start;
@@ -132,7 +132,7 @@ fn render(source: &str, units: &[Unit], kept: &[bool], style: &dyn Style) -> Str
         if keep {
             text.push_str(&source[start..end]);
         } else {
-            let id = style.chunk_id(units, run.clone());
+            let id = format!("{prefix}{}", style.chunk_id(units, run.clone()));
             text.push_str(&style.marker(source, units, run.clone(), &id));
             // Keep the run's trailing whitespace shape (a line break or a space) so the text
             // around the marker stays laid out as before.
@@ -158,7 +158,8 @@ fn flags(len: usize, order: &[usize], n: usize) -> Vec<bool> {
 }
 
 /// Keeps the first `n` units of `order` for the largest `n` whose rendering fits `budget`.
-/// `order` must list every unit index once, most important first.
+/// `order` must list every unit index once, most important first. Chunk ids (in markers and
+/// parts) start with `prefix`.
 pub(crate) fn fit(
     source: &str,
     units: &[Unit],
@@ -166,6 +167,7 @@ pub(crate) fn fit(
     budget: usize,
     tokenizer: &Tokenizer,
     style: &dyn Style,
+    prefix: &str,
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
     debug_assert_eq!(order.len(), units.len());
     if units.is_empty() {
@@ -173,7 +175,7 @@ pub(crate) fn fit(
     }
     let probe = |n: usize| {
         let kept = flags(units.len(), order, n);
-        let text = render(source, units, &kept, style);
+        let text = render(source, units, &kept, style, prefix);
         let tokens = fits(tokenizer, &text, budget);
         (kept, text, tokens)
     };
@@ -204,7 +206,7 @@ pub(crate) fn fit(
         }
         let mut kept = best_kept.clone();
         kept[candidate] = true;
-        let text = render(source, units, &kept, style);
+        let text = render(source, units, &kept, style, prefix);
         if let Some(tokens) = fits(tokenizer, &text, budget) {
             best_kept = kept;
             best_text = text;
@@ -219,7 +221,7 @@ pub(crate) fn fit(
         if keep || end - start > 240 {
             continue;
         }
-        let id = style.chunk_id(units, run.clone());
+        let id = format!("{prefix}{}", style.chunk_id(units, run.clone()));
         let marker = style.marker(source, units, run.clone(), &id);
         if tokenizer.count(&source[start..end]) <= tokenizer.count(&marker) + 1 {
             for flag in &mut cheaper[run] {
@@ -229,7 +231,7 @@ pub(crate) fn fit(
         }
     }
     if changed {
-        let text = render(source, units, &cheaper, style);
+        let text = render(source, units, &cheaper, style, prefix);
         if let Some(tokens) = fits(tokenizer, &text, budget) {
             best_kept = cheaper;
             best_text = text;
@@ -241,7 +243,7 @@ pub(crate) fn fit(
         let start = units[run.start].start;
         let end = units[run.end - 1].end;
         parts.push(Part {
-            chunk_id: style.chunk_id(units, run.clone()),
+            chunk_id: format!("{prefix}{}", style.chunk_id(units, run.clone())),
             locator: style.locator(units, run.clone()),
             original: source[start..end].to_string(),
             resolution: keep.then_some(Resolution::Full),
