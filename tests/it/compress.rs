@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 use svc::context::commit::CommitStore;
-use svc::context::compress::Compressed;
+use svc::context::compress::{Compressed, CompressedMessages};
 use svc::context::distill::Distilled;
 
 use crate::harness::{assert_text_eq, root, run, svc};
@@ -155,6 +155,28 @@ fn compress_messages_golden() {
         messages[6], original["messages"][6],
         "latest user turn verbatim"
     );
+
+    let out = run(svc(state.path()).args([
+        "compress",
+        "--messages",
+        "fixtures/compress/conversation.json",
+        "--budget",
+        "1500",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(out.code, 0, "stderr: {}", out.stderr);
+    let result: CompressedMessages = serde_json::from_str(&out.stdout).expect("result");
+    let rendered = serde_json::to_string(&result.messages).expect("json");
+    let store = CommitStore::new(state.path());
+    assert!(!result.elisions.is_empty());
+    for elision in &result.elisions {
+        assert!(rendered.contains(&format!("recover {}", elision.chunk_id)));
+        let bytes = store
+            .recover(&result.ctx_id, &elision.chunk_id)
+            .expect("recover");
+        assert_eq!(bytes.len(), elision.bytes);
+    }
 }
 
 #[test]
