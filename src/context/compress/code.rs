@@ -131,6 +131,11 @@ fn opens_container(statement: &str) -> bool {
             plain.push(c);
         }
     }
+    let trimmed = plain.trim_start();
+    // `use a::{b, c}` and `import { a } from "b"`: the braces hold names, not statements.
+    if IMPORTS.iter().any(|k| trimmed.starts_with(k)) || trimmed.starts_with("export {") {
+        return true;
+    }
     if plain.contains('=') && !plain.contains("=>") || plain.contains("fn ") {
         return false;
     }
@@ -148,6 +153,8 @@ fn brace_places(lines: &[&str]) -> (Vec<Place>, Vec<bool>) {
     let mut statement_start = 0usize;
     // (is container, opener line)
     let mut stack: Vec<(bool, usize)> = Vec::new();
+    // Stack depths of open import blocks.
+    let mut import_blocks: Vec<usize> = Vec::new();
     let mut in_block_comment = false;
     let mut statement = String::new();
     let place = |stack: &[(bool, usize)]| match stack.iter().find(|(container, _)| !container) {
@@ -164,6 +171,7 @@ fn brace_places(lines: &[&str]) -> (Vec<Place>, Vec<bool>) {
             }
             while i < bytes.len() && bytes[i] == b'}' {
                 stack.pop();
+                import_blocks.retain(|&d| d <= stack.len());
                 statement.clear();
                 statement_start = index + 1;
                 signature[index] = true;
@@ -171,6 +179,10 @@ fn brace_places(lines: &[&str]) -> (Vec<Place>, Vec<bool>) {
             }
         }
         places.push(place(&stack));
+        // Names inside `use a::{…}` are imports: keep them with the signatures.
+        if import_blocks.last() == Some(&stack.len()) && !stack.is_empty() {
+            signature[index] = true;
+        }
         let mut quote: Option<u8> = None;
         while i < bytes.len() {
             let b = bytes[i];
@@ -205,6 +217,10 @@ fn brace_places(lines: &[&str]) -> (Vec<Place>, Vec<bool>) {
                     b'{' => {
                         let container =
                             stack.iter().all(|(c, _)| *c) && opens_container(&statement);
+                        let trimmed = statement.trim_start();
+                        if IMPORTS.iter().any(|k| trimmed.starts_with(k)) {
+                            import_blocks.push(stack.len() + 1);
+                        }
                         stack.push((container, index));
                         statement.clear();
                         for flag in &mut signature[statement_start.min(index)..=index] {
@@ -214,6 +230,7 @@ fn brace_places(lines: &[&str]) -> (Vec<Place>, Vec<bool>) {
                     }
                     b'}' => {
                         stack.pop();
+                        import_blocks.retain(|&d| d <= stack.len());
                         statement.clear();
                         statement_start = index + 1;
                     }
@@ -288,6 +305,10 @@ struct CodeStyle {
 }
 
 impl Style for CodeStyle {
+    fn fill_slack(&self) -> bool {
+        false
+    }
+
     fn chunk_id(&self, units: &[Unit], run: Range<usize>) -> String {
         units::line_id(units, run)
     }
@@ -340,13 +361,27 @@ pub(crate) fn reduce(
         .iter()
         .map(|l| l.chars().take_while(|c| c.is_whitespace()).collect())
         .collect();
-    // Declarations first: signatures (with their doc lines and attributes), imports and closing
-    // braces, shallow before deep; then other declarations (fields, variants); then whole
-    // bodies, the smallest first (so the largest bodies are elided first), each in line order.
+    // A doc comment's first line says what the item is; the rest (details, examples) waits.
+    let comment = |line: &str| {
+        let t = line.trim_start();
+        if python_like {
+            t.starts_with('#')
+        } else {
+            t.starts_with("//") || t.starts_with("/*") || t.starts_with('*')
+        }
+    };
+    let doc_tail: Vec<bool> = (0..n)
+        .map(|i| i > 0 && comment(lines[i]) && comment(lines[i - 1]))
+        .collect();
+    // Declarations first: signatures (with the first line of their doc comment and their
+    // attributes), imports and closing braces, shallow before deep; then other declarations
+    // (fields, variants); then the rest of doc comments; then whole bodies, the smallest first
+    // (so the largest bodies are elided first), each in line order.
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| match places[i] {
+        Place::Declaration(depth) if doc_tail[i] => (2, depth, 0, i),
         Place::Declaration(depth) => (usize::from(!signature[i]), depth, 0, i),
-        Place::Body(root) => (2, body_size[root], root, i),
+        Place::Body(root) => (3, body_size[root], root, i),
     });
     let style = CodeStyle {
         comment: if python_like { "#" } else { "//" },

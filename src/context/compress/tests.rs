@@ -554,3 +554,48 @@ fn one_giant_line_is_cut_into_pieces_not_dropped_whole() {
         );
     }
 }
+
+#[test]
+fn code_keeps_import_groups_and_first_doc_lines_before_details() {
+    let (_dir, store, tokenizer) = setup();
+    let mut source = String::from("use std::{\n    fs,\n    io,\n};\n\n");
+    for f in 0..8 {
+        source.push_str(&format!("/// Reads configuration file number {f}.\n///\n"));
+        for d in 0..12 {
+            source.push_str(&format!(
+                "/// Detail line {d} explains option {d} of file {f} at length.\n"
+            ));
+        }
+        source.push_str(&format!("pub fn read_{f}() -> io::Result<String> {{\n"));
+        for i in 0..20 {
+            source.push_str(&format!(
+                "    let value_{i} = fs::read_to_string(\"file_{i}.toml\")?;\n"
+            ));
+        }
+        source.push_str("    Ok(String::new())\n}\n\n");
+    }
+    let result = check(&source, 450, ContentKind::Code, &store, &tokenizer);
+    assert!(
+        result.text.contains("    fs,\n    io,\n"),
+        "{}",
+        result.text
+    );
+    for f in 0..8 {
+        assert!(
+            result
+                .text
+                .contains(&format!("pub fn read_{f}() -> io::Result<String> {{")),
+            "{}",
+            result.text
+        );
+        assert!(
+            result
+                .text
+                .contains(&format!("/// Reads configuration file number {f}.")),
+            "{}",
+            result.text
+        );
+    }
+    assert!(!result.text.contains("Detail line 11"), "{}", result.text);
+    assert!(!result.text.contains("value_19"), "{}", result.text);
+}

@@ -74,6 +74,11 @@ pub(crate) trait Style {
     fn locator(&self, units: &[Unit], run: Range<usize>) -> String;
     /// The marker replacing an elided run (without the trailing line break; see `rest`).
     fn marker(&self, source: &str, units: &[Unit], run: Range<usize>, id: &str) -> String;
+    /// Whether units after the first that did not fit may still be added when they fit; not
+    /// for code, where a later unit (a doc line) can depend on a skipped one (its signature).
+    fn fill_slack(&self) -> bool {
+        true
+    }
 }
 
 /// Splits `source` into line units (each with its line break).
@@ -200,7 +205,8 @@ pub(crate) fn fit(
     }
     // The search stops at the first unit that does not fit; later, smaller units may still fit
     // in the slack. Try a few, in order.
-    for &candidate in order.iter().skip(lo + 1).take(24) {
+    let slack = if style.fill_slack() { 24 } else { 0 };
+    for &candidate in order.iter().skip(lo + 1).take(slack) {
         if best_tokens + 4 > budget {
             break;
         }
