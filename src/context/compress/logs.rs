@@ -29,18 +29,21 @@ static VOLATILE: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 static ERROR: LazyLock<Regex> = LazyLock::new(|| {
+    // Fixed patterns, exercised by the tests: compiling them cannot fail.
     #[allow(clippy::expect_used)]
     Regex::new(r"(?i)\b(?:error|err|fatal|panic(?:ked)?|exception|fail(?:ed|ure)?|critical|crit|emerg|alert|traceback|segfault|abort(?:ed)?)\b")
         .expect("valid regex")
 });
 
 static WARNING: LazyLock<Regex> = LazyLock::new(|| {
+    // A fixed pattern: compiling it cannot fail.
     #[allow(clippy::expect_used)]
     Regex::new(r"(?i)\b(?:warn|warning|deprecated|timeout|timed out|retry(?:ing)?)\b")
         .expect("valid regex")
 });
 
 static LOG_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
+    // A fixed pattern: compiling it cannot fail.
     #[allow(clippy::expect_used)]
     Regex::new(
         r"(?x)^(?:
