@@ -21,6 +21,12 @@ pub struct BenchArgs {
     /// Megabytes of source text for the token-counting benchmark.
     #[arg(long, default_value_t = 8)]
     corpus_mb: usize,
+    /// Megabytes of generated log and of generated JSON for the compression benchmark.
+    #[arg(long, default_value_t = 16)]
+    compress_mb: usize,
+    /// Megabytes of Markdown (from the corpus) for the prose compression benchmark.
+    #[arg(long, default_value_t = 2)]
+    prose_mb: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
     /// Run only these groups [default: all].
@@ -37,11 +43,12 @@ enum Group {
     Records,
     Tokens,
     Witness,
+    Compress,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
-    let mut figures: Vec<Figure> = Vec::new();
     let wants = |group: Group| args.group.is_empty() || args.group.contains(&group);
+    let mut figures: Vec<Figure> = Vec::new();
     if wants(Group::Records) {
         eprintln!("bench: records validate ({} records)…", args.records);
         figures.push(bench::records_validate(args.records)?);
@@ -56,23 +63,37 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             10,
         ));
     }
-    if !wants(Group::Tokens) {
-        return print_figures(&figures, args.format);
-    }
     let corpus_root = args.corpus.clone().unwrap_or_else(default_corpus);
-    let corpus = bench::load_source_corpus(&corpus_root, args.corpus_mb * 1_000_000);
-    if corpus.is_empty() {
-        anyhow::bail!(
-            "no source files under {} for the token benchmark; pass --corpus DIR",
-            corpus_root.display()
-        );
+    if wants(Group::Tokens) {
+        let corpus = bench::load_source_corpus(&corpus_root, args.corpus_mb * 1_000_000);
+        if corpus.is_empty() {
+            anyhow::bail!(
+                "no source files under {} for the token benchmark; pass --corpus DIR",
+                corpus_root.display()
+            );
+        }
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            eprintln!(
+                "bench: token count ({encoding}) on {}…",
+                corpus_root.display()
+            );
+            figures.push(bench::token_count(&corpus, encoding));
+        }
     }
-    for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+    if wants(Group::Compress) {
         eprintln!(
-            "bench: token count ({encoding}) on {}…",
-            corpus_root.display()
+            "bench: compress ({} MB log, {} MB JSON, {} MB Markdown prose) and distill…",
+            args.compress_mb, args.compress_mb, args.prose_mb
         );
-        figures.push(bench::token_count(&corpus, encoding));
+        let prose =
+            svc::context::compress::figures::load_markdown(&corpus_root, args.prose_mb * 1_000_000);
+        let compress_state = tempfile::tempdir()?;
+        let store = svc::context::commit::CommitStore::new(compress_state.path());
+        figures.extend(svc::context::compress::figures::figures(
+            args.compress_mb,
+            &prose,
+            &store,
+        ));
     }
     print_figures(&figures, args.format)
 }

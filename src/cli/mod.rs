@@ -1,6 +1,7 @@
 //! Command-line definitions (clap derive). One module per command group.
 
 mod bench;
+mod compress;
 mod records;
 mod witness;
 
@@ -27,6 +28,16 @@ enum Command {
     /// Verify an answer against its evidence, record a certificate; show, list, give feedback,
     /// evaluate.
     Witness(witness::WitnessArgs),
+    /// Compress a file (code, JSON, logs, prose) or a conversation to a token budget; every
+    /// elision is recoverable with `svc context recover CTX_ID CHUNK`.
+    Compress(compress::CompressArgs),
+    /// Strip filler from a model's prose answer (lite, full, ultra); code stays byte-identical.
+    Distill(compress::DistillArgs),
+    /// Compress every file of a directory, or every job of a JSON Lines file, to a budget.
+    ///
+    /// Exit 0 when every job ran; 1 with --fail-over-budget when a job cannot fit its budget;
+    /// 2 when a job line or input is bad (the other jobs still run).
+    Batch(compress::BatchArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -36,6 +47,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Records(command) => records::run(command),
         Command::Bench(args) => bench::run(args),
         Command::Witness(args) => witness::run(args),
+        Command::Compress(args) => compress::run_compress(args),
+        Command::Distill(args) => compress::run_distill(args),
+        Command::Batch(args) => compress::run_batch(args),
     }
 }
 

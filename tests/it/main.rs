@@ -1,5 +1,6 @@
 //! Integration tests: one binary (faster linking), one module per area.
 
+mod compress;
 mod harness;
 mod records;
 mod witness;

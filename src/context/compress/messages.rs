@@ -1,0 +1,358 @@
+//! Conversation compression: the system prompt and the latest user turn stay verbatim; tool
+//! outputs are reduced first, then older turns, oldest first, each with the same kind-aware
+//! reducers as [`super::compress`] and each elision recoverable from one commit.
+//!
+//! Messages are OpenAI style (`{role, content: "text"}`, `role: tool`) or Anthropic style
+//! (`content: [{type: "text", text}, {type: "tool_result", content: "…" | [blocks]}]`). Other
+//! fields and blocks (tool calls, images) pass through untouched. The token measure is the sum of
+//! the text tokens of every message plus the JSON tokens of non-text blocks; role and framing
+//! overhead are the provider's and not counted.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{CompressError, CompressOptions, ContentKind, Elision, Part, Reduced, reduce_prefixed};
+use crate::context::commit::{ChunkInput, CommitStore, Resolution};
+use crate::tokens::Tokenizer;
+
+/// One conversation message. `content` is a string or an array of content blocks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    pub role: String,
+    #[serde(default)]
+    pub content: Value,
+    /// Any other field (`name`, `tool_call_id`, `tool_calls`, …), kept as given.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+impl Message {
+    /// A plain text message.
+    pub fn text(role: &str, content: &str) -> Message {
+        Message {
+            role: role.to_string(),
+            content: Value::String(content.to_string()),
+            extra: serde_json::Map::new(),
+        }
+    }
+}
+
+/// The result of [`compress_messages`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompressedMessages {
+    pub messages: Vec<Message>,
+    /// Tokens of the compressed conversation (≤ the budget), by the measure above.
+    pub tokens: usize,
+    pub original_tokens: usize,
+    pub ctx_id: String,
+    pub elisions: Vec<Elision>,
+}
+
+/// Where a piece of text sits in a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Content,
+    Block(usize),
+    ToolResult(usize),
+    ToolResultBlock(usize, usize),
+}
+
+impl Slot {
+    fn id(self, message: usize) -> String {
+        match self {
+            Slot::Content => format!("m{message}"),
+            Slot::Block(b) | Slot::ToolResult(b) => format!("m{message}.b{b}"),
+            Slot::ToolResultBlock(b, c) => format!("m{message}.b{b}.c{c}"),
+        }
+    }
+}
+
+fn is_text_block(block: &Value) -> bool {
+    block.get("type").and_then(Value::as_str) == Some("text")
+        && block.get("text").is_some_and(Value::is_string)
+}
+
+/// The text slots of a message and the token cost of its non-text blocks.
+fn slots(
+    message: &Message,
+    index: usize,
+    tokenizer: &Tokenizer,
+) -> Result<(Vec<Slot>, usize), CompressError> {
+    let invalid = |problem: String| CompressError::InvalidMessage { index, problem };
+    match &message.content {
+        Value::String(_) => Ok((vec![Slot::Content], 0)),
+        Value::Null => Ok((Vec::new(), 0)),
+        Value::Array(blocks) => {
+            let mut out = Vec::new();
+            let mut other = 0;
+            for (b, block) in blocks.iter().enumerate() {
+                if !block.is_object() {
+                    return Err(invalid(format!(
+                        "content block {b} is not an object; blocks look like {{\"type\": \"text\", \"text\": \"…\"}}"
+                    )));
+                }
+                if is_text_block(block) {
+                    out.push(Slot::Block(b));
+                } else if block.get("type").and_then(Value::as_str) == Some("tool_result") {
+                    match block.get("content") {
+                        Some(Value::String(_)) => out.push(Slot::ToolResult(b)),
+                        Some(Value::Array(inner)) => {
+                            for (c, inner_block) in inner.iter().enumerate() {
+                                if is_text_block(inner_block) {
+                                    out.push(Slot::ToolResultBlock(b, c));
+                                } else {
+                                    other += tokenizer.count(&inner_block.to_string());
+                                }
+                            }
+                        }
+                        _ => other += tokenizer.count(&block.to_string()),
+                    }
+                } else {
+                    other += tokenizer.count(&block.to_string());
+                }
+            }
+            Ok((out, other))
+        }
+        _ => Err(invalid(
+            "field `content` must be a string, an array of content blocks, or null".into(),
+        )),
+    }
+}
+
+fn text_of(message: &Message, slot: Slot) -> &str {
+    let value = match (slot, &message.content) {
+        (Slot::Content, content) => Some(content),
+        (Slot::Block(b), Value::Array(blocks)) => blocks.get(b).and_then(|x| x.get("text")),
+        (Slot::ToolResult(b), Value::Array(blocks)) => blocks.get(b).and_then(|x| x.get("content")),
+        (Slot::ToolResultBlock(b, c), Value::Array(blocks)) => blocks
+            .get(b)
+            .and_then(|x| x.get("content"))
+            .and_then(|x| x.get(c))
+            .and_then(|x| x.get("text")),
+        _ => None,
+    };
+    value.and_then(Value::as_str).unwrap_or_default()
+}
+
+fn set_text(message: &mut Message, slot: Slot, text: String) {
+    let target = match (slot, &mut message.content) {
+        (Slot::Content, content) => Some(content),
+        (Slot::Block(b), Value::Array(blocks)) => blocks.get_mut(b).and_then(|x| x.get_mut("text")),
+        (Slot::ToolResult(b), Value::Array(blocks)) => {
+            blocks.get_mut(b).and_then(|x| x.get_mut("content"))
+        }
+        (Slot::ToolResultBlock(b, c), Value::Array(blocks)) => blocks
+            .get_mut(b)
+            .and_then(|x| x.get_mut("content"))
+            .and_then(|x| x.get_mut(c))
+            .and_then(|x| x.get_mut("text")),
+        _ => None,
+    };
+    if let Some(target) = target {
+        *target = Value::String(text);
+    }
+}
+
+/// Compresses a conversation to at most `budget` tokens; see the module docs for the policy.
+pub fn compress_messages(
+    messages: &[Message],
+    budget: usize,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<CompressedMessages, CompressError> {
+    if budget == 0 {
+        return Err(CompressError::ZeroBudget);
+    }
+    let latest_user = messages.iter().rposition(|m| m.role == "user");
+    let protected = |i: usize| {
+        Some(i) == latest_user || matches!(messages[i].role.as_str(), "system" | "developer")
+    };
+    // (message, slot, tokens, is tool output)
+    let mut all = Vec::new();
+    let mut fixed = 0usize;
+    let mut protected_tokens = 0usize;
+    for (i, message) in messages.iter().enumerate() {
+        let (message_slots, other) = slots(message, i, tokenizer)?;
+        fixed += other;
+        if protected(i) {
+            protected_tokens += other;
+        }
+        for slot in message_slots {
+            let tokens = tokenizer.count(text_of(message, slot));
+            if protected(i) {
+                protected_tokens += tokens;
+            }
+            let tool = matches!(message.role.as_str(), "tool" | "function")
+                || matches!(slot, Slot::ToolResult(_) | Slot::ToolResultBlock(..));
+            all.push((i, slot, tokens, tool));
+        }
+    }
+    if protected_tokens > budget {
+        return Err(CompressError::ProtectedOverBudget {
+            protected_tokens,
+            budget,
+        });
+    }
+    let original_tokens = fixed + all.iter().map(|s| s.2).sum::<usize>();
+    let query = latest_user
+        .map(|i| {
+            slots(&messages[i], i, tokenizer)
+                .map(|(s, _)| {
+                    s.iter()
+                        .map(|&slot| text_of(&messages[i], slot).to_string())
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .unwrap_or_default()
+        })
+        .filter(|q| !q.is_empty());
+    let mut reducible: Vec<usize> = (0..all.len()).filter(|&k| !protected(all[k].0)).collect();
+    // Tool outputs first, then older turns; oldest first, the larger slot first within a message.
+    reducible.sort_by_key(|&k| (!all[k].3, all[k].0, std::cmp::Reverse(all[k].2)));
+    let mut out: Vec<Message> = messages.to_vec();
+    let mut reduced: Vec<Option<Reduced>> = vec![None; all.len()];
+    let mut total = original_tokens;
+    // Short turns cost little and carry the thread of the conversation: they are only touched
+    // in the last resort pass.
+    const SHORT: usize = 48;
+    let reducible_total: usize = reducible
+        .iter()
+        .map(|&k| all[k].2)
+        .filter(|&t| t >= SHORT)
+        .sum();
+    // What the longer reducible slots may take together; each gets at least its proportional
+    // share, so a large tool output is reduced, not dropped, when earlier cuts leave room.
+    let available = budget.saturating_sub(total - reducible_total);
+    let whole_marker = |i: usize, slot: Slot, tokens: usize, text: &str| {
+        let id = slot.id(i);
+        let marker = format!(
+            "[… {} tokens of {} elided · recover {id}]",
+            super::thousands(tokens),
+            messages[i].role
+        );
+        let marker_tokens = tokenizer.count(&marker);
+        (marker_tokens < tokens).then(|| Reduced {
+            text: marker,
+            tokens: marker_tokens,
+            original_tokens: tokens,
+            kind: ContentKind::Prose,
+            parts: vec![Part {
+                chunk_id: id.clone(),
+                locator: format!(
+                    "messages[{i}] ({}) {}",
+                    messages[i].role,
+                    slot_locator(slot)
+                ),
+                original: text.to_string(),
+                resolution: None,
+            }],
+        })
+    };
+    for &k in &reducible {
+        if total <= budget {
+            break;
+        }
+        let (i, slot, tokens, _) = all[k];
+        if tokens < SHORT {
+            continue;
+        }
+        let text = text_of(&messages[i], slot);
+        let excess = total - budget;
+        let share = available * tokens / reducible_total.max(1);
+        let target = tokens.saturating_sub(excess).max(share);
+        if target >= tokens {
+            continue;
+        }
+        let options = CompressOptions {
+            kind: None,
+            query: query.clone(),
+            source: slot.id(i),
+        };
+        let attempt = if target > 0 {
+            reduce_prefixed(
+                text,
+                target,
+                &options,
+                tokenizer,
+                &format!("{}.", slot.id(i)),
+            )
+            .ok()
+        } else {
+            None
+        };
+        let Some(result) = attempt.or_else(|| whole_marker(i, slot, tokens, text)) else {
+            continue;
+        };
+        total = total - tokens + result.tokens;
+        set_text(&mut out[i], slot, result.text.clone());
+        reduced[k] = Some(result);
+    }
+    // Still over: replace whole slots by their marker, in the same order.
+    for &k in &reducible {
+        if total <= budget {
+            break;
+        }
+        let (i, slot, tokens, _) = all[k];
+        let current = reduced[k].as_ref().map_or(tokens, |r| r.tokens);
+        let text = text_of(&messages[i], slot);
+        if let Some(result) = whole_marker(i, slot, tokens, text)
+            && result.tokens < current
+        {
+            total = total - current + result.tokens;
+            set_text(&mut out[i], slot, result.text.clone());
+            reduced[k] = Some(result);
+        }
+    }
+    if total > budget {
+        return Err(CompressError::MessagesOverBudget {
+            budget,
+            minimum_tokens: total,
+        });
+    }
+    let mut chunks = Vec::new();
+    let mut elisions_parts: Vec<&Reduced> = Vec::new();
+    for (k, &(i, slot, tokens, _)) in all.iter().enumerate() {
+        let id = slot.id(i);
+        match &reduced[k] {
+            None => chunks.push(ChunkInput {
+                chunk_id: id,
+                source: format!("messages[{i}]"),
+                full_text: text_of(&messages[i], slot).to_string(),
+                resolution: Some(Resolution::Full),
+                sent_tokens: tokens,
+            }),
+            Some(r) => {
+                chunks.extend(r.chunk_inputs(&format!("messages[{i}]"), tokenizer));
+                elisions_parts.push(r);
+            }
+        }
+    }
+    let parameters = serde_json::json!({
+        "operation": "compress_messages",
+        "budget": budget,
+        "messages": messages.len(),
+    });
+    let rendered = serde_json::to_string(&out).unwrap_or_default();
+    let receipt = store.commit(&chunks, parameters, &rendered, tokenizer)?;
+    let elisions = elisions_parts
+        .iter()
+        .flat_map(|r| r.elisions(&receipt))
+        .collect();
+    Ok(CompressedMessages {
+        messages: out,
+        tokens: total,
+        original_tokens,
+        ctx_id: receipt.ctx_id,
+        elisions,
+    })
+}
+
+fn slot_locator(slot: Slot) -> String {
+    match slot {
+        Slot::Content => "content".into(),
+        Slot::Block(b) => format!("content[{b}].text"),
+        Slot::ToolResult(b) => format!("content[{b}].content"),
+        Slot::ToolResultBlock(b, c) => format!("content[{b}].content[{c}].text"),
+    }
+}

@@ -1,0 +1,379 @@
+//! Budgeted compression of one piece of content (code, JSON, logs, prose) or of a conversation,
+//! with every elision recoverable.
+//!
+//! Each kind has its own reducer that turns the content into a smaller rendering plus a list of
+//! parts: the kept parts and the elided parts with their exact original bytes. [`compress`] then
+//! commits those parts with the [`CommitStore`] (kept parts `full` or `skeleton`, elided parts
+//! omitted), so every `recover …` handle in the text resolves to byte-identical text via
+//! `CommitStore::recover(ctx_id, chunk_id)`. Token counts are exact (`crate::tokens`); a result is
+//! never over budget, and content that cannot fit even at its minimum representation is an error,
+//! never silently truncated.
+
+pub mod batch;
+mod code;
+pub mod figures;
+mod json;
+mod logs;
+mod messages;
+mod prose;
+pub mod sample;
+mod units;
+
+use serde::{Deserialize, Serialize};
+
+use super::commit::{ChunkInput, CommitError, CommitStore, Resolution};
+use crate::tokens::Tokenizer;
+
+pub use messages::{CompressedMessages, Message, compress_messages};
+
+/// The kind of content, which decides how it is reduced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ContentKind {
+    /// Source code: signatures, imports and doc lines kept; bodies elided (brace/indent based).
+    Code,
+    /// A JSON document: structure and keys kept; long arrays sampled, long strings truncated.
+    Json,
+    /// Log output: errors, warnings, first/last lines kept; repeated lines collapsed.
+    Logs,
+    /// Natural-language text: sentences with entities, numbers and query terms kept.
+    Prose,
+}
+
+impl ContentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ContentKind::Code => "code",
+            ContentKind::Json => "json",
+            ContentKind::Logs => "logs",
+            ContentKind::Prose => "prose",
+        }
+    }
+
+    /// Guesses the kind from the content alone (JSON that parses, log-shaped lines, code-shaped
+    /// lines, else prose).
+    pub fn detect(content: &str) -> ContentKind {
+        let trimmed = content.trim_start();
+        if (trimmed.starts_with('{') || trimmed.starts_with('['))
+            && serde_json::from_str::<serde::de::IgnoredAny>(content).is_ok()
+        {
+            return ContentKind::Json;
+        }
+        if logs::looks_like_logs(content) {
+            return ContentKind::Logs;
+        }
+        if code::looks_like_code(content) {
+            return ContentKind::Code;
+        }
+        ContentKind::Prose
+    }
+}
+
+impl std::fmt::Display for ContentKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How to compress: all optional.
+#[derive(Debug, Clone, Default)]
+pub struct CompressOptions {
+    /// The kind; detected from the content when `None`.
+    pub kind: Option<ContentKind>,
+    /// Terms that make a sentence or line worth keeping (prose ranks by it).
+    pub query: Option<String>,
+    /// Where the content comes from (a path or `-`), recorded in the commit and in errors.
+    pub source: String,
+}
+
+/// One elided region: its recovery handle and what it held.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Elision {
+    /// The chunk id to pass to `svc context recover CTX_ID CHUNK` / `CommitStore::recover`.
+    pub chunk_id: String,
+    /// Where it was, for people: `lines 12-480`, `$.items[3..483]`, `sentences 4-6`.
+    pub locator: String,
+    /// Exact tokens of the elided bytes (what recovering it costs).
+    pub tokens: usize,
+    /// Bytes elided.
+    pub bytes: usize,
+}
+
+/// The result of [`compress`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Compressed {
+    /// The compressed text; every elision is marked with its `recover <chunk_id>` handle.
+    pub text: String,
+    /// Exact tokens of `text` (≤ the budget).
+    pub tokens: usize,
+    /// Exact tokens of the original content.
+    pub original_tokens: usize,
+    pub kind: ContentKind,
+    /// The commit holding the exact bytes of every chunk.
+    pub ctx_id: String,
+    pub elisions: Vec<Elision>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompressError {
+    #[error("the token budget must be at least 1 (got 0)")]
+    ZeroBudget,
+    #[error(
+        "cannot fit {source_name} ({kind}, {original_tokens} tokens) into {budget} tokens: even the minimum representation takes {minimum_tokens} tokens; raise the budget to at least {minimum_tokens}"
+    )]
+    OverBudget {
+        source_name: String,
+        kind: ContentKind,
+        budget: usize,
+        original_tokens: usize,
+        minimum_tokens: usize,
+    },
+    #[error(
+        "{source_name} is not UTF-8 text (invalid byte at offset {offset}); compress only text files"
+    )]
+    NotUtf8 { source_name: String, offset: usize },
+    #[error(
+        "{source_name} is not valid JSON (line {line}, column {column}: {message}); fix it or pass another kind"
+    )]
+    InvalidJson {
+        source_name: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error(
+        "the system prompt and the latest user turn alone take {protected_tokens} tokens, over the budget of {budget}; raise the budget or shorten them"
+    )]
+    ProtectedOverBudget {
+        protected_tokens: usize,
+        budget: usize,
+    },
+    #[error(
+        "the conversation cannot fit {budget} tokens: with every older turn and tool output reduced to its minimum it still takes {minimum_tokens} tokens; raise the budget to at least {minimum_tokens}"
+    )]
+    MessagesOverBudget {
+        budget: usize,
+        minimum_tokens: usize,
+    },
+    #[error("message {index}: {problem}")]
+    InvalidMessage { index: usize, problem: String },
+    #[error("committing the compressed content: {0}")]
+    Commit(#[from] CommitError),
+}
+
+/// Decodes `bytes` as UTF-8, naming the source and the first invalid offset on failure.
+pub fn decode<'a>(bytes: &'a [u8], source_name: &str) -> Result<&'a str, CompressError> {
+    std::str::from_utf8(bytes).map_err(|error| CompressError::NotUtf8 {
+        source_name: source_name.to_string(),
+        offset: error.valid_up_to(),
+    })
+}
+
+/// [`compress`] for raw bytes: invalid UTF-8 is an error naming the offset.
+pub fn compress_bytes(
+    bytes: &[u8],
+    budget: usize,
+    options: &CompressOptions,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<Compressed, CompressError> {
+    let content = decode(bytes, &options.source)?;
+    compress(content, budget, options, store, tokenizer)
+}
+
+/// Compresses `content` to at most `budget` tokens and commits it so every elision is
+/// recoverable byte-for-byte.
+pub fn compress(
+    content: &str,
+    budget: usize,
+    options: &CompressOptions,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<Compressed, CompressError> {
+    let reduced = reduce(content, budget, options, tokenizer)?;
+    let parameters = serde_json::json!({
+        "operation": "compress",
+        "kind": reduced.kind,
+        "budget": budget,
+        "query": options.query,
+        "source": options.source,
+    });
+    let chunks = reduced.chunk_inputs(&options.source, tokenizer);
+    let receipt = store.commit(&chunks, parameters, &reduced.text, tokenizer)?;
+    let elisions = reduced.elisions(&receipt);
+    Ok(Compressed {
+        text: reduced.text,
+        tokens: reduced.tokens,
+        original_tokens: reduced.original_tokens,
+        kind: reduced.kind,
+        ctx_id: receipt.ctx_id,
+        elisions,
+    })
+}
+
+/// A part of the reduced content, with the exact original bytes it stands for.
+#[derive(Debug, Clone)]
+pub(crate) struct Part {
+    pub chunk_id: String,
+    pub locator: String,
+    pub original: String,
+    /// `None` when elided.
+    pub resolution: Option<Resolution>,
+}
+
+/// What a reducer returns: the text, its exact count, and the parts to commit.
+#[derive(Debug, Clone)]
+pub(crate) struct Reduced {
+    pub text: String,
+    pub tokens: usize,
+    pub original_tokens: usize,
+    pub kind: ContentKind,
+    pub parts: Vec<Part>,
+}
+
+impl Reduced {
+    /// Unchanged content: one verbatim part.
+    fn verbatim(content: &str, tokens: usize, kind: ContentKind, prefix: &str) -> Reduced {
+        Reduced {
+            text: content.to_string(),
+            tokens,
+            original_tokens: tokens,
+            kind,
+            parts: vec![Part {
+                chunk_id: format!("{prefix}all"),
+                locator: "whole content".into(),
+                original: content.to_string(),
+                resolution: Some(Resolution::Full),
+            }],
+        }
+    }
+
+    pub(crate) fn chunk_inputs(&self, source: &str, tokenizer: &Tokenizer) -> Vec<ChunkInput> {
+        self.parts
+            .iter()
+            .map(|part| ChunkInput {
+                chunk_id: part.chunk_id.clone(),
+                source: source.to_string(),
+                full_text: part.original.clone(),
+                resolution: part.resolution,
+                sent_tokens: match part.resolution {
+                    None => 0,
+                    // A skeleton part stands for the whole rendering.
+                    Some(Resolution::Skeleton) | Some(Resolution::Reference) => self.tokens,
+                    Some(Resolution::Full) => tokenizer.count(&part.original),
+                },
+            })
+            .collect()
+    }
+
+    pub(crate) fn elisions(&self, receipt: &super::commit::ContextReceipt) -> Vec<Elision> {
+        self.parts
+            .iter()
+            .filter(|part| part.resolution.is_none())
+            .map(|part| {
+                let chunk_id = part.chunk_id.clone();
+                let tokens = receipt
+                    .chunk(&chunk_id)
+                    .map_or(0, |chunk| chunk.receipt_token_count);
+                Elision {
+                    chunk_id,
+                    locator: part.locator.clone(),
+                    tokens,
+                    bytes: part.original.len(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Reduces without committing (used by [`compress`]).
+pub(crate) fn reduce(
+    content: &str,
+    budget: usize,
+    options: &CompressOptions,
+    tokenizer: &Tokenizer,
+) -> Result<Reduced, CompressError> {
+    reduce_prefixed(content, budget, options, tokenizer, "")
+}
+
+/// [`reduce`] with every chunk id (in the markers and the parts) starting with `prefix`, so
+/// several reductions can share one commit (message compression).
+pub(crate) fn reduce_prefixed(
+    content: &str,
+    budget: usize,
+    options: &CompressOptions,
+    tokenizer: &Tokenizer,
+    prefix: &str,
+) -> Result<Reduced, CompressError> {
+    if budget == 0 {
+        return Err(CompressError::ZeroBudget);
+    }
+    let kind = options.kind.unwrap_or_else(|| ContentKind::detect(content));
+    if kind == ContentKind::Json {
+        // Validate first so a broken document gets a precise error, whatever the budget.
+        json::validate(content, &options.source)?;
+    }
+    let original_tokens = tokenizer.count(content);
+    if original_tokens <= budget {
+        return Ok(Reduced::verbatim(content, original_tokens, kind, prefix));
+    }
+    let outcome = match kind {
+        ContentKind::Json => json::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Logs => logs::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Code => code::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Prose => {
+            prose::reduce(content, budget, options.query.as_deref(), tokenizer, prefix)
+        }
+    };
+    match outcome {
+        Ok((text, tokens, parts)) => Ok(Reduced {
+            text,
+            tokens,
+            original_tokens,
+            kind,
+            parts,
+        }),
+        Err(units::Minimum(minimum_tokens)) => Err(CompressError::OverBudget {
+            source_name: options.source.clone(),
+            kind,
+            budget,
+            original_tokens,
+            minimum_tokens,
+        }),
+    }
+}
+
+/// Exact token count of `text` when it fits `budget`, else `None`. Long candidates are first
+/// checked on a prefix so that probing a huge rendering does not tokenise all of it.
+pub(crate) fn fits(tokenizer: &Tokenizer, text: &str, budget: usize) -> Option<usize> {
+    let cap = budget.saturating_mul(12).max(4096);
+    if text.len() > cap {
+        let mut end = cap;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        if tokenizer.count(&text[..end]) > budget {
+            return None;
+        }
+    }
+    let tokens = tokenizer.count(text);
+    (tokens <= budget).then_some(tokens)
+}
+
+/// `1234567` → `1,234,567`, for markers people read.
+pub(crate) fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
