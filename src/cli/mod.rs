@@ -2,6 +2,9 @@
 
 mod bench;
 mod records;
+mod run;
+mod runners;
+mod workloads;
 
 use std::process::ExitCode;
 
@@ -23,6 +26,15 @@ enum Command {
     Records(records::RecordsCommand),
     /// Measure throughput figures (record validation, token counting, ...) and print a table.
     Bench(bench::BenchArgs),
+    /// Run a workload's paired trial matrix (conditions × budgets × replicates) and write
+    /// trial records to runs/<run-id>/.
+    Run(run::RunArgs),
+    /// List, show and mine workloads.
+    #[command(subcommand)]
+    Workloads(workloads::WorkloadsCommand),
+    /// List and check model runners.
+    #[command(subcommand)]
+    Runners(runners::RunnersCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -31,6 +43,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Records(command) => records::run(command),
         Command::Bench(args) => bench::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Workloads(command) => workloads::run(command),
+        Command::Runners(command) => runners::run(command),
     }
 }
 

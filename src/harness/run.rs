@@ -1,0 +1,912 @@
+//! The trial matrix: tasks × conditions × replicates at one or more budgets, for one workload
+//! and one runner. Trials sharing (workload, workload_version, task_id, provider, model,
+//! replicate, scorer) form a pairing unit and differ only in condition.
+//!
+//! Execution: local runners (the fixture) run on a rayon pool; runners that do I/O run on tokio
+//! with at most the runner's `concurrency` calls in flight. One writer thread validates and
+//! appends every record (via [`TrialWriter`]), so a failed trial is an `outcome: error` record
+//! and the matrix goes on. Output: `<run dir>/trials.jsonl`, `manifest.json` and, when a trial
+//! has something the record cannot say (raw cut at the context window, a record that could not
+//! be built), `notes.jsonl`.
+//!
+//! Budgets: the trial record has no budget field, so each record's `task_id` carries it as a
+//! suffix, `<task id>@b<budget>` ([`BUDGET_SEPARATOR`]), and the manifest lists the budgets.
+//! Records of one budget pair with each other; `raw` is run at every budget so each budget has
+//! complete pairs.
+//!
+//! Resume: re-running into the same directory skips every trial whose (task_id with budget,
+//! condition, replicate, scorer, provider, model) is already in `trials.jsonl`; a torn last line
+//! from an interrupted run is cut off first.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::condition::{self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext};
+use super::runner::{ModelReply, Runner, RunnerError};
+use super::scorer::{self, ClaimChecker, ScorerName};
+use super::workload::{Task, Workload};
+use crate::context::CommitStore;
+use crate::digest;
+use crate::state;
+use crate::tokens::Tokenizer;
+use crate::trial::writer::WriteError;
+use crate::trial::{Outcome, SCHEMA_VERSION, TrialRecord, TrialWriter};
+
+/// Separates a task id from its budget in records: `halueval-0001@b512`.
+pub const BUDGET_SEPARATOR: &str = "@b";
+
+/// The record `task_id` of `task_id` at `budget`.
+pub fn budget_task_id(task_id: &str, budget: usize) -> String {
+    format!("{task_id}{BUDGET_SEPARATOR}{budget}")
+}
+
+/// Splits a record `task_id` into the workload's task id and the budget.
+pub fn split_task_id(record_task_id: &str) -> (&str, Option<usize>) {
+    match record_task_id.rsplit_once(BUDGET_SEPARATOR) {
+        Some((task, budget)) => match budget.parse() {
+            Ok(budget) => (task, Some(budget)),
+            Err(_) => (record_task_id, None),
+        },
+        None => (record_task_id, None),
+    }
+}
+
+/// One shard of a matrix: `K/N`, 1-based. Tasks are dealt by index, so every pairing unit (all
+/// conditions of a task) lands in one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self { index: 1, count: 1 }
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let error = || format!("shard `{text}` is not K/N with 1 <= K <= N (e.g. 2/4)");
+        let (k, n) = text.split_once('/').ok_or_else(error)?;
+        let index: usize = k.trim().parse().map_err(|_| error())?;
+        let count: usize = n.trim().parse().map_err(|_| error())?;
+        if count == 0 || index == 0 || index > count {
+            return Err(error());
+        }
+        Ok(Self { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Shard {
+    pub fn contains(&self, task_index: usize) -> bool {
+        task_index % self.count == self.index - 1
+    }
+}
+
+/// Live counts for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+    pub errors: u64,
+}
+
+/// Everything a run needs, resolved. The CLI builds this; tests build it directly.
+pub struct RunSettings {
+    pub workload: Arc<Workload>,
+    pub runner: Arc<Runner>,
+    pub conditions: Vec<Condition>,
+    pub budgets: Vec<usize>,
+    pub replicates: u64,
+    pub shard: Shard,
+    /// The run directory (`runs/<run-id>`).
+    pub out_dir: PathBuf,
+    /// Abort when errors / finished trials exceed this (checked after 20 trials).
+    pub max_error_rate: Option<f64>,
+    /// Orders the trials (so condition order cannot bias latency); recorded in the manifest.
+    pub seed: u64,
+    pub scorer: ScorerName,
+    pub selector: Arc<dyn ContextSelector>,
+    pub claim_checker: Arc<dyn ClaimChecker>,
+    /// State directory for context commits.
+    pub state_home: PathBuf,
+    /// Worker threads for local work (default: all cores).
+    pub threads: Option<usize>,
+    /// Called from the writer thread after each trial.
+    pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run_dir: PathBuf,
+    pub planned: u64,
+    pub skipped: u64,
+    pub written: u64,
+    pub errors: u64,
+    /// Records that could not be written (see notes.jsonl).
+    pub unwritten: u64,
+    pub aborted: bool,
+    pub elapsed_seconds: f64,
+}
+
+impl RunSummary {
+    pub fn trials_per_second(&self) -> f64 {
+        self.written as f64 / self.elapsed_seconds.max(1e-9)
+    }
+}
+
+/// Errors that stop a run (a failed trial does not: it is a record).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{path}:{line}: an existing record cannot be read ({message}); move the file away or pass a new --out")]
+    Existing {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("cannot use {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error("the run settings are invalid: {0}")]
+    Settings(String),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The manifest of a run directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub run_id: String,
+    pub svc_version: String,
+    pub git_commit: Option<String>,
+    pub workload: ManifestWorkload,
+    pub runner: ManifestRunner,
+    pub conditions: Vec<Condition>,
+    pub budgets: Vec<usize>,
+    /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
+    pub task_id_budget_separator: String,
+    pub replicates: u64,
+    pub scorer: String,
+    pub seed: u64,
+    pub shard: String,
+    pub started_at: String,
+    pub ended_at: Option<String>,
+    pub planned: u64,
+    pub skipped: u64,
+    pub written: u64,
+    pub errors: u64,
+    pub aborted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestWorkload {
+    pub name: String,
+    pub version: String,
+    pub kind: String,
+    pub tasks: usize,
+    pub prompt_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRunner {
+    pub name: String,
+    pub kind: String,
+    pub provider: String,
+    pub model: String,
+    pub file_sha256: String,
+    pub cost_source: crate::trial::CostSource,
+}
+
+/// A default run id: workload, runner and a short hash of everything that defines the matrix,
+/// so re-running the same command resumes the same directory.
+pub fn default_run_id(settings: &RunSettings) -> String {
+    let material = format!(
+        "{}|{}|{}|{}|{:?}|{:?}|{}|{}|{}|{}",
+        settings.workload.name(),
+        settings.workload.version(),
+        settings.runner.spec.name,
+        settings.runner.file_sha256,
+        settings.conditions,
+        settings.budgets,
+        settings.replicates,
+        settings.scorer,
+        settings.seed,
+        settings.shard
+    );
+    let shard = if settings.shard.count > 1 {
+        format!("-shard{}of{}", settings.shard.index, settings.shard.count)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}-{}{shard}-{}",
+        settings.workload.name(),
+        settings.runner.spec.name,
+        &digest::sha256_hex(material)[..10]
+    )
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    task: usize,
+    condition: Condition,
+    budget: usize,
+    replicate: u64,
+}
+
+/// Something the record cannot say, written to notes.jsonl.
+#[derive(Debug, Clone, Serialize)]
+struct Note {
+    task_id: String,
+    condition: Condition,
+    replicate: u64,
+    kind: &'static str,
+    detail: String,
+}
+
+struct Finished {
+    record: Option<TrialRecord>,
+    notes: Vec<Note>,
+}
+
+/// Runs the matrix described by `settings`.
+pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
+    if settings.conditions.is_empty() || settings.budgets.is_empty() || settings.replicates == 0 {
+        return Err(RunError::Settings(
+            "need at least one condition, one budget and one replicate".into(),
+        ));
+    }
+    if settings.budgets.contains(&0) {
+        return Err(RunError::Settings("budgets must be > 0 tokens".into()));
+    }
+    let started = Instant::now();
+    let started_at = utc_now();
+    let trials_path = settings.out_dir.join("trials.jsonl");
+    let done_keys = existing_keys(&trials_path)?;
+    let workload = &settings.workload;
+    let runner = &settings.runner;
+    let mut cells: Vec<Cell> = Vec::new();
+    for &budget in &settings.budgets {
+        for (index, _) in workload.tasks.iter().enumerate() {
+            if !settings.shard.contains(index) {
+                continue;
+            }
+            for &condition in &settings.conditions {
+                for replicate in 0..settings.replicates {
+                    cells.push(Cell {
+                        task: index,
+                        condition,
+                        budget,
+                        replicate,
+                    });
+                }
+            }
+        }
+    }
+    let planned = cells.len() as u64;
+    let key = |cell: &Cell| {
+        record_key(
+            &budget_task_id(&workload.tasks[cell.task].id, cell.budget),
+            cell.condition,
+            cell.replicate,
+            settings.scorer.as_str(),
+            &runner.spec.provider,
+            &runner.spec.model,
+        )
+    };
+    cells.retain(|cell| !done_keys.contains(&key(cell)));
+    let skipped = planned - cells.len() as u64;
+    crate::harness::text::SplitMix64::new(settings.seed).shuffle(&mut cells);
+
+    let mut manifest = Manifest {
+        run_id: settings
+            .out_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        svc_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        workload: ManifestWorkload {
+            name: workload.name().to_string(),
+            version: workload.version().to_string(),
+            kind: workload.spec.kind.as_str().to_string(),
+            tasks: workload.tasks.len(),
+            prompt_sha256: workload.prompt_hash(),
+        },
+        runner: ManifestRunner {
+            name: runner.spec.name.clone(),
+            kind: runner.spec.kind.as_str().to_string(),
+            provider: runner.spec.provider.clone(),
+            model: runner.spec.model.clone(),
+            file_sha256: runner.file_sha256.clone(),
+            cost_source: runner.cost_source(),
+        },
+        conditions: settings.conditions.clone(),
+        budgets: settings.budgets.clone(),
+        task_id_budget_separator: BUDGET_SEPARATOR.into(),
+        replicates: settings.replicates,
+        scorer: settings.scorer.as_str().to_string(),
+        seed: settings.seed,
+        shard: settings.shard.to_string(),
+        started_at: previous_start(&settings.out_dir).unwrap_or(started_at),
+        ended_at: None,
+        planned,
+        skipped,
+        written: 0,
+        errors: 0,
+        aborted: false,
+    };
+    write_manifest(&settings.out_dir, &manifest)?;
+
+    // Every task's full context is rendered and counted once, not once per trial.
+    let tokenizer = Tokenizer::default();
+    let needed: HashSet<usize> = cells.iter().map(|c| c.task).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(settings.threads.unwrap_or(0))
+        .build()
+        .map_err(|e| RunError::Settings(format!("cannot start worker threads: {e}")))?;
+    let prepared: Vec<Option<PreparedContext>> = pool.install(|| {
+        workload
+            .tasks
+            .par_iter()
+            .enumerate()
+            .map(|(i, task)| needed.contains(&i).then(|| PreparedContext::new(task, &tokenizer)))
+            .collect()
+    });
+    let prepared = Arc::new(prepared);
+
+    let writer = TrialWriter::append(&trials_path)?;
+    let notes_path = settings.out_dir.join("notes.jsonl");
+    let (sender, receiver) = mpsc::sync_channel::<Finished>(1024);
+    let abort = Arc::new(AtomicBool::new(false));
+    let total = cells.len() as u64;
+    let progress = settings.progress.clone();
+    let max_error_rate = settings.max_error_rate;
+    let writer_abort = abort.clone();
+    let writer_thread = std::thread::spawn(move || {
+        write_loop(writer, &notes_path, receiver, total, progress, max_error_rate, &writer_abort)
+    });
+
+    let context = TrialContext {
+        settings,
+        prepared: prepared.clone(),
+        commits: CommitStore::new(&settings.state_home),
+        tokenizer,
+    };
+    if runner.is_local() {
+        pool.install(|| {
+            cells.par_iter().for_each_with(sender, |sender, cell| {
+                if abort.load(Ordering::Relaxed) {
+                    return;
+                }
+                let finished = context.run_local(cell);
+                let _ = sender.send(finished);
+            });
+        });
+    } else {
+        run_async(&context, &cells, sender, &abort)?;
+    }
+    let counts = writer_thread
+        .join()
+        .unwrap_or_else(|_| Err(RunError::Settings("the writer thread panicked".into())))?;
+    manifest.ended_at = Some(utc_now());
+    manifest.written = counts.written;
+    manifest.errors = counts.errors;
+    manifest.aborted = counts.aborted;
+    let previous = read_manifest(&settings.out_dir);
+    if let Some(previous) = previous {
+        // A resumed run reports the totals of the directory, not only this session.
+        manifest.written += previous.written.min(skipped);
+        manifest.errors += previous.errors;
+    }
+    write_manifest(&settings.out_dir, &manifest)?;
+    Ok(RunSummary {
+        run_dir: settings.out_dir.clone(),
+        planned,
+        skipped,
+        written: counts.written,
+        errors: counts.errors,
+        unwritten: counts.unwritten,
+        aborted: counts.aborted,
+        elapsed_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+struct TrialContext<'a> {
+    settings: &'a RunSettings,
+    prepared: Arc<Vec<Option<PreparedContext>>>,
+    commits: CommitStore,
+    tokenizer: Tokenizer,
+}
+
+/// A trial after its context is built, before the model call.
+struct Staged {
+    cell: Cell,
+    built: Result<BuiltContext, condition::ConditionFailure>,
+}
+
+impl TrialContext<'_> {
+    fn task(&self, cell: &Cell) -> &Task {
+        &self.settings.workload.tasks[cell.task]
+    }
+
+    fn stage(&self, cell: &Cell) -> Staged {
+        let task = self.task(cell);
+        let built = match &self.prepared[cell.task] {
+            Some(full) => {
+                let env = ConditionEnv {
+                    tokenizer: &self.tokenizer,
+                    selector: self.settings.selector.as_ref(),
+                    commits: &self.commits,
+                    context_window: self.settings.runner.context_window(),
+                };
+                condition::build(cell.condition, task, full, cell.budget, &env)
+            }
+            None => Err(condition::ConditionFailure {
+                error_type: "internal_error",
+                message: "the task's context was not prepared".into(),
+                context_commit_id: None,
+            }),
+        };
+        Staged { cell: *cell, built }
+    }
+
+    fn run_local(&self, cell: &Cell) -> Finished {
+        let staged = self.stage(cell);
+        let reply = match &staged.built {
+            Ok(built) if built.tokens > 0 => {
+                let request =
+                    self.settings
+                        .runner
+                        .request(&built.text, &self.task(cell).question, self.task(cell).answer_kind);
+                let start = Instant::now();
+                let reply = self.settings.runner.call_local(&request);
+                let latency = start.elapsed().as_secs_f64() * 1000.0;
+                Some((
+                    reply.ok_or_else(|| RunnerError::InvalidResponse {
+                        url: self.settings.runner.spec.name.clone(),
+                        message: "not a local runner".into(),
+                    }),
+                    latency,
+                ))
+            }
+            _ => None,
+        };
+        self.finish(staged, reply)
+    }
+
+    /// Turns a staged trial and the model's reply (None when the model was not called) into a
+    /// record and notes.
+    fn finish(&self, staged: Staged, reply: Option<(Result<ModelReply, RunnerError>, f64)>) -> Finished {
+        let settings = self.settings;
+        let cell = staged.cell;
+        let task = self.task(&cell);
+        let runner = &settings.runner;
+        let task_id = budget_task_id(&task.id, cell.budget);
+        let mut notes = Vec::new();
+        let note = |kind: &'static str, detail: String| Note {
+            task_id: task_id.clone(),
+            condition: cell.condition,
+            replicate: cell.replicate,
+            kind,
+            detail,
+        };
+        let mut record = TrialRecord {
+            schema_version: SCHEMA_VERSION.into(),
+            workload: settings.workload.name().to_string(),
+            workload_version: settings.workload.version().to_string(),
+            task_id: task_id.clone(),
+            provider: runner.spec.provider.clone(),
+            model: runner.spec.model.clone(),
+            provider_request_id: String::new(),
+            usage_source: crate::trial::UsageSource::RunnerError,
+            cost_source: runner.cost_source(),
+            cost_source_reference: runner.cost_reference(),
+            outcome: Outcome::Error,
+            error_type: None,
+            context_sha256: digest::sha256_hex(""),
+            response_text: None,
+            response_sha256: None,
+            replicate: cell.replicate,
+            condition: cell.condition,
+            scorer: settings.scorer.as_str().to_string(),
+            task_score: 0.0,
+            evidence_recall: 0.0,
+            unsupported_claim_rate: 0.0,
+            context_tokens: 0,
+            reasoning_tokens: 0,
+            output_tokens: 0,
+            billed_cost_usd: 0.0,
+            latency_ms: 0.0,
+            context_commit_id: None,
+        };
+        let stable_id = |what: &str| {
+            format!(
+                "{what}_{}",
+                &digest::sha256_hex(format!(
+                    "{}|{}|{}|{}|{}",
+                    settings.workload.name(),
+                    task_id,
+                    cell.condition,
+                    cell.replicate,
+                    runner.spec.model
+                ))[..24]
+            )
+        };
+        match staged.built {
+            Err(failure) => {
+                record.error_type = Some(failure.error_type.to_string());
+                record.provider_request_id = stable_id("not_called");
+                record.context_commit_id = failure.context_commit_id;
+                notes.push(note(failure.error_type, failure.message));
+            }
+            Ok(built) => {
+                record.context_sha256 = digest::sha256_hex(&built.text);
+                record.context_tokens = built.tokens as u64;
+                record.context_commit_id = built.context_commit_id.clone();
+                record.evidence_recall = scorer::evidence_recall(&built.text, &task.evidence);
+                if let Some(full) = built.truncated_from {
+                    notes.push(note(
+                        "truncated_at_context_window",
+                        format!("raw context of {full} tokens cut to {} tokens", built.tokens),
+                    ));
+                }
+                match reply {
+                    None => {
+                        record.error_type = Some("empty_context".into());
+                        record.provider_request_id = stable_id("not_called");
+                        notes.push(note("empty_context", "the condition left no context; the model was not called".into()));
+                    }
+                    Some((Err(error), latency)) => {
+                        record.error_type = Some(error.error_type());
+                        record.usage_source = error.usage_source();
+                        record.provider_request_id = stable_id("failed");
+                        record.latency_ms = latency;
+                        notes.push(note("runner_error", error.to_string()));
+                    }
+                    Some((Ok(reply), latency)) => {
+                        record.outcome = Outcome::Success;
+                        record.usage_source = reply.usage_source;
+                        record.provider_request_id = reply.provider_request_id.clone();
+                        record.task_score = settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
+                        record.unsupported_claim_rate = settings
+                            .claim_checker
+                            .unsupported_claim_rate(&reply.text, &task.claim_evidence(), Some(&task.question))
+                            .clamp(0.0, 1.0);
+                        record.output_tokens = reply.output_tokens;
+                        record.reasoning_tokens = reply.reasoning_tokens;
+                        record.billed_cost_usd = runner.cost_usd(&reply);
+                        record.latency_ms = latency;
+                        record.response_sha256 = Some(digest::sha256_hex(&reply.text));
+                        record.response_text = Some(reply.text);
+                    }
+                }
+            }
+        }
+        let violations = record.violations();
+        if violations.is_empty() {
+            Finished {
+                record: Some(record),
+                notes,
+            }
+        } else {
+            notes.push(note(
+                "record_not_written",
+                violations
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
+            Finished { record: None, notes }
+        }
+    }
+}
+
+fn run_async(
+    context: &TrialContext<'_>,
+    cells: &[Cell],
+    sender: mpsc::SyncSender<Finished>,
+    abort: &AtomicBool,
+) -> Result<(), RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let concurrency = context.settings.runner.spec.concurrency.max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    // `concurrency` workers pull cells from a shared counter, so at most that many calls are in
+    // flight. The futures borrow the run's context, so they are polled on this thread rather
+    // than spawned; context building is short next to a model call.
+    let worker = || async {
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return;
+            }
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(cell) = cells.get(i) else { return };
+            let staged = context.stage(cell);
+            let task = context.task(cell);
+            let reply = match &staged.built {
+                Ok(built) if built.tokens > 0 => {
+                    let runner = &context.settings.runner;
+                    let request = runner.request(&built.text, &task.question, task.answer_kind);
+                    let start = Instant::now();
+                    let reply = runner.call(&request).await;
+                    Some((reply, start.elapsed().as_secs_f64() * 1000.0))
+                }
+                _ => None,
+            };
+            let finished = context.finish(staged, reply);
+            // A send error means the writer stopped early (an I/O error it reports).
+            if sender.send(finished).is_err() {
+                return;
+            }
+        }
+    };
+    runtime.block_on(join_all((0..concurrency).map(|_| worker()).collect()));
+    Ok(())
+}
+
+/// Polls every future to completion on the current task.
+async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(move |cx| {
+        futures.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if futures.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+struct Counts {
+    written: u64,
+    errors: u64,
+    unwritten: u64,
+    aborted: bool,
+}
+
+fn write_loop(
+    mut writer: TrialWriter,
+    notes_path: &Path,
+    receiver: mpsc::Receiver<Finished>,
+    total: u64,
+    progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    max_error_rate: Option<f64>,
+    abort: &AtomicBool,
+) -> Result<Counts, RunError> {
+    let mut counts = Counts {
+        written: 0,
+        errors: 0,
+        unwritten: 0,
+        aborted: false,
+    };
+    let mut notes: Option<fs::File> = None;
+    let mut done = 0u64;
+    for finished in receiver {
+        done += 1;
+        if !finished.notes.is_empty() {
+            if notes.is_none() {
+                notes = Some(
+                    fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(notes_path)
+                        .map_err(|source| RunError::Io {
+                            path: notes_path.to_path_buf(),
+                            source,
+                        })?,
+                );
+            }
+            if let Some(file) = notes.as_mut() {
+                for note in &finished.notes {
+                    let line = serde_json::to_string(note).unwrap_or_default();
+                    writeln!(file, "{line}").map_err(|source| RunError::Io {
+                        path: notes_path.to_path_buf(),
+                        source,
+                    })?;
+                }
+            }
+        }
+        match finished.record {
+            Some(record) => {
+                let is_error = record.outcome == Outcome::Error;
+                writer.write(&record)?;
+                counts.written += 1;
+                counts.errors += u64::from(is_error);
+            }
+            None => {
+                counts.unwritten += 1;
+                counts.errors += 1;
+            }
+        }
+        if let Some(limit) = max_error_rate
+            && done >= 20.min(total)
+            && counts.errors as f64 / done as f64 > limit
+            && !counts.aborted
+        {
+            counts.aborted = true;
+            abort.store(true, Ordering::Relaxed);
+        }
+        if let Some(callback) = &progress {
+            callback(Progress {
+                done,
+                total,
+                errors: counts.errors,
+            });
+        }
+    }
+    Ok(counts)
+}
+
+fn record_key(task_id: &str, condition: Condition, replicate: u64, scorer: &str, provider: &str, model: &str) -> String {
+    format!("{task_id}\u{1f}{condition}\u{1f}{replicate}\u{1f}{scorer}\u{1f}{provider}\u{1f}{model}")
+}
+
+/// Keys of the records already in `path`; cuts off a torn last line first.
+fn existing_keys(path: &Path) -> Result<HashSet<String>, RunError> {
+    let mut keys = HashSet::new();
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(keys),
+        Err(source) => {
+            return Err(RunError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(at) => at + 1,
+        None => 0,
+    };
+    if complete < bytes.len() {
+        // An interrupted write left part of a line: drop it, the trial runs again.
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|source| RunError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        file.set_len(complete as u64).map_err(|source| RunError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    }
+    let text = String::from_utf8_lossy(&bytes[..complete]);
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: TrialRecord = serde_json::from_str(line).map_err(|error| RunError::Existing {
+            path: path.to_path_buf(),
+            line: index + 1,
+            message: error.to_string(),
+        })?;
+        keys.insert(record_key(
+            &record.task_id,
+            record.condition,
+            record.replicate,
+            &record.scorer,
+            &record.provider,
+            &record.model,
+        ));
+    }
+    Ok(keys)
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
+    let mut bytes = serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
+    bytes.push(b'\n');
+    state::atomic_write(&dir.join("manifest.json"), &bytes)?;
+    Ok(())
+}
+
+/// The manifest of a run directory, if it has a readable one.
+pub fn read_manifest(dir: &Path) -> Option<Manifest> {
+    let bytes = fs::read(dir.join("manifest.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn previous_start(dir: &Path) -> Option<String> {
+    read_manifest(dir).map(|m| m.started_at)
+}
+
+fn git_commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The current UTC time as RFC 3339 (`2026-11-21T12:00:00Z`).
+pub fn utc_now() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_utc(seconds)
+}
+
+fn format_utc(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let rem = seconds % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_and_task_ids() {
+        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, count: 4 }));
+        assert!("0/4".parse::<Shard>().is_err());
+        assert!("5/4".parse::<Shard>().is_err());
+        assert!("x".parse::<Shard>().is_err());
+        let shard = Shard { index: 2, count: 3 };
+        let mine: Vec<usize> = (0..7).filter(|&i| shard.contains(i)).collect();
+        assert_eq!(mine, [1, 4]);
+        assert_eq!(split_task_id(&budget_task_id("halueval-0001", 512)), ("halueval-0001", Some(512)));
+        assert_eq!(split_task_id("plain"), ("plain", None));
+    }
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(1_795_000_000), "2026-11-18T11:06:40Z");
+    }
+}
