@@ -38,6 +38,24 @@ pub fn words(text: &str) -> Vec<String> {
     out
 }
 
+/// A light suffix stripper so "thickens"/"thicken" and "brewed"/"brews" meet: drops a final
+/// `ing`, `ed`, `es` or `s` from words longer than four letters. Deterministic and crude on
+/// purpose; it is used for matching, never shown.
+pub fn stem(word: &str) -> &str {
+    if word.len() <= 4 || !word.is_ascii() {
+        return word;
+    }
+    for suffix in ["ing", "ed", "es", "s"] {
+        if let Some(rest) = word.strip_suffix(suffix)
+            && !rest.ends_with('s')
+            && rest.len() >= 3
+        {
+            return rest;
+        }
+    }
+    word
+}
+
 /// Content words: [`words`] without stop words.
 pub fn content_words(text: &str) -> Vec<String> {
     words(text)

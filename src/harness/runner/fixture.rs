@@ -44,18 +44,35 @@ pub fn answer(context: &str, question: &str, kind: AnswerKind) -> String {
     }
 }
 
+fn stems(words: Vec<String>) -> HashSet<String> {
+    words.iter().map(|w| text::stem(w).to_string()).collect()
+}
+
 fn span_answer(context: &str, question: &str) -> String {
-    let question_content: HashSet<String> = text::content_words(question).into_iter().collect();
-    let question_all: HashSet<String> = text::words(question).into_iter().collect();
-    let mut best: Option<(&str, usize)> = None;
-    for sentence in text::sentences(context) {
-        if sentence.starts_with("## ") {
-            continue;
-        }
-        let words: HashSet<String> = text::words(sentence).into_iter().collect();
-        let overlap = question_content.iter().filter(|w| words.contains(*w)).count();
-        if overlap > 0 && best.is_none_or(|(_, b)| overlap > b) {
-            best = Some((sentence, overlap));
+    let question_content = stems(text::content_words(question));
+    let question_all = stems(text::words(question));
+    let candidates: Vec<(&str, HashSet<String>)> = text::sentences(context)
+        .into_iter()
+        .filter(|s| !s.starts_with('#'))
+        .map(|s| (s, stems(text::words(s))))
+        .collect();
+    // Rare question words say more about which sentence answers than common ones: weight each
+    // by its inverse sentence frequency in this context.
+    let total = candidates.len().max(1) as f64;
+    let weight = |word: &String| {
+        let df = candidates.iter().filter(|(_, w)| w.contains(word)).count();
+        if df == 0 { 0.0 } else { (1.0 + total / df as f64).ln() }
+    };
+    let weights: Vec<(&String, f64)> = question_content.iter().map(|w| (w, weight(w))).collect();
+    let mut best: Option<(&str, f64)> = None;
+    for (sentence, words) in &candidates {
+        let score: f64 = weights
+            .iter()
+            .filter(|(w, _)| words.contains(*w))
+            .map(|(_, weight)| weight)
+            .sum();
+        if score > 0.0 && best.is_none_or(|(_, b)| score > b + 1e-9) {
+            best = Some((sentence, score));
         }
     }
     let Some((sentence, _)) = best else {
@@ -97,7 +114,10 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
             let words = text::words(token);
             if words.is_empty() || words.iter().all(|w| text::is_stop_word(w)) {
                 Class::Stop
-            } else if words.iter().all(|w| question_words.contains(w) || text::is_stop_word(w)) {
+            } else if words
+                .iter()
+                .all(|w| question_words.contains(text::stem(w)) || text::is_stop_word(w))
+            {
                 Class::Question
             } else {
                 Class::Candidate
@@ -123,6 +143,10 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
         let start = i;
         let mut end = i + 1;
         loop {
+            // A clause ends at a comma or semicolon: "Sollia, eleven kilometres north".
+            if tokens[end - 1].ends_with([',', ';', ':']) {
+                break;
+            }
             if end < tokens.len() && classes[end] == Class::Candidate {
                 end += 1;
             } else if end + 1 < tokens.len()
@@ -138,7 +162,10 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
                 break;
             }
         }
-        runs.push((start, end));
+        // "takes 35 minutes", "later named Brekkehill": when a run holds a name or a number,
+        // the words before it are the verb, not the answer.
+        let first_named = (start..end).find(|&k| capitalised(tokens[k]));
+        runs.push((first_named.unwrap_or(start), end));
         i = end;
     }
     let anchors: Vec<usize> = (0..tokens.len())

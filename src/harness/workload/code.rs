@@ -286,13 +286,20 @@ pub(super) fn load(
                 });
             }
         }
+        // The gold files' full text is the evidence: recall counts whole files that survived.
+        let evidence = mined
+            .gold_files
+            .iter()
+            .filter_map(|gold| documents.iter().find(|d| &d.name == gold))
+            .map(|d| d.text.clone())
+            .collect();
         tasks.push(Task {
             id: mined.id,
             question: mined.query,
             context: TaskContext::Documents(documents),
             answer_kind: AnswerKind::Files,
             answers: Vec::new(),
-            evidence: Vec::new(),
+            evidence,
             gold_files: mined.gold_files,
         });
     }

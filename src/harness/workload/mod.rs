@@ -146,6 +146,13 @@ impl Task {
     /// The evidence the claim checker judges a response against: the gold spans, or the whole
     /// context when a task has none.
     pub fn claim_evidence(&self) -> String {
+        if self.answer_kind == AnswerKind::Files {
+            // A file answer claims that files exist: the evidence is the list of the repository's
+            // files (a listed path that is not there is unsupported).
+            if let TaskContext::Documents(docs) = &self.context {
+                return docs.iter().map(|d| format!("{}.\n", d.name)).collect();
+            }
+        }
         if self.evidence.is_empty() {
             self.context.render()
         } else {
