@@ -904,6 +904,168 @@ mod tests {
         assert_eq!(split_task_id("plain"), ("plain", None));
     }
 
+    use crate::harness::condition::tests::OverlapSelector;
+    use crate::harness::scorer::default_claim_checker;
+    use crate::harness::workload::{AnswerKind, Document, TaskContext, WorkloadKind, WorkloadSpec};
+    use crate::trial::read::RecordReader;
+
+    fn workload() -> Workload {
+        let filler: Vec<Document> = (0..12)
+            .map(|i| Document {
+                name: format!("doc-{i:02}"),
+                text: format!("Paragraph {i} is about the weather in the valley, the rivers and the old mill road."),
+            })
+            .collect();
+        let tasks = (0..6)
+            .map(|k| {
+                let fact = format!("The keeper of lighthouse number {k} is called Keeper{k}.");
+                let mut docs = filler.clone();
+                docs.insert(k * 2, Document { name: format!("fact-{k}"), text: fact.clone() });
+                Task {
+                    id: format!("t{k}"),
+                    question: format!("Who is the keeper of lighthouse number {k}?"),
+                    context: TaskContext::Documents(docs),
+                    answer_kind: AnswerKind::Span,
+                    answers: vec![format!("Keeper{k}")],
+                    evidence: vec![fact],
+                    gold_files: Vec::new(),
+                }
+            })
+            .collect();
+        let spec_text = "name = \"lighthouses\"\nversion = \"3\"\nkind = \"qa\"\nscorer = \"qa-exact-v1\"\n[qa]\nformat = \"builtin\"\ntasks = \"t\"\ndocuments = \"d\"\n";
+        let spec: WorkloadSpec = crate::harness::workload::spec::parse(spec_text, Path::new("w.toml")).expect("spec");
+        assert_eq!(spec.kind, WorkloadKind::Qa);
+        Workload { spec, dir: PathBuf::from("."), tasks }
+    }
+
+    fn settings(dir: &Path, shard: Shard) -> RunSettings {
+        RunSettings {
+            workload: Arc::new(workload()),
+            runner: Arc::new(Runner::fixture()),
+            conditions: Condition::ALL.to_vec(),
+            budgets: vec![60, 120],
+            replicates: 2,
+            shard,
+            out_dir: dir.join("run"),
+            max_error_rate: None,
+            seed: 1,
+            scorer: ScorerName::QaExactV1,
+            selector: Arc::new(OverlapSelector),
+            claim_checker: default_claim_checker(),
+            state_home: dir.join("state"),
+            threads: Some(2),
+            progress: None,
+        }
+    }
+
+    fn records(dir: &Path) -> Vec<TrialRecord> {
+        let text = fs::read_to_string(dir.join("run/trials.jsonl")).expect("trials");
+        let validator = crate::trial::RecordValidator::new().expect("validator");
+        let reader = RecordReader::new(Box::new(std::io::Cursor::new(text.clone().into_bytes())), Some("t.jsonl")).expect("reader");
+        for item in reader {
+            let item = item.expect("io");
+            assert!(validator.check_str(&item.text.expect("utf8")).is_empty());
+        }
+        text.lines().map(|l| serde_json::from_str(l).expect("record")).collect()
+    }
+
+    #[test]
+    fn full_matrix_with_a_selector_double_pairs_and_resumes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let settings = settings(dir.path(), Shard::default());
+        let summary = execute(&settings).expect("run");
+        assert_eq!(summary.planned, 6 * 4 * 2 * 2);
+        assert_eq!((summary.written, summary.errors), (96, 0));
+        let records = records(dir.path());
+        assert_eq!(records.len(), 96);
+        let mut score = std::collections::HashMap::<(Condition, usize), (f64, f64, usize)>::new();
+        for record in &records {
+            let (task, budget) = split_task_id(&record.task_id);
+            assert!(task.starts_with('t'));
+            let entry = score.entry((record.condition, budget.expect("budget"))).or_default();
+            entry.0 += record.task_score;
+            entry.1 += record.evidence_recall;
+            entry.2 += 1;
+            if matches!(record.condition, Condition::Svc | Condition::Combined) {
+                let id = record.context_commit_id.as_deref().expect("ctx");
+                let receipt = CommitStore::new(&dir.path().join("state")).receipt(id).expect("receipt");
+                assert_eq!(receipt.context_sha256, record.context_sha256);
+            }
+            if record.condition != Condition::Raw {
+                assert!(record.context_tokens as usize <= budget.expect("budget"));
+            }
+        }
+        let mean = |c, b| { let (s, r, n) = score[&(c, b)]; (s / n as f64, r / n as f64) };
+        assert_eq!(mean(Condition::Raw, 60), (1.0, 1.0));
+        assert_eq!(mean(Condition::Svc, 60), (1.0, 1.0), "the selector keeps the fact");
+        assert!(mean(Condition::NativeCompaction, 60).1 < 1.0, "head and tail lose facts in the middle");
+        let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
+        assert_eq!(manifest.budgets, [60, 120]);
+        assert_eq!(manifest.workload.version, "3");
+        assert!(manifest.ended_at.is_some());
+
+        // Resume: nothing left to do, nothing duplicated.
+        let again = execute(&settings).expect("resume");
+        assert_eq!((again.skipped, again.written), (96, 0));
+        assert_eq!(self::records(dir.path()).len(), 96);
+
+        // An interrupted run: a torn last line and a missing tail are repaired and completed.
+        let path = dir.path().join("run/trials.jsonl");
+        let text = fs::read_to_string(&path).expect("read");
+        let keep: Vec<&str> = text.lines().take(50).collect();
+        fs::write(&path, format!("{}\n{{\"schema_version\":\"svc.con", keep.join("\n"))).expect("tear");
+        let resumed = execute(&settings).expect("resume torn");
+        assert_eq!((resumed.skipped, resumed.written), (50, 46));
+        let records = self::records(dir.path());
+        let keys: HashSet<String> = records
+            .iter()
+            .map(|r| record_key(&r.task_id, r.condition, r.replicate, &r.scorer, &r.provider, &r.model))
+            .collect();
+        assert_eq!((records.len(), keys.len()), (96, 96));
+    }
+
+    #[test]
+    fn shards_partition_the_matrix_and_keep_pairs_together() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut all = Vec::new();
+        for index in 1..=3 {
+            let shard_dir = dir.path().join(format!("s{index}"));
+            let settings = settings(&shard_dir, Shard { index, count: 3 });
+            execute(&settings).expect("shard");
+            let records = records(&shard_dir);
+            let tasks: HashSet<&str> = records.iter().map(|r| split_task_id(&r.task_id).0).collect();
+            assert_eq!(tasks.len(), 2, "6 tasks over 3 shards");
+            all.extend(records.into_iter().map(|r| (r.task_id, r.condition, r.replicate)));
+        }
+        let unique: HashSet<_> = all.iter().cloned().collect();
+        assert_eq!((all.len(), unique.len()), (96, 96));
+    }
+
+    #[test]
+    fn unavailable_selector_gives_error_records_and_max_error_rate_aborts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = settings(dir.path(), Shard::default());
+        settings.selector = crate::harness::condition::default_selector();
+        let summary = execute(&settings).expect("run");
+        assert_eq!((summary.written, summary.errors), (96, 48));
+        for record in records(dir.path()) {
+            if matches!(record.condition, Condition::Svc | Condition::Combined) {
+                assert_eq!(record.outcome, Outcome::Error);
+                assert_eq!(record.error_type.as_deref(), Some("selector_error"));
+                assert!(record.context_commit_id.as_deref().is_some_and(|id| id.starts_with("ctx_")));
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = self::settings(dir.path(), Shard::default());
+        settings.selector = crate::harness::condition::default_selector();
+        settings.conditions = vec![Condition::Svc];
+        settings.max_error_rate = Some(0.1);
+        settings.threads = Some(1);
+        let summary = execute(&settings).expect("run");
+        assert!(summary.aborted);
+        assert!(summary.written < 24, "{}", summary.written);
+    }
+
     #[test]
     fn utc_formatting() {
         assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");

@@ -102,3 +102,41 @@ impl CommandBackend {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::harness::runner::{Runner, RunnerKind, RunnerSpec};
+    use crate::harness::workload::AnswerKind;
+    use crate::trial::CostSource;
+
+    fn runner(script: &str) -> Runner {
+        let mut spec = RunnerSpec::fixture();
+        spec.kind = RunnerKind::Command;
+        spec.command = Some(vec!["sh".into(), "-c".into(), script.into()]);
+        spec.timeout_ms = 2000;
+        spec.cost.source = CostSource::SelfHostedNoApiFee;
+        Runner::from_spec(spec, "sha".into()).expect("runner")
+    }
+
+    #[tokio::test]
+    async fn command_gets_json_and_answers() {
+        let runner = runner(
+            "cat >/dev/null; echo '{\"text\":\"green\",\"usage\":{\"input_tokens\":9,\"output_tokens\":1},\"id\":\"c1\"}'",
+        );
+        let request = runner.request("ctx", "q", AnswerKind::Span);
+        let reply = runner.call(&request).await.expect("reply");
+        assert_eq!((reply.text.as_str(), reply.provider_request_id.as_str()), ("green", "c1"));
+    }
+
+    #[tokio::test]
+    async fn command_failures_are_typed() {
+        let request = runner("true").request("ctx", "q", AnswerKind::Span);
+        let error = runner("cat >/dev/null; echo oops >&2; exit 3").call(&request).await.expect_err("exit");
+        assert_eq!(error.error_type(), "command_failed");
+        assert!(error.to_string().contains("oops"), "{error}");
+        let error = runner("cat >/dev/null; echo not-json").call(&request).await.expect_err("json");
+        assert_eq!(error.error_type(), "invalid_response");
+        let error = runner("cat >/dev/null; sleep 5").call(&request).await.expect_err("slow");
+        assert_eq!(error.error_type(), "timeout");
+    }
+}

@@ -216,3 +216,143 @@ impl HttpBackend {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use axum::routing::post;
+
+    use super::*;
+    use crate::harness::runner::{Runner, RunnerKind};
+    use crate::harness::workload::AnswerKind;
+
+    /// A fake provider on 127.0.0.1:0; `mode` picks its behaviour; returns the base URL.
+    async fn fake(mode: &'static str, calls: Arc<AtomicUsize>) -> String {
+        let handler = move |body: String| {
+            let calls = calls.clone();
+            async move {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let ok_openai = json!({
+                    "id": "chatcmpl-42",
+                    "choices": [{"message": {"role": "assistant", "content": format!("echo {}", request["model"].as_str().unwrap_or(""))}}],
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 2}}
+                });
+                match mode {
+                    "ok" => (StatusCode::OK, ok_openai.to_string()).into_response(),
+                    "anthropic" => (
+                        StatusCode::OK,
+                        json!({"id": "msg_1", "content": [{"type": "text", "text": "green"}], "usage": {"input_tokens": 50, "output_tokens": 3}}).to_string(),
+                    )
+                        .into_response(),
+                    "flaky" if n == 0 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
+                    "flaky" => (StatusCode::OK, ok_openai.to_string()).into_response(),
+                    "500" => (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\":\"boom\"}").into_response(),
+                    "400" => (StatusCode::BAD_REQUEST, "{\"error\":\"bad\"}").into_response(),
+                    "invalid" => (StatusCode::OK, "{not json").into_response(),
+                    "no-usage" => (
+                        StatusCode::OK,
+                        json!({"id": "x", "choices": [{"message": {"content": "hi"}}]}).to_string(),
+                    )
+                        .into_response(),
+                    _ => {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        (StatusCode::OK, ok_openai.to_string()).into_response()
+                    }
+                }
+            }
+        };
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handler.clone()))
+            .route("/v1/messages", post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        format!("http://{address}")
+    }
+
+    fn runner(kind: RunnerKind, base_url: String) -> Runner {
+        let mut spec = crate::harness::runner::RunnerSpec::fixture();
+        spec.name = "fake".into();
+        spec.kind = kind;
+        spec.provider = "fake".into();
+        spec.model = "m1".into();
+        spec.base_url = Some(base_url);
+        spec.timeout_ms = 300;
+        spec.retries = 1;
+        spec.backoff_ms = 10;
+        spec.cost.source = crate::trial::CostSource::SelfHostedNoApiFee;
+        Runner::from_spec(spec, "sha".into()).expect("runner")
+    }
+
+    async fn call(mode: &'static str, kind: RunnerKind) -> (Result<ModelReply, RunnerError>, usize) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let base = fake(mode, calls.clone()).await;
+        let base = if kind == RunnerKind::OpenaiCompatible { format!("{base}/v1") } else { base };
+        let runner = runner(kind, base);
+        let request = runner.request("The sky is green.", "What colour is the sky?", AnswerKind::Span);
+        let result = runner.call(&request).await;
+        (result, calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn openai_success_reads_usage_and_id() {
+        let (reply, calls) = call("ok", RunnerKind::OpenaiCompatible).await;
+        let reply = reply.expect("ok");
+        assert_eq!(calls, 1);
+        assert_eq!(reply.text, "echo m1");
+        assert_eq!(reply.provider_request_id, "chatcmpl-42");
+        assert_eq!((reply.input_tokens, reply.output_tokens, reply.reasoning_tokens), (Some(120), 5, 2));
+        assert_eq!(reply.usage_source, UsageSource::ProviderResponse);
+    }
+
+    #[tokio::test]
+    async fn anthropic_success() {
+        let (reply, _) = call("anthropic", RunnerKind::Anthropic).await;
+        let reply = reply.expect("ok");
+        assert_eq!((reply.text.as_str(), reply.input_tokens, reply.output_tokens), ("green", Some(50), 3));
+    }
+
+    #[tokio::test]
+    async fn retries_a_503_then_succeeds() {
+        let (reply, calls) = call("flaky", RunnerKind::OpenaiCompatible).await;
+        assert!(reply.is_ok(), "{reply:?}");
+        assert_eq!(calls, 2);
+    }
+
+    #[tokio::test]
+    async fn failures_become_typed_errors() {
+        let (error, calls) = call("500", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("5xx").error_type(), "http_500");
+        assert_eq!(calls, 2, "5xx is retried once");
+        let (error, calls) = call("400", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("4xx").error_type(), "http_400");
+        assert_eq!(calls, 1, "4xx is not retried");
+        let (error, _) = call("invalid", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("invalid").error_type(), "invalid_response");
+        let (error, _) = call("no-usage", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("usage").error_type(), "missing_usage");
+        let (error, _) = call("slow", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("slow").error_type(), "timeout");
+    }
+
+    #[tokio::test]
+    async fn a_down_endpoint_is_a_connection_error() {
+        // Bind then drop: the port is very likely closed now.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        drop(listener);
+        let runner = runner(RunnerKind::OpenaiCompatible, format!("http://{address}/v1"));
+        let request = runner.request("c", "q", AnswerKind::Span);
+        let error = runner.call(&request).await.expect_err("down");
+        assert_eq!(error.error_type(), "connection_error");
+        assert_eq!(error.usage_source(), UsageSource::RunnerError);
+    }
+}
