@@ -405,3 +405,136 @@ pub(crate) fn check_evidence(task: &Task, path: &Path, line: usize) -> Result<()
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HASHES: &str = "workloads/prompt-hashes.tsv";
+    const UPDATE: &str = "SVC_UPDATE_PROMPT_HASHES";
+
+    fn repo() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// Workloads whose data is in the repository (HaluEval data lives outside it), plus the
+    /// HaluEval adapter's fixture.
+    fn pinned_workloads(cache: &Path) -> Vec<Workload> {
+        let options = LoadOptions {
+            cache_dir: cache.to_path_buf(),
+        };
+        let mut out = Vec::new();
+        for spec in list(&repo().join("workloads")).expect("workloads") {
+            let spec = spec.expect("every committed workload parses");
+            if matches!(&spec.source, spec::Source::Qa(qa) if qa.format == spec::QaFormat::Halueval)
+            {
+                continue;
+            }
+            out.push(load_file(&spec.path, &options).expect("every committed workload loads"));
+        }
+        out.push(
+            load_file(
+                &repo().join("fixtures/harness/halueval-mini/workload.toml"),
+                &options,
+            )
+            .expect("fixture"),
+        );
+        out
+    }
+
+    /// Changing a workload's prompts without bumping its version fails here. After a bump,
+    /// `SVC_UPDATE_PROMPT_HASHES=1 cargo test prompt_hashes` rewrites the table.
+    #[test]
+    fn prompt_hashes_change_only_with_a_version_bump() {
+        let cache = tempfile::tempdir().expect("tempdir");
+        let current: Vec<(String, String, String)> = pinned_workloads(cache.path())
+            .iter()
+            .map(|w| (w.name().to_string(), w.version().to_string(), w.prompt_hash()))
+            .collect();
+        let mut table = String::from("# workload\tversion\tsha256 of rendered prompts (see src/harness/workload/mod.rs)\n");
+        for (name, version, hash) in &current {
+            table.push_str(&format!("{name}\t{version}\t{hash}\n"));
+        }
+        let path = repo().join(HASHES);
+        if std::env::var_os(UPDATE).is_some() {
+            std::fs::write(&path, &table).expect("write table");
+            return;
+        }
+        let committed = std::fs::read_to_string(&path).unwrap_or_default();
+        let mut problems = Vec::new();
+        for (name, version, hash) in &current {
+            let row = committed
+                .lines()
+                .map(|l| l.split('\t').collect::<Vec<_>>())
+                .find(|cols| cols.len() == 3 && cols[0] == name);
+            match row {
+                None => problems.push(format!("{name}: not in {HASHES}")),
+                Some(cols) if cols[1] == version && cols[2] != hash => problems.push(format!(
+                    "{name}: its rendered prompts changed but its version is still {version}: bump `version` in its workload.toml"
+                )),
+                Some(cols) if cols[1] != version => problems.push(format!(
+                    "{name}: version {version} is not recorded (table has {})",
+                    cols[1]
+                )),
+                Some(_) => {}
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "{}\nthen run `{UPDATE}=1 cargo test prompt_hashes` and commit {HASHES}",
+            problems.join("\n")
+        );
+    }
+
+    #[test]
+    fn committed_code_tasks_are_what_mining_the_bundle_gives() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workload = repo().join("workloads/code-localization-mini");
+        let clone = dir.path().join("clone");
+        let status = std::process::Command::new("git")
+            .arg("clone")
+            .arg("--quiet")
+            .arg(workload.join("repo.bundle"))
+            .arg(&clone)
+            .status()
+            .expect("git");
+        assert!(status.success());
+        let mined = code::mine_git(&clone, 50, None).expect("mine");
+        let committed: Vec<code::MinedTask> = std::fs::read_to_string(workload.join("tasks.jsonl"))
+            .expect("tasks")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("task"))
+            .collect();
+        assert_eq!(mined, committed);
+    }
+
+    #[test]
+    fn unknown_workloads_list_the_known_ones() {
+        let error = resolve(&repo().join("workloads"), "nope").expect_err("unknown");
+        let text = error.to_string();
+        assert!(text.contains("unknown workload `nope`") && text.contains("qa-builtin"), "{text}");
+    }
+
+    #[test]
+    fn evidence_typos_fail_at_load() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("documents")).expect("mkdir");
+        std::fs::write(dir.path().join("documents/a.md"), "The sky is green.").expect("write");
+        std::fs::write(
+            dir.path().join("tasks.toml"),
+            "[[task]]\nid = \"t1\"\nquestion = \"q\"\nanswers = [\"green\"]\nevidence = [\"The sky is blue.\"]\n",
+        )
+        .expect("write");
+        std::fs::write(
+            dir.path().join("workload.toml"),
+            "name = \"x\"\nversion = \"1\"\nkind = \"qa\"\nscorer = \"qa-exact-v1\"\n[qa]\nformat = \"builtin\"\ntasks = \"tasks.toml\"\ndocuments = \"documents\"\n",
+        )
+        .expect("write");
+        let options = LoadOptions {
+            cache_dir: dir.path().join("cache"),
+        };
+        let error = load_file(&dir.path().join("workload.toml"), &options).expect_err("typo");
+        let text = error.to_string();
+        assert!(text.contains("tasks.toml:2: task `t1`") && text.contains("The sky is blue."), "{text}");
+    }
+}
