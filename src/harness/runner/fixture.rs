@@ -195,7 +195,13 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
             .min()
             .unwrap_or(tokens.len());
         let named = tokens[start..end].iter().any(|t| capitalised(t));
-        let score = follows_left(start) + f64::from(u8::from(named)) + 1.0 / (1.0 + distance as f64);
+        // With no words before the wh-word ("What colour is X painted?") the slot tends to
+        // follow the question's words in a declarative sentence ("X is painted green").
+        let after = left.is_empty() && anchors.last().is_some_and(|&a| start > a);
+        let score = follows_left(start)
+            + f64::from(u8::from(named))
+            + 1.0 / (1.0 + distance as f64)
+            + if after { 0.5 } else { 0.0 };
         if best.is_none_or(|(_, b)| score > b) {
             best = Some(((start, end), score));
         }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::digest;
-use crate::harness::workload::spec::line_column;
+use crate::harness::workload::spec::describe_toml_error;
 use crate::trial::CostSource;
 
 /// The closed set of runner kinds.
@@ -211,15 +211,12 @@ pub fn resolve(root: &Path, name_or_path: &str) -> Result<PathBuf, RunnerSpecErr
 /// Parses a runner file's text; `path` is used in errors and for relative paths.
 pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
     let mut spec: RunnerSpec = toml::from_str(text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|s| line_column(text, s.start))
-            .unwrap_or((1, 1));
+        let (line, column, message) = describe_toml_error(text, &error);
         RunnerSpecError::Malformed {
             path: path.to_path_buf(),
             line,
             column,
-            message: error.message().trim().to_string(),
+            message,
         }
     })?;
     spec.dir = path
@@ -313,15 +310,12 @@ pub fn read_pricing(spec: &RunnerSpec) -> Result<(Pricing, String), RunnerSpecEr
     })?;
     let text = String::from_utf8_lossy(&bytes);
     let pricing: Pricing = toml::from_str(&text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|s| line_column(&text, s.start))
-            .unwrap_or((1, 1));
+        let (line, column, message) = describe_toml_error(&text, &error);
         RunnerSpecError::Malformed {
             path: path.clone(),
             line,
             column,
-            message: error.message().trim().to_string(),
+            message,
         }
     })?;
     if !pricing.models.contains_key(&spec.model) {

@@ -44,15 +44,12 @@ struct Exchange {
 fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, WorkloadError> {
     let text = read_text(path)?;
     toml::from_str(&text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|s| super::spec::line_column(&text, s.start))
-            .unwrap_or((1, 1));
+        let (line, column, message) = super::spec::describe_toml_error(&text, &error);
         WorkloadError::Malformed {
             path: path.to_path_buf(),
             line,
             column,
-            message: error.message().trim().to_string(),
+            message,
         }
     })
 }

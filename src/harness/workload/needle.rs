@@ -35,15 +35,12 @@ pub(super) fn load(
     let needles_path = data_path(dir, &source.needles);
     let needles_text = read_text(&needles_path)?;
     let needles: NeedleFile = toml::from_str(&needles_text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|s| super::spec::line_column(&needles_text, s.start))
-            .unwrap_or((1, 1));
+        let (line, column, message) = super::spec::describe_toml_error(&needles_text, &error);
         WorkloadError::Malformed {
             path: needles_path.clone(),
             line,
             column,
-            message: error.message().trim().to_string(),
+            message,
         }
     })?;
     let mut paragraphs: Vec<String> = super::qa::read_documents(&corpus_dir)?

@@ -71,15 +71,12 @@ fn load_builtin(dir: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
     let documents_dir = data_path(dir, qa.documents.as_deref().unwrap_or("documents"));
     let text = read_text(&tasks_path)?;
     let file: TaskFile = toml::from_str(&text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|s| super::spec::line_column(&text, s.start))
-            .unwrap_or((1, 1));
+        let (line, column, message) = super::spec::describe_toml_error(&text, &error);
         WorkloadError::Malformed {
             path: tasks_path.clone(),
             line,
             column,
-            message: error.message().trim().to_string(),
+            message,
         }
     })?;
     let documents = read_documents(&documents_dir)?;

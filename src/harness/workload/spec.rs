@@ -166,15 +166,12 @@ pub fn read(path: &Path) -> Result<WorkloadSpec, WorkloadError> {
 /// Parses declaration text; `path` is used in errors only.
 pub fn parse(text: &str, path: &Path) -> Result<WorkloadSpec, WorkloadError> {
     let raw: RawSpec = toml::from_str(text).map_err(|error| {
-        let (line, column) = error
-            .span()
-            .map(|span| line_column(text, span.start))
-            .unwrap_or((1, 1));
+        let (line, column, message) = describe_toml_error(text, &error);
         WorkloadError::Malformed {
             path: path.to_path_buf(),
             line,
             column,
-            message: error.message().trim().to_string(),
+            message,
         }
     })?;
     let field_error = |field: &str, message: String| WorkloadError::Field {
@@ -272,6 +269,27 @@ pub fn parse(text: &str, path: &Path) -> Result<WorkloadSpec, WorkloadError> {
         source,
         path: path.to_path_buf(),
     })
+}
+
+/// Line, column and message of a TOML error, the message prefixed with the key on that line
+/// (`field `distractors`: invalid type …`) so the reader knows which field to fix.
+pub(crate) fn describe_toml_error(text: &str, error: &toml::de::Error) -> (usize, usize, String) {
+    let message = error.message().trim().to_string();
+    let Some(span) = error.span() else {
+        return (1, 1, message);
+    };
+    let (line, column) = line_column(text, span.start);
+    let key = text
+        .lines()
+        .nth(line - 1)
+        .and_then(|l| l.split_once('='))
+        .map(|(key, _)| key.trim().trim_matches('"'))
+        .filter(|key| !key.is_empty() && !key.contains(char::is_whitespace) && !message.contains(&format!("`{key}`")));
+    let message = match key {
+        Some(key) => format!("field `{key}`: {message}"),
+        None => message,
+    };
+    (line, column, message)
 }
 
 /// 1-based line and column of a byte offset.
