@@ -21,6 +21,15 @@ pub struct BenchArgs {
     /// Megabytes of source text for the token-counting benchmark.
     #[arg(long, default_value_t = 8)]
     corpus_mb: usize,
+    /// Workload of the harness throughput figure.
+    #[arg(long, default_value = "halueval-distractor")]
+    harness_workload: String,
+    /// Context budget of the harness throughput figure.
+    #[arg(long, default_value_t = 512)]
+    harness_budget: usize,
+    /// Replicates of the harness throughput run.
+    #[arg(long, default_value_t = 4)]
+    harness_replicates: u64,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -44,11 +53,57 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
         figures.push(bench::token_count(&corpus, encoding));
     }
+    figures.push(harness_figure(&args)?);
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),
         Format::Text => print!("{}", render_table(&figures)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `harness` group: fixture-runner trials per second. The `svc` and `combined` conditions
+/// join when the context engine is plugged in (`harness::condition::default_selector`).
+fn harness_figure(args: &BenchArgs) -> anyhow::Result<Figure> {
+    use svc::harness::{bench as harness_bench, condition, workload};
+    let cache = tempfile::tempdir()?;
+    let options = workload::LoadOptions {
+        cache_dir: cache.path().to_path_buf(),
+    };
+    let loaded = workload::load(
+        &workload::workloads_root(),
+        &args.harness_workload,
+        &options,
+    )
+    .or_else(|error| {
+        eprintln!("bench: {error}; using the fixture workload fixtures/harness/halueval-mini");
+        workload::load(
+            &workload::workloads_root(),
+            "fixtures/harness/halueval-mini",
+            &options,
+        )
+    })?;
+    let selector = condition::default_selector();
+    let mut conditions = vec![
+        condition::Condition::Raw,
+        condition::Condition::NativeCompaction,
+    ];
+    match harness_bench::selector_available(selector.as_ref()) {
+        Ok(()) => conditions.extend([condition::Condition::Svc, condition::Condition::Combined]),
+        Err(reason) => eprintln!("bench: harness: svc and combined left out: {reason}"),
+    }
+    eprintln!(
+        "bench: harness fixture trials ({}, budget {})…",
+        loaded.name(),
+        args.harness_budget
+    );
+    Ok(harness_bench::fixture_throughput(
+        loaded,
+        conditions,
+        args.harness_budget,
+        args.harness_replicates,
+        None,
+        selector,
+    )?)
 }
 
 fn default_corpus() -> PathBuf {

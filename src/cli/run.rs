@@ -139,10 +139,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 summary.elapsed_seconds,
                 summary.trials_per_second()
             );
-            println!("records:  {}", summary.run_dir.join("trials.jsonl").display());
-            println!("manifest: {}", summary.run_dir.join("manifest.json").display());
+            println!(
+                "records:  {}",
+                summary.run_dir.join("trials.jsonl").display()
+            );
+            println!(
+                "manifest: {}",
+                summary.run_dir.join("manifest.json").display()
+            );
             if summary.run_dir.join("notes.jsonl").is_file() {
-                println!("notes:    {}", summary.run_dir.join("notes.jsonl").display());
+                println!(
+                    "notes:    {}",
+                    summary.run_dir.join("notes.jsonl").display()
+                );
             }
         }
     }

@@ -100,7 +100,11 @@ fn list(format: Format) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(if broken > 0 { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if broken > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 #[derive(Serialize)]
@@ -176,7 +180,13 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
                 } else {
                     task.gold_files.join(", ")
                 };
-                println!("{}  ({} tokens)  {}  -> {}", task.id, task.context_tokens, task.question.lines().next().unwrap_or(""), gold);
+                println!(
+                    "{}  ({} tokens)  {}  -> {}",
+                    task.id,
+                    task.context_tokens,
+                    task.question.lines().next().unwrap_or(""),
+                    gold
+                );
             }
         }
     }

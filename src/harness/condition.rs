@@ -189,7 +189,11 @@ pub fn native_compaction(
 }
 
 /// The most recent turns whose rendering fits `budget` tokens.
-pub fn drop_oldest_turns<'a>(turns: &'a [Turn], budget: usize, tokenizer: &Tokenizer) -> &'a [Turn] {
+pub fn drop_oldest_turns<'a>(
+    turns: &'a [Turn],
+    budget: usize,
+    tokenizer: &Tokenizer,
+) -> &'a [Turn] {
     let mut used = 0usize;
     let mut start = turns.len();
     for (i, turn) in turns.iter().enumerate().rev() {
@@ -235,7 +239,8 @@ fn tail_within<'a>(text: &'a str, budget: usize, tokenizer: &Tokenizer) -> &'a s
     let mut starts: Vec<usize> = vec![0];
     let bytes = text.as_bytes();
     for (i, &b) in bytes.iter().enumerate() {
-        let boundary = b == b'\n' || ((b == b'.' || b == b'?' || b == b'!') && bytes.get(i + 1) == Some(&b' '));
+        let boundary = b == b'\n'
+            || ((b == b'.' || b == b'?' || b == b'!') && bytes.get(i + 1) == Some(&b' '));
         if boundary && i + 1 < bytes.len() {
             starts.push(i + 1);
         }
@@ -351,9 +356,17 @@ fn svc(
     }
     let receipt = env
         .commits
-        .commit(&selected.chunks, parameters(None), &selected.rendered, env.tokenizer)
+        .commit(
+            &selected.chunks,
+            parameters(None),
+            &selected.rendered,
+            env.tokenizer,
+        )
         .map_err(|error| fail("commit_error", error.to_string()))?;
-    debug_assert_eq!(receipt.context_sha256, digest::sha256_hex(&selected.rendered));
+    debug_assert_eq!(
+        receipt.context_sha256,
+        digest::sha256_hex(&selected.rendered)
+    );
     Ok(BuiltContext {
         text: selected.rendered,
         tokens,
@@ -373,10 +386,17 @@ pub(crate) mod tests {
     pub(crate) struct OverlapSelector;
 
     impl ContextSelector for OverlapSelector {
-        fn select(&self, docs: &[(String, String)], query: &str, budget: usize) -> Result<SelectedContext, String> {
+        fn select(
+            &self,
+            docs: &[(String, String)],
+            query: &str,
+            budget: usize,
+        ) -> Result<SelectedContext, String> {
             let tokenizer = Tokenizer::default();
             let query_words: std::collections::HashSet<String> =
-                crate::harness::text::content_words(query).into_iter().collect();
+                crate::harness::text::content_words(query)
+                    .into_iter()
+                    .collect();
             let mut order: Vec<usize> = (0..docs.len()).collect();
             let score = |i: usize| {
                 crate::harness::text::content_words(&docs[i].1)
@@ -398,7 +418,10 @@ pub(crate) mod tests {
                 .iter()
                 .zip(&keep)
                 .filter(|(_, k)| **k)
-                .map(|((n, t), _)| Document { name: n.clone(), text: t.clone() })
+                .map(|((n, t), _)| Document {
+                    name: n.clone(),
+                    text: t.clone(),
+                })
                 .collect();
             let rendered = crate::harness::workload::render_documents(&kept);
             let chunks = docs
@@ -413,7 +436,11 @@ pub(crate) mod tests {
                 })
                 .collect();
             let tokens = tokenizer.count(&rendered);
-            Ok(SelectedContext { rendered, tokens, chunks })
+            Ok(SelectedContext {
+                rendered,
+                tokens,
+                chunks,
+            })
         }
     }
 
@@ -439,8 +466,17 @@ pub(crate) mod tests {
         }
     }
 
-    fn env<'a>(tokenizer: &'a Tokenizer, selector: &'a dyn ContextSelector, commits: &'a CommitStore) -> ConditionEnv<'a> {
-        ConditionEnv { tokenizer, selector, commits, context_window: 100_000 }
+    fn env<'a>(
+        tokenizer: &'a Tokenizer,
+        selector: &'a dyn ContextSelector,
+        commits: &'a CommitStore,
+    ) -> ConditionEnv<'a> {
+        ConditionEnv {
+            tokenizer,
+            selector,
+            commits,
+            context_window: 100_000,
+        }
     }
 
     #[test]
@@ -466,7 +502,8 @@ pub(crate) mod tests {
         let full = PreparedContext::new(&task, &tokenizer);
         let env = env(&tokenizer, &OverlapSelector, &commits);
         for budget in [40, 100, 200] {
-            let built = build(Condition::NativeCompaction, &task, &full, budget, &env).expect("native");
+            let built =
+                build(Condition::NativeCompaction, &task, &full, budget, &env).expect("native");
             assert!(built.tokens <= budget, "{budget}: {}", built.tokens);
             assert_eq!(built.tokens, tokenizer.count(&built.text));
             assert!(built.text.starts_with("## doc-00"));
@@ -481,7 +518,10 @@ pub(crate) mod tests {
     fn transcripts_drop_oldest_turns() {
         let tokenizer = Tokenizer::default();
         let turns: Vec<Turn> = (0..30)
-            .map(|i| Turn { role: if i % 2 == 0 { "user" } else { "assistant" }.into(), text: format!("message number {i} about nothing much") })
+            .map(|i| Turn {
+                role: if i % 2 == 0 { "user" } else { "assistant" }.into(),
+                text: format!("message number {i} about nothing much"),
+            })
             .collect();
         let kept = drop_oldest_turns(&turns, 50, &tokenizer);
         assert!(!kept.is_empty() && kept.len() < 30);
@@ -506,17 +546,30 @@ pub(crate) mod tests {
         assert!(combined.context_commit_id.is_some());
 
         let unavailable = default_selector();
-        let env = ConditionEnv { selector: unavailable.as_ref(), ..env };
+        let env = ConditionEnv {
+            selector: unavailable.as_ref(),
+            ..env
+        };
         let failure = build(Condition::Svc, &task, &full, 60, &env).expect_err("no engine");
         assert_eq!(failure.error_type, "selector_error");
-        assert_eq!(failure.message, "the svc condition needs the context engine");
-        let id = failure.context_commit_id.expect("commit of what was available");
-        assert_eq!(commits.receipt(&id).expect("receipt").recoverable().count(), 21);
+        assert_eq!(
+            failure.message,
+            "the svc condition needs the context engine"
+        );
+        let id = failure
+            .context_commit_id
+            .expect("commit of what was available");
+        assert_eq!(
+            commits.receipt(&id).expect("receipt").recoverable().count(),
+            21
+        );
     }
 
     #[test]
     fn rendered_documents_split_back_into_units() {
-        let units = split_rendered_documents(&format!("tail of a cut doc\n## a\nalpha\n{ELISION}more\n## b\nbeta\n"));
+        let units = split_rendered_documents(&format!(
+            "tail of a cut doc\n## a\nalpha\n{ELISION}more\n## b\nbeta\n"
+        ));
         let names: Vec<&str> = units.iter().map(|u| u.0.as_str()).collect();
         assert_eq!(names, ["compacted-part", "a", "compacted-part-1", "b"]);
     }

@@ -30,7 +30,9 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::condition::{self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext};
+use super::condition::{
+    self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
+};
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
 use super::workload::{Task, Workload};
@@ -157,7 +159,9 @@ impl RunSummary {
 /// Errors that stop a run (a failed trial does not: it is a record).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("{path}:{line}: an existing record cannot be read ({message}); move the file away or pass a new --out")]
+    #[error(
+        "{path}:{line}: an existing record cannot be read ({message}); move the file away or pass a new --out"
+    )]
     Existing {
         path: PathBuf,
         line: usize,
@@ -377,7 +381,11 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
             .tasks
             .par_iter()
             .enumerate()
-            .map(|(i, task)| needed.contains(&i).then(|| PreparedContext::new(task, &tokenizer)))
+            .map(|(i, task)| {
+                needed
+                    .contains(&i)
+                    .then(|| PreparedContext::new(task, &tokenizer))
+            })
             .collect()
     });
     let prepared = Arc::new(prepared);
@@ -391,7 +399,15 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let max_error_rate = settings.max_error_rate;
     let writer_abort = abort.clone();
     let writer_thread = std::thread::spawn(move || {
-        write_loop(writer, &notes_path, receiver, total, progress, max_error_rate, &writer_abort)
+        write_loop(
+            writer,
+            &notes_path,
+            receiver,
+            total,
+            progress,
+            max_error_rate,
+            &writer_abort,
+        )
     });
 
     let context = TrialContext {
@@ -482,10 +498,11 @@ impl TrialContext<'_> {
         let staged = self.stage(cell);
         let reply = match &staged.built {
             Ok(built) if built.tokens > 0 => {
-                let request =
-                    self.settings
-                        .runner
-                        .request(&built.text, &self.task(cell).question, self.task(cell).answer_kind);
+                let request = self.settings.runner.request(
+                    &built.text,
+                    &self.task(cell).question,
+                    self.task(cell).answer_kind,
+                );
                 let start = Instant::now();
                 let reply = self.settings.runner.call_local(&request);
                 let latency = start.elapsed().as_secs_f64() * 1000.0;
@@ -504,7 +521,11 @@ impl TrialContext<'_> {
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a
     /// record and notes.
-    fn finish(&self, staged: Staged, reply: Option<(Result<ModelReply, RunnerError>, f64)>) -> Finished {
+    fn finish(
+        &self,
+        staged: Staged,
+        reply: Option<(Result<ModelReply, RunnerError>, f64)>,
+    ) -> Finished {
         let settings = self.settings;
         let cell = staged.cell;
         let task = self.task(&cell);
@@ -575,14 +596,20 @@ impl TrialContext<'_> {
                 if let Some(full) = built.truncated_from {
                     notes.push(note(
                         "truncated_at_context_window",
-                        format!("raw context of {full} tokens cut to {} tokens", built.tokens),
+                        format!(
+                            "raw context of {full} tokens cut to {} tokens",
+                            built.tokens
+                        ),
                     ));
                 }
                 match reply {
                     None => {
                         record.error_type = Some("empty_context".into());
                         record.provider_request_id = stable_id("not_called");
-                        notes.push(note("empty_context", "the condition left no context; the model was not called".into()));
+                        notes.push(note(
+                            "empty_context",
+                            "the condition left no context; the model was not called".into(),
+                        ));
                     }
                     Some((Err(error), latency)) => {
                         record.error_type = Some(error.error_type());
@@ -595,10 +622,15 @@ impl TrialContext<'_> {
                         record.outcome = Outcome::Success;
                         record.usage_source = reply.usage_source;
                         record.provider_request_id = reply.provider_request_id.clone();
-                        record.task_score = settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
+                        record.task_score =
+                            settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
                         record.unsupported_claim_rate = settings
                             .claim_checker
-                            .unsupported_claim_rate(&reply.text, &task.claim_evidence(), Some(&task.question))
+                            .unsupported_claim_rate(
+                                &reply.text,
+                                &task.claim_evidence(),
+                                Some(&task.question),
+                            )
                             .clamp(0.0, 1.0);
                         record.output_tokens = reply.output_tokens;
                         record.reasoning_tokens = reply.reasoning_tokens;
@@ -625,7 +657,10 @@ impl TrialContext<'_> {
                     .collect::<Vec<_>>()
                     .join("; "),
             ));
-            Finished { record: None, notes }
+            Finished {
+                record: None,
+                notes,
+            }
         }
     }
 }
@@ -769,8 +804,17 @@ fn write_loop(
     Ok(counts)
 }
 
-fn record_key(task_id: &str, condition: Condition, replicate: u64, scorer: &str, provider: &str, model: &str) -> String {
-    format!("{task_id}\u{1f}{condition}\u{1f}{replicate}\u{1f}{scorer}\u{1f}{provider}\u{1f}{model}")
+fn record_key(
+    task_id: &str,
+    condition: Condition,
+    replicate: u64,
+    scorer: &str,
+    provider: &str,
+    model: &str,
+) -> String {
+    format!(
+        "{task_id}\u{1f}{condition}\u{1f}{replicate}\u{1f}{scorer}\u{1f}{provider}\u{1f}{model}"
+    )
 }
 
 /// Keys of the records already in `path`; cuts off a torn last line first.
@@ -799,21 +843,23 @@ fn existing_keys(path: &Path) -> Result<HashSet<String>, RunError> {
                 path: path.to_path_buf(),
                 source,
             })?;
-        file.set_len(complete as u64).map_err(|source| RunError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        file.set_len(complete as u64)
+            .map_err(|source| RunError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
     }
     let text = String::from_utf8_lossy(&bytes[..complete]);
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
         }
-        let record: TrialRecord = serde_json::from_str(line).map_err(|error| RunError::Existing {
-            path: path.to_path_buf(),
-            line: index + 1,
-            message: error.to_string(),
-        })?;
+        let record: TrialRecord =
+            serde_json::from_str(line).map_err(|error| RunError::Existing {
+                path: path.to_path_buf(),
+                line: index + 1,
+                message: error.to_string(),
+            })?;
         keys.insert(record_key(
             &record.task_id,
             record.condition,
@@ -827,7 +873,8 @@ fn existing_keys(path: &Path) -> Result<HashSet<String>, RunError> {
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
-    let mut bytes = serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
+    let mut bytes =
+        serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
     bytes.push(b'\n');
     state::atomic_write(&dir.join("manifest.json"), &bytes)?;
     Ok(())
@@ -900,7 +947,10 @@ mod tests {
         let shard = Shard { index: 2, count: 3 };
         let mine: Vec<usize> = (0..7).filter(|&i| shard.contains(i)).collect();
         assert_eq!(mine, [1, 4]);
-        assert_eq!(split_task_id(&budget_task_id("halueval-0001", 512)), ("halueval-0001", Some(512)));
+        assert_eq!(
+            split_task_id(&budget_task_id("halueval-0001", 512)),
+            ("halueval-0001", Some(512))
+        );
         assert_eq!(split_task_id("plain"), ("plain", None));
     }
 
@@ -920,7 +970,13 @@ mod tests {
             .map(|k| {
                 let fact = format!("The keeper of lighthouse number {k} is called Keeper{k}.");
                 let mut docs = filler.clone();
-                docs.insert(k * 2, Document { name: format!("fact-{k}"), text: fact.clone() });
+                docs.insert(
+                    k * 2,
+                    Document {
+                        name: format!("fact-{k}"),
+                        text: fact.clone(),
+                    },
+                );
                 Task {
                     id: format!("t{k}"),
                     question: format!("Who is the keeper of lighthouse number {k}?"),
@@ -933,9 +989,14 @@ mod tests {
             })
             .collect();
         let spec_text = "name = \"lighthouses\"\nversion = \"3\"\nkind = \"qa\"\nscorer = \"qa-exact-v1\"\n[qa]\nformat = \"builtin\"\ntasks = \"t\"\ndocuments = \"d\"\n";
-        let spec: WorkloadSpec = crate::harness::workload::spec::parse(spec_text, Path::new("w.toml")).expect("spec");
+        let spec: WorkloadSpec =
+            crate::harness::workload::spec::parse(spec_text, Path::new("w.toml")).expect("spec");
         assert_eq!(spec.kind, WorkloadKind::Qa);
-        Workload { spec, dir: PathBuf::from("."), tasks }
+        Workload {
+            spec,
+            dir: PathBuf::from("."),
+            tasks,
+        }
     }
 
     fn settings(dir: &Path, shard: Shard) -> RunSettings {
@@ -961,12 +1022,18 @@ mod tests {
     fn records(dir: &Path) -> Vec<TrialRecord> {
         let text = fs::read_to_string(dir.join("run/trials.jsonl")).expect("trials");
         let validator = crate::trial::RecordValidator::new().expect("validator");
-        let reader = RecordReader::new(Box::new(std::io::Cursor::new(text.clone().into_bytes())), Some("t.jsonl")).expect("reader");
+        let reader = RecordReader::new(
+            Box::new(std::io::Cursor::new(text.clone().into_bytes())),
+            Some("t.jsonl"),
+        )
+        .expect("reader");
         for item in reader {
             let item = item.expect("io");
             assert!(validator.check_str(&item.text.expect("utf8")).is_empty());
         }
-        text.lines().map(|l| serde_json::from_str(l).expect("record")).collect()
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("record"))
+            .collect()
     }
 
     #[test]
@@ -982,23 +1049,37 @@ mod tests {
         for record in &records {
             let (task, budget) = split_task_id(&record.task_id);
             assert!(task.starts_with('t'));
-            let entry = score.entry((record.condition, budget.expect("budget"))).or_default();
+            let entry = score
+                .entry((record.condition, budget.expect("budget")))
+                .or_default();
             entry.0 += record.task_score;
             entry.1 += record.evidence_recall;
             entry.2 += 1;
             if matches!(record.condition, Condition::Svc | Condition::Combined) {
                 let id = record.context_commit_id.as_deref().expect("ctx");
-                let receipt = CommitStore::new(&dir.path().join("state")).receipt(id).expect("receipt");
+                let receipt = CommitStore::new(&dir.path().join("state"))
+                    .receipt(id)
+                    .expect("receipt");
                 assert_eq!(receipt.context_sha256, record.context_sha256);
             }
             if record.condition != Condition::Raw {
                 assert!(record.context_tokens as usize <= budget.expect("budget"));
             }
         }
-        let mean = |c, b| { let (s, r, n) = score[&(c, b)]; (s / n as f64, r / n as f64) };
+        let mean = |c, b| {
+            let (s, r, n) = score[&(c, b)];
+            (s / n as f64, r / n as f64)
+        };
         assert_eq!(mean(Condition::Raw, 60), (1.0, 1.0));
-        assert_eq!(mean(Condition::Svc, 60), (1.0, 1.0), "the selector keeps the fact");
-        assert!(mean(Condition::NativeCompaction, 60).1 < 1.0, "head and tail lose facts in the middle");
+        assert_eq!(
+            mean(Condition::Svc, 60),
+            (1.0, 1.0),
+            "the selector keeps the fact"
+        );
+        assert!(
+            mean(Condition::NativeCompaction, 60).1 < 1.0,
+            "head and tail lose facts in the middle"
+        );
         let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
         assert_eq!(manifest.budgets, [60, 120]);
         assert_eq!(manifest.workload.version, "3");
@@ -1013,13 +1094,26 @@ mod tests {
         let path = dir.path().join("run/trials.jsonl");
         let text = fs::read_to_string(&path).expect("read");
         let keep: Vec<&str> = text.lines().take(50).collect();
-        fs::write(&path, format!("{}\n{{\"schema_version\":\"svc.con", keep.join("\n"))).expect("tear");
+        fs::write(
+            &path,
+            format!("{}\n{{\"schema_version\":\"svc.con", keep.join("\n")),
+        )
+        .expect("tear");
         let resumed = execute(&settings).expect("resume torn");
         assert_eq!((resumed.skipped, resumed.written), (50, 46));
         let records = self::records(dir.path());
         let keys: HashSet<String> = records
             .iter()
-            .map(|r| record_key(&r.task_id, r.condition, r.replicate, &r.scorer, &r.provider, &r.model))
+            .map(|r| {
+                record_key(
+                    &r.task_id,
+                    r.condition,
+                    r.replicate,
+                    &r.scorer,
+                    &r.provider,
+                    &r.model,
+                )
+            })
             .collect();
         assert_eq!((records.len(), keys.len()), (96, 96));
     }
@@ -1033,9 +1127,16 @@ mod tests {
             let settings = settings(&shard_dir, Shard { index, count: 3 });
             execute(&settings).expect("shard");
             let records = records(&shard_dir);
-            let tasks: HashSet<&str> = records.iter().map(|r| split_task_id(&r.task_id).0).collect();
+            let tasks: HashSet<&str> = records
+                .iter()
+                .map(|r| split_task_id(&r.task_id).0)
+                .collect();
             assert_eq!(tasks.len(), 2, "6 tasks over 3 shards");
-            all.extend(records.into_iter().map(|r| (r.task_id, r.condition, r.replicate)));
+            all.extend(
+                records
+                    .into_iter()
+                    .map(|r| (r.task_id, r.condition, r.replicate)),
+            );
         }
         let unique: HashSet<_> = all.iter().cloned().collect();
         assert_eq!((all.len(), unique.len()), (96, 96));
@@ -1052,7 +1153,12 @@ mod tests {
             if matches!(record.condition, Condition::Svc | Condition::Combined) {
                 assert_eq!(record.outcome, Outcome::Error);
                 assert_eq!(record.error_type.as_deref(), Some("selector_error"));
-                assert!(record.context_commit_id.as_deref().is_some_and(|id| id.starts_with("ctx_")));
+                assert!(
+                    record
+                        .context_commit_id
+                        .as_deref()
+                        .is_some_and(|id| id.starts_with("ctx_"))
+                );
             }
         }
         let dir = tempfile::tempdir().expect("tempdir");

@@ -63,7 +63,9 @@ impl ScorerName {
             ScorerName::QaExactV1 => best(&task.answers, |gold| qa_exact(response, gold)),
             ScorerName::QaF1V1 => best(&task.answers, |gold| qa_f1(response, gold)),
             ScorerName::NeedleHitV1 => best(&task.answers, |gold| needle_hit(response, gold)),
-            ScorerName::FileRecallAtKV1 => file_recall_at_k(response, &task.gold_files, FILE_RECALL_K),
+            ScorerName::FileRecallAtKV1 => {
+                file_recall_at_k(response, &task.gold_files, FILE_RECALL_K)
+            }
         }
     }
 }
@@ -86,8 +88,13 @@ fn contains_words(haystack: &str, needle: &str) -> bool {
 }
 
 fn qa_exact(response: &str, gold: &str) -> f64 {
-    let (response, gold) = (text::normalize_answer(response), text::normalize_answer(gold));
-    f64::from(u8::from(response == gold || contains_words(&response, &gold)))
+    let (response, gold) = (
+        text::normalize_answer(response),
+        text::normalize_answer(gold),
+    );
+    f64::from(u8::from(
+        response == gold || contains_words(&response, &gold),
+    ))
 }
 
 fn qa_f1(response: &str, gold: &str) -> f64 {
@@ -115,7 +122,10 @@ fn qa_f1(response: &str, gold: &str) -> f64 {
 }
 
 fn needle_hit(response: &str, gold: &str) -> f64 {
-    let (response, gold) = (text::normalize_answer(response), text::normalize_answer(gold));
+    let (response, gold) = (
+        text::normalize_answer(response),
+        text::normalize_answer(gold),
+    );
     f64::from(u8::from(contains_words(&response, &gold)))
 }
 
@@ -168,7 +178,8 @@ pub fn evidence_recall(context_sent: &str, evidence: &[String]) -> f64 {
 pub trait ClaimChecker: Send + Sync {
     /// Fraction in `0..=1` of the response's checkable claims that `evidence` does not support;
     /// 0 when the response makes no checkable claim.
-    fn unsupported_claim_rate(&self, response: &str, evidence: &str, question: Option<&str>) -> f64;
+    fn unsupported_claim_rate(&self, response: &str, evidence: &str, question: Option<&str>)
+    -> f64;
 }
 
 /// The claim checker trials use. The single place the witness is plugged in.
@@ -193,10 +204,18 @@ impl Default for CoverageClaimChecker {
 }
 
 impl ClaimChecker for CoverageClaimChecker {
-    fn unsupported_claim_rate(&self, response: &str, evidence: &str, question: Option<&str>) -> f64 {
+    fn unsupported_claim_rate(
+        &self,
+        response: &str,
+        evidence: &str,
+        question: Option<&str>,
+    ) -> f64 {
         let evidence_words: HashSet<String> = text::words(evidence).into_iter().collect();
-        let question_words: HashSet<String> =
-            question.map(text::words).unwrap_or_default().into_iter().collect();
+        let question_words: HashSet<String> = question
+            .map(text::words)
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let (mut claims, mut unsupported) = (0usize, 0usize);
         for sentence in text::sentences(response) {
             let asserted: Vec<String> = text::content_words(sentence)
@@ -207,7 +226,10 @@ impl ClaimChecker for CoverageClaimChecker {
                 continue;
             }
             claims += 1;
-            let covered = asserted.iter().filter(|w| evidence_words.contains(*w)).count();
+            let covered = asserted
+                .iter()
+                .filter(|w| evidence_words.contains(*w))
+                .count();
             if (covered as f64) < self.min_coverage * asserted.len() as f64 {
                 unsupported += 1;
             }
@@ -244,17 +266,34 @@ mod tests {
         assert_eq!(ScorerName::QaExactV1.score("Taj", &t), 0.0);
         let f1 = ScorerName::QaF1V1.score("Oberoi hotels", &t);
         assert!((f1 - 2.0 / 3.0).abs() < 1e-9, "{f1}");
-        assert_eq!(ScorerName::NeedleHitV1.score("code is 4817", &task(&["4817"], &[])), 1.0);
-        assert_eq!(ScorerName::NeedleHitV1.score("code is 48170", &task(&["4817"], &[])), 0.0);
+        assert_eq!(
+            ScorerName::NeedleHitV1.score("code is 4817", &task(&["4817"], &[])),
+            1.0
+        );
+        assert_eq!(
+            ScorerName::NeedleHitV1.score("code is 48170", &task(&["4817"], &[])),
+            0.0
+        );
     }
 
     #[test]
     fn file_recall_reads_listed_paths() {
         let t = task(&[], &["src/a.rs", "src/b.rs"]);
-        assert_eq!(ScorerName::FileRecallAtKV1.score("1. `src/a.rs`\n- src/c.rs\nsrc/b.rs", &t), 1.0);
-        assert_eq!(ScorerName::FileRecallAtKV1.score("src/a.rs\nnothing else", &t), 0.5);
-        let many: String = (0..6).map(|i| format!("src/x{i}.rs\n")).collect::<String>() + "src/a.rs";
-        assert_eq!(ScorerName::FileRecallAtKV1.score(&many, &t), 0.0, "only the first k count");
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.score("1. `src/a.rs`\n- src/c.rs\nsrc/b.rs", &t),
+            1.0
+        );
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.score("src/a.rs\nnothing else", &t),
+            0.5
+        );
+        let many: String =
+            (0..6).map(|i| format!("src/x{i}.rs\n")).collect::<String>() + "src/a.rs";
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.score(&many, &t),
+            0.0,
+            "only the first k count"
+        );
     }
 
     #[test]
@@ -278,12 +317,25 @@ mod tests {
         let checker = CoverageClaimChecker::default();
         let evidence = "The Oberoi Group is a hotel company with its head office in Delhi.";
         let question = Some("Where is the head office of the Oberoi Group?");
-        assert_eq!(checker.unsupported_claim_rate("Delhi", evidence, question), 0.0);
-        assert_eq!(checker.unsupported_claim_rate("Mumbai", evidence, question), 1.0);
         assert_eq!(
-            checker.unsupported_claim_rate("It is in Delhi. It was founded by pirates.", evidence, question),
+            checker.unsupported_claim_rate("Delhi", evidence, question),
+            0.0
+        );
+        assert_eq!(
+            checker.unsupported_claim_rate("Mumbai", evidence, question),
+            1.0
+        );
+        assert_eq!(
+            checker.unsupported_claim_rate(
+                "It is in Delhi. It was founded by pirates.",
+                evidence,
+                question
+            ),
             0.5
         );
-        assert_eq!(checker.unsupported_claim_rate("The Oberoi Group.", evidence, question), 0.0);
+        assert_eq!(
+            checker.unsupported_claim_rate("The Oberoi Group.", evidence, question),
+            0.0
+        );
     }
 }

@@ -182,9 +182,15 @@ mod tests {
 
     #[test]
     fn words_and_normalisation() {
-        assert_eq!(words("Arthur's Magazine (1844)"), ["arthur", "s", "magazine", "1844"]);
+        assert_eq!(
+            words("Arthur's Magazine (1844)"),
+            ["arthur", "s", "magazine", "1844"]
+        );
         assert_eq!(normalize_answer("The  Oberoi Group."), "oberoi group");
-        assert_eq!(content_words("What is the capital of France?"), ["capital", "france"]);
+        assert_eq!(
+            content_words("What is the capital of France?"),
+            ["capital", "france"]
+        );
     }
 
     #[test]
@@ -199,9 +205,15 @@ mod tests {
                 "Next line"
             ]
         );
-        assert_eq!(sentences("Published in the U.S. in 1990.Then"), ["Published in the U.S. in 1990.", "Then"]);
+        assert_eq!(
+            sentences("Published in the U.S. in 1990.Then"),
+            ["Published in the U.S. in 1990.", "Then"]
+        );
         let glued = "in the 19th century.First for Women";
-        assert_eq!(sentences(glued), ["in the 19th century.", "First for Women"]);
+        assert_eq!(
+            sentences(glued),
+            ["in the 19th century.", "First for Women"]
+        );
     }
 
     #[test]

@@ -26,27 +26,58 @@ fn fixture_run_end_to_end_then_resume_without_duplicates() {
     let state = tempfile::tempdir().expect("tempdir");
     let out = state.path().join("run");
     let args = [
-        "run", "--workload", MINI, "--conditions", "raw,native_compaction", "--budget", "64",
-        "--budget", "128", "--replicates", "2", "--out",
+        "run",
+        "--workload",
+        MINI,
+        "--conditions",
+        "raw,native_compaction",
+        "--budget",
+        "64",
+        "--budget",
+        "128",
+        "--replicates",
+        "2",
+        "--out",
     ];
     let first = run(svc(state.path()).args(args).arg(&out));
     assert_eq!(first.code, 0, "{}", first.stderr);
-    assert!(first.stdout.contains("96 trials written (0 errors), 0 already present"), "{}", first.stdout);
+    assert!(
+        first
+            .stdout
+            .contains("96 trials written (0 errors), 0 already present"),
+        "{}",
+        first.stdout
+    );
     let records = records(&out);
     assert_eq!(records.len(), 12 * 2 * 2 * 2);
     for record in &records {
         assert_eq!(record.outcome, Outcome::Success);
         assert_eq!(record.usage_source, UsageSource::DeterministicFixture);
-        assert_eq!((record.workload.as_str(), record.workload_version.as_str()), ("halueval-mini", "1"));
-        let budget: usize = record.task_id.rsplit_once("@b").expect("budget suffix").1.parse().expect("number");
+        assert_eq!(
+            (record.workload.as_str(), record.workload_version.as_str()),
+            ("halueval-mini", "1")
+        );
+        let budget: usize = record
+            .task_id
+            .rsplit_once("@b")
+            .expect("budget suffix")
+            .1
+            .parse()
+            .expect("number");
         if record.condition == Condition::NativeCompaction {
             assert!(record.context_tokens as usize <= budget);
         }
     }
-    let raw_score: f64 = records.iter().filter(|r| r.condition == Condition::Raw).map(|r| r.task_score).sum();
+    let raw_score: f64 = records
+        .iter()
+        .filter(|r| r.condition == Condition::Raw)
+        .map(|r| r.task_score)
+        .sum();
     assert!(raw_score > 0.0, "the fixture answers from the raw context");
-    let manifest: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).expect("manifest")).expect("json");
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
     assert_eq!(manifest["budgets"], serde_json::json!([64, 128]));
     assert_eq!(manifest["task_id_budget_separator"], "@b");
     assert_eq!(manifest["workload"]["version"], "1");
@@ -55,16 +86,28 @@ fn fixture_run_end_to_end_then_resume_without_duplicates() {
 
     let second = run(svc(state.path()).args(args).arg(&out));
     assert_eq!(second.code, 0, "{}", second.stderr);
-    assert!(second.stdout.contains("0 trials written (0 errors), 96 already present"), "{}", second.stdout);
+    assert!(
+        second
+            .stdout
+            .contains("0 trials written (0 errors), 96 already present"),
+        "{}",
+        second.stdout
+    );
     assert_eq!(self::records(&out).len(), 96);
 
     // More replicates into the same directory add only the new ones.
     let mut more: Vec<&str> = args.to_vec();
     more[9] = "3";
     let third = run(svc(state.path()).args(&more).arg(&out));
-    assert!(third.stdout.contains("48 trials written"), "{}", third.stdout);
-    let keys: HashSet<(String, Condition, u64)> =
-        self::records(&out).into_iter().map(|r| (r.task_id, r.condition, r.replicate)).collect();
+    assert!(
+        third.stdout.contains("48 trials written"),
+        "{}",
+        third.stdout
+    );
+    let keys: HashSet<(String, Condition, u64)> = self::records(&out)
+        .into_iter()
+        .map(|r| (r.task_id, r.condition, r.replicate))
+        .collect();
     assert_eq!(keys.len(), 144);
 }
 
@@ -75,7 +118,16 @@ fn shards_split_the_tasks() {
     for shard in ["1/2", "2/2"] {
         let out = state.path().join(shard.replace('/', "of"));
         let result = run(svc(state.path())
-            .args(["run", "--workload", MINI, "--conditions", "raw", "--shard", shard, "--out"])
+            .args([
+                "run",
+                "--workload",
+                MINI,
+                "--conditions",
+                "raw",
+                "--shard",
+                shard,
+                "--out",
+            ])
             .arg(&out));
         assert_eq!(result.code, 0, "{}", result.stderr);
         let records = records(&out);
@@ -90,14 +142,26 @@ fn shards_split_the_tasks() {
 fn failing_endpoint() -> String {
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
         runtime.block_on(async move {
             let app = axum::Router::new().route(
                 "/v1/chat/completions",
-                axum::routing::post(|| async { (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "{\"error\":\"down\"}") }),
+                axum::routing::post(|| async {
+                    (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        "{\"error\":\"down\"}",
+                    )
+                }),
             );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-            sender.send(listener.local_addr().expect("address")).expect("send");
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            sender
+                .send(listener.local_addr().expect("address"))
+                .expect("send");
             let _ = axum::serve(listener, app).await;
         });
     });
@@ -124,7 +188,11 @@ fn failing_endpoint_gives_error_records_and_max_error_rate_aborts() {
         .arg("--out")
         .arg(&out));
     assert_eq!(result.code, 0, "{}", result.stderr);
-    assert!(result.stdout.contains("12 trials written (12 errors)"), "{}", result.stdout);
+    assert!(
+        result.stdout.contains("12 trials written (12 errors)"),
+        "{}",
+        result.stdout
+    );
     for record in records(&out) {
         assert_eq!(record.outcome, Outcome::Error);
         assert_eq!(record.error_type.as_deref(), Some("http_500"));
@@ -135,18 +203,32 @@ fn failing_endpoint_gives_error_records_and_max_error_rate_aborts() {
     assert!(notes.contains("HTTP 500"), "{notes}");
 
     let aborted = run(svc(state.path())
-        .args(["run", "--workload", MINI, "--conditions", "raw", "--max-error-rate", "0.5", "--runner"])
+        .args([
+            "run",
+            "--workload",
+            MINI,
+            "--conditions",
+            "raw",
+            "--max-error-rate",
+            "0.5",
+            "--runner",
+        ])
         .arg(&runner)
         .arg("--out")
         .arg(state.path().join("aborted")));
     assert_eq!(aborted.code, 1, "{}", aborted.stderr);
-    assert!(aborted.stderr.contains("--max-error-rate"), "{}", aborted.stderr);
+    assert!(
+        aborted.stderr.contains("--max-error-rate"),
+        "{}",
+        aborted.stderr
+    );
 }
 
 #[test]
 fn bad_input_gives_clear_errors() {
     let state = tempfile::tempdir().expect("tempdir");
-    let malformed = run(svc(state.path()).args(["run", "--workload", "fixtures/harness/broken-workload"]));
+    let malformed =
+        run(svc(state.path()).args(["run", "--workload", "fixtures/harness/broken-workload"]));
     assert_eq!(malformed.code, 2);
     assert!(
         malformed.stderr.contains(
@@ -157,10 +239,23 @@ fn bad_input_gives_clear_errors() {
     );
     let unknown = run(svc(state.path()).args(["run", "--workload", "no-such-workload"]));
     assert_eq!(unknown.code, 2);
-    assert!(unknown.stderr.contains("unknown workload `no-such-workload`") && unknown.stderr.contains("qa-builtin"), "{}", unknown.stderr);
-    let runner = run(svc(state.path()).args(["run", "--workload", MINI, "--runner", "no-such-runner"]));
+    assert!(
+        unknown
+            .stderr
+            .contains("unknown workload `no-such-workload`")
+            && unknown.stderr.contains("qa-builtin"),
+        "{}",
+        unknown.stderr
+    );
+    let runner =
+        run(svc(state.path()).args(["run", "--workload", MINI, "--runner", "no-such-runner"]));
     assert_eq!(runner.code, 2);
-    assert!(runner.stderr.contains("unknown runner `no-such-runner`") && runner.stderr.contains("fixture"), "{}", runner.stderr);
+    assert!(
+        runner.stderr.contains("unknown runner `no-such-runner`")
+            && runner.stderr.contains("fixture"),
+        "{}",
+        runner.stderr
+    );
     let shard = run(svc(state.path()).args(["run", "--workload", MINI, "--shard", "3/2"]));
     assert_eq!(shard.code, 2);
     assert!(shard.stderr.contains("K/N"), "{}", shard.stderr);
@@ -170,11 +265,25 @@ fn bad_input_gives_clear_errors() {
 fn svc_conditions_without_the_context_engine_are_error_records() {
     let state = tempfile::tempdir().expect("tempdir");
     let out = state.path().join("run");
-    let result = run(svc(state.path()).args(["run", "--workload", MINI, "--conditions", "svc,combined", "--out"]).arg(&out));
+    let result = run(svc(state.path())
+        .args([
+            "run",
+            "--workload",
+            MINI,
+            "--conditions",
+            "svc,combined",
+            "--out",
+        ])
+        .arg(&out));
     assert_eq!(result.code, 0, "{}", result.stderr);
     for record in records(&out) {
         assert_eq!(record.error_type.as_deref(), Some("selector_error"));
-        assert!(record.context_commit_id.as_deref().is_some_and(|id| id.starts_with("ctx_")));
+        assert!(
+            record
+                .context_commit_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with("ctx_"))
+        );
     }
 }
 
@@ -183,16 +292,41 @@ fn workloads_and_runners_are_listed_and_shown() {
     let state = tempfile::tempdir().expect("tempdir");
     let list = run(svc(state.path()).args(["workloads", "list"]));
     assert_eq!(list.code, 0, "{}", list.stderr);
-    for name in ["qa-builtin", "halueval-distractor", "needle-builtin", "conversation-builtin", "code-localization-mini"] {
-        assert!(list.stdout.contains(&format!("| {name} | 1 |")), "{}", list.stdout);
+    for name in [
+        "qa-builtin",
+        "halueval-distractor",
+        "needle-builtin",
+        "conversation-builtin",
+        "code-localization-mini",
+    ] {
+        assert!(
+            list.stdout.contains(&format!("| {name} | 1 |")),
+            "{}",
+            list.stdout
+        );
     }
-    let show = run(svc(state.path()).args(["workloads", "show", "code-localization-mini", "--format", "json"]));
+    let show = run(svc(state.path()).args([
+        "workloads",
+        "show",
+        "code-localization-mini",
+        "--format",
+        "json",
+    ]));
     assert_eq!(show.code, 0, "{}", show.stderr);
     let shown: serde_json::Value = serde_json::from_str(&show.stdout).expect("json");
     assert_eq!(shown["tasks"], 8);
-    assert_eq!(shown["first_tasks"][0]["gold_files"][0], "inventory/csv_import.py");
+    assert_eq!(
+        shown["first_tasks"][0]["gold_files"][0],
+        "inventory/csv_import.py"
+    );
     let runners = run(svc(state.path()).args(["runners", "list"]));
-    assert!(runners.stdout.contains("| fixture | fixture | svc-fixture | extractive-v1 | zero_cost_fixture |"), "{}", runners.stdout);
+    assert!(
+        runners
+            .stdout
+            .contains("| fixture | fixture | svc-fixture | extractive-v1 | zero_cost_fixture |"),
+        "{}",
+        runners.stdout
+    );
     let check = run(svc(state.path()).args(["runners", "check", "fixture"]));
     assert_eq!(check.code, 0, "{}", check.stderr);
     assert!(check.stdout.contains("answer: green"), "{}", check.stdout);

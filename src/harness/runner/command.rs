@@ -82,10 +82,11 @@ impl CommandBackend {
             stderr.truncate(300);
             return Err(fail(format!("exited with {}: {stderr}", output.status)));
         }
-        let parsed: CommandOutput = serde_json::from_slice(&output.stdout).map_err(|e| RunnerError::InvalidResponse {
-            url: self.program.clone(),
-            message: format!("stdout is not {{\"text\", \"usage\"}} JSON: {e}"),
-        })?;
+        let parsed: CommandOutput =
+            serde_json::from_slice(&output.stdout).map_err(|e| RunnerError::InvalidResponse {
+                url: self.program.clone(),
+                message: format!("stdout is not {{\"text\", \"usage\"}} JSON: {e}"),
+            })?;
         let usage = parsed.usage.ok_or_else(|| RunnerError::MissingUsage {
             url: self.program.clone(),
         })?;
@@ -125,18 +126,30 @@ mod tests {
         );
         let request = runner.request("ctx", "q", AnswerKind::Span);
         let reply = runner.call(&request).await.expect("reply");
-        assert_eq!((reply.text.as_str(), reply.provider_request_id.as_str()), ("green", "c1"));
+        assert_eq!(
+            (reply.text.as_str(), reply.provider_request_id.as_str()),
+            ("green", "c1")
+        );
     }
 
     #[tokio::test]
     async fn command_failures_are_typed() {
         let request = runner("true").request("ctx", "q", AnswerKind::Span);
-        let error = runner("cat >/dev/null; echo oops >&2; exit 3").call(&request).await.expect_err("exit");
+        let error = runner("cat >/dev/null; echo oops >&2; exit 3")
+            .call(&request)
+            .await
+            .expect_err("exit");
         assert_eq!(error.error_type(), "command_failed");
         assert!(error.to_string().contains("oops"), "{error}");
-        let error = runner("cat >/dev/null; echo not-json").call(&request).await.expect_err("json");
+        let error = runner("cat >/dev/null; echo not-json")
+            .call(&request)
+            .await
+            .expect_err("json");
         assert_eq!(error.error_type(), "invalid_response");
-        let error = runner("cat >/dev/null; sleep 5").call(&request).await.expect_err("slow");
+        let error = runner("cat >/dev/null; sleep 5")
+            .call(&request)
+            .await
+            .expect_err("slow");
         assert_eq!(error.error_type(), "timeout");
     }
 }

@@ -61,7 +61,11 @@ fn span_answer(context: &str, question: &str) -> String {
     let total = candidates.len().max(1) as f64;
     let weight = |word: &String| {
         let df = candidates.iter().filter(|(_, w)| w.contains(word)).count();
-        if df == 0 { 0.0 } else { (1.0 + total / df as f64).ln() }
+        if df == 0 {
+            0.0
+        } else {
+            (1.0 + total / df as f64).ln()
+        }
     };
     let weights: Vec<(&String, f64)> = question_content.iter().map(|w| (w, weight(w))).collect();
     let mut best: Option<(&str, f64)> = None;
@@ -93,7 +97,9 @@ fn trim_token(token: &str) -> &str {
     token.trim_matches(|c: char| !c.is_alphanumeric())
 }
 
-const WH_WORDS: &[&str] = &["how", "what", "when", "where", "which", "who", "whom", "whose"];
+const WH_WORDS: &[&str] = &[
+    "how", "what", "when", "where", "which", "who", "whom", "whose",
+];
 
 /// Up to two question words right before its wh-word: "head office in [what city]" gives
 /// `["office", "in"]`. In the evidence the slot usually follows the same words.
@@ -151,7 +157,10 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
                 end += 1;
             } else if end + 1 < tokens.len()
                 && classes[end] == Class::Stop
-                && matches!(lower_of(tokens[end]).as_str(), "of" | "and" | "the" | "de" | "for" | "on")
+                && matches!(
+                    lower_of(tokens[end]).as_str(),
+                    "of" | "and" | "the" | "de" | "for" | "on"
+                )
                 && classes[end + 1] == Class::Candidate
                 && upper(tokens[end - 1])
                 && upper(tokens[end + 1])
@@ -171,7 +180,10 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
     let anchors: Vec<usize> = (0..tokens.len())
         .filter(|&k| classes[k] == Class::Question)
         .collect();
-    let lower: Vec<String> = tokens.iter().map(|t| trim_token(t).to_lowercase()).collect();
+    let lower: Vec<String> = tokens
+        .iter()
+        .map(|t| trim_token(t).to_lowercase())
+        .collect();
     let follows_left = |start: usize| -> f64 {
         let Some(last) = left.last() else { return 0.0 };
         // Allow one article between the context words and the slot ("in the Bronx").
@@ -191,7 +203,13 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
     for &(start, end) in &runs {
         let distance = anchors
             .iter()
-            .map(|&a| if a < start { start - a } else { a.saturating_sub(end - 1) })
+            .map(|&a| {
+                if a < start {
+                    start - a
+                } else {
+                    a.saturating_sub(end - 1)
+                }
+            })
             .min()
             .unwrap_or(tokens.len());
         let named = tokens[start..end].iter().any(|t| capitalised(t));
@@ -253,7 +271,11 @@ fn files_answer(context: &str, question: &str) -> String {
             let body = question_words.iter().filter(|w| words.contains(*w)).count();
             let in_path = text::words(path)
                 .iter()
-                .filter(|w| question_words.iter().any(|q| q.starts_with(w.as_str()) || w.starts_with(q.as_str())))
+                .filter(|w| {
+                    question_words
+                        .iter()
+                        .any(|q| q.starts_with(w.as_str()) || w.starts_with(q.as_str()))
+                })
                 .count();
             (i, body + 2 * in_path)
         })
@@ -286,24 +308,53 @@ mod tests {
         let context = "## passage-01\nThe Oberoi family is an Indian family famous for hotels.The Oberoi Group is a hotel company with its head office in Delhi.\n## passage-02\nParis is in France.";
         let q = "The Oberoi family is part of a hotel company that has a head office in what city?";
         assert_eq!(answer(context, q, AnswerKind::Span), "Delhi");
-        assert_eq!(answer("The vault code is 4817. Weather is mild.", "What is the vault code?", AnswerKind::Span), "4817");
         assert_eq!(
-            answer("The treaty was signed at the Bank of England in 1694.", "Where was the treaty signed?", AnswerKind::Span),
+            answer(
+                "The vault code is 4817. Weather is mild.",
+                "What is the vault code?",
+                AnswerKind::Span
+            ),
+            "4817"
+        );
+        assert_eq!(
+            answer(
+                "The treaty was signed at the Bank of England in 1694.",
+                "Where was the treaty signed?",
+                AnswerKind::Span
+            ),
             "Bank of England"
         );
     }
 
     #[test]
     fn answers_only_from_context() {
-        assert_eq!(answer("Nothing relevant here.", "Who is the mayor of Oslo?", AnswerKind::Span), "unknown");
-        let without = answer("## a\nThe mayor of Bergen is Ola.", "Who is the mayor of Oslo?", AnswerKind::Span);
+        assert_eq!(
+            answer(
+                "Nothing relevant here.",
+                "Who is the mayor of Oslo?",
+                AnswerKind::Span
+            ),
+            "unknown"
+        );
+        let without = answer(
+            "## a\nThe mayor of Bergen is Ola.",
+            "Who is the mayor of Oslo?",
+            AnswerKind::Span,
+        );
         assert_ne!(without, "Marit");
     }
 
     #[test]
     fn lists_files_by_overlap() {
         let context = "## src/parse.py\ndef parse(line):\n    return line.split(',')\n\n## src/report.py\ndef render(rows): pass\n";
-        assert_eq!(answer(context, "Strip whitespace around parsed fields", AnswerKind::Files), "src/parse.py");
+        assert_eq!(
+            answer(
+                context,
+                "Strip whitespace around parsed fields",
+                AnswerKind::Files
+            ),
+            "src/parse.py"
+        );
         let listed = answer(context, "Render one report row per line", AnswerKind::Files);
         assert_eq!(listed.lines().next(), Some("src/report.py"), "{listed}");
     }

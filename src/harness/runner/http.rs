@@ -73,7 +73,11 @@ impl HttpBackend {
     }
 
     /// One call, retried on timeouts, refused connections, 429 and 5xx.
-    pub async fn call_with_retries(&self, request: &ModelRequest, api: Api) -> Result<ModelReply, RunnerError> {
+    pub async fn call_with_retries(
+        &self,
+        request: &ModelRequest,
+        api: Api,
+    ) -> Result<ModelReply, RunnerError> {
         let mut attempt = 0u32;
         loop {
             match self.call_once(request, api).await {
@@ -156,10 +160,11 @@ impl HttpBackend {
                 body,
             });
         }
-        let value: Value = serde_json::from_slice(&bytes).map_err(|e| RunnerError::InvalidResponse {
-            url: url.clone(),
-            message: format!("not JSON: {e}"),
-        })?;
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|e| RunnerError::InvalidResponse {
+                url: url.clone(),
+                message: format!("not JSON: {e}"),
+            })?;
         let invalid = |message: &str| RunnerError::InvalidResponse {
             url: url.clone(),
             message: message.to_string(),
@@ -171,8 +176,12 @@ impl HttpBackend {
                     .and_then(Value::as_str)
                     .ok_or_else(|| invalid("no choices[0].message.content string"))?;
                 let usage = value.get("usage").filter(|u| u.is_object());
-                let input = usage.and_then(|u| u.get("prompt_tokens")).and_then(Value::as_u64);
-                let output = usage.and_then(|u| u.get("completion_tokens")).and_then(Value::as_u64);
+                let input = usage
+                    .and_then(|u| u.get("prompt_tokens"))
+                    .and_then(Value::as_u64);
+                let output = usage
+                    .and_then(|u| u.get("completion_tokens"))
+                    .and_then(Value::as_u64);
                 let reasoning = usage
                     .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
                     .and_then(Value::as_u64)
@@ -190,8 +199,12 @@ impl HttpBackend {
                     .filter_map(|b| b.get("text").and_then(Value::as_str))
                     .collect();
                 let usage = value.get("usage");
-                let input = usage.and_then(|u| u.get("input_tokens")).and_then(Value::as_u64);
-                let output = usage.and_then(|u| u.get("output_tokens")).and_then(Value::as_u64);
+                let input = usage
+                    .and_then(|u| u.get("input_tokens"))
+                    .and_then(Value::as_u64);
+                let output = usage
+                    .and_then(|u| u.get("output_tokens"))
+                    .and_then(Value::as_u64);
                 (text, input, output, 0)
             }
         };
@@ -270,7 +283,9 @@ mod tests {
         let app = Router::new()
             .route("/v1/chat/completions", post(handler.clone()))
             .route("/v1/messages", post(handler));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let address = listener.local_addr().expect("address");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
@@ -292,12 +307,23 @@ mod tests {
         Runner::from_spec(spec, "sha".into()).expect("runner")
     }
 
-    async fn call(mode: &'static str, kind: RunnerKind) -> (Result<ModelReply, RunnerError>, usize) {
+    async fn call(
+        mode: &'static str,
+        kind: RunnerKind,
+    ) -> (Result<ModelReply, RunnerError>, usize) {
         let calls = Arc::new(AtomicUsize::new(0));
         let base = fake(mode, calls.clone()).await;
-        let base = if kind == RunnerKind::OpenaiCompatible { format!("{base}/v1") } else { base };
+        let base = if kind == RunnerKind::OpenaiCompatible {
+            format!("{base}/v1")
+        } else {
+            base
+        };
         let runner = runner(kind, base);
-        let request = runner.request("The sky is green.", "What colour is the sky?", AnswerKind::Span);
+        let request = runner.request(
+            "The sky is green.",
+            "What colour is the sky?",
+            AnswerKind::Span,
+        );
         let result = runner.call(&request).await;
         (result, calls.load(Ordering::SeqCst))
     }
@@ -309,7 +335,14 @@ mod tests {
         assert_eq!(calls, 1);
         assert_eq!(reply.text, "echo m1");
         assert_eq!(reply.provider_request_id, "chatcmpl-42");
-        assert_eq!((reply.input_tokens, reply.output_tokens, reply.reasoning_tokens), (Some(120), 5, 2));
+        assert_eq!(
+            (
+                reply.input_tokens,
+                reply.output_tokens,
+                reply.reasoning_tokens
+            ),
+            (Some(120), 5, 2)
+        );
         assert_eq!(reply.usage_source, UsageSource::ProviderResponse);
     }
 
@@ -317,7 +350,10 @@ mod tests {
     async fn anthropic_success() {
         let (reply, _) = call("anthropic", RunnerKind::Anthropic).await;
         let reply = reply.expect("ok");
-        assert_eq!((reply.text.as_str(), reply.input_tokens, reply.output_tokens), ("green", Some(50), 3));
+        assert_eq!(
+            (reply.text.as_str(), reply.input_tokens, reply.output_tokens),
+            ("green", Some(50), 3)
+        );
     }
 
     #[tokio::test]
@@ -346,7 +382,9 @@ mod tests {
     #[tokio::test]
     async fn a_down_endpoint_is_a_connection_error() {
         // Bind then drop: the port is very likely closed now.
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let address = listener.local_addr().expect("address");
         drop(listener);
         let runner = runner(RunnerKind::OpenaiCompatible, format!("http://{address}/v1"));

@@ -33,7 +33,8 @@ pub fn runners_root() -> PathBuf {
 }
 
 /// The prompt template used when a runner file gives none.
-pub const DEFAULT_TEMPLATE: &str = "{instruction}\n\nContext:\n{context}\n\nQuestion: {question}\nAnswer:";
+pub const DEFAULT_TEMPLATE: &str =
+    "{instruction}\n\nContext:\n{context}\n\nQuestion: {question}\nAnswer:";
 
 /// What a runner is asked.
 #[derive(Debug, Clone, Serialize)]
@@ -69,7 +70,11 @@ pub enum RunnerError {
     #[error("{url}: cannot connect: {message}")]
     Connect { url: String, message: String },
     #[error("{url}: HTTP {status}: {body}")]
-    Status { url: String, status: u16, body: String },
+    Status {
+        url: String,
+        status: u16,
+        body: String,
+    },
     #[error("{url}: invalid response: {message}")]
     InvalidResponse { url: String, message: String },
     #[error("{url}: the response has no usage counts; the trial cannot report tokens")]
@@ -210,10 +215,16 @@ impl Runner {
 
     /// The request for a shaped context and a question.
     pub fn request(&self, context: &str, question: &str, answer_kind: AnswerKind) -> ModelRequest {
-        let template = self.spec.prompt.template.as_deref().unwrap_or(DEFAULT_TEMPLATE);
+        let template = self
+            .spec
+            .prompt
+            .template
+            .as_deref()
+            .unwrap_or(DEFAULT_TEMPLATE);
         let instruction = answer_kind.instruction();
         // A single pass, so text inside the context that looks like a placeholder stays as it is.
-        let mut prompt = String::with_capacity(template.len() + context.len() + question.len() + 128);
+        let mut prompt =
+            String::with_capacity(template.len() + context.len() + question.len() + 128);
         let mut rest = template;
         while let Some(open) = rest.find('{') {
             prompt.push_str(&rest[..open]);
@@ -248,7 +259,9 @@ impl Runner {
             Backend::Fixture => Ok(fixture::call(request)),
             Backend::OpenAi(backend) => backend.call_with_retries(request, http::Api::OpenAi).await,
             Backend::Anthropic(backend) => {
-                backend.call_with_retries(request, http::Api::Anthropic).await
+                backend
+                    .call_with_retries(request, http::Api::Anthropic)
+                    .await
             }
             Backend::Command(backend) => backend.call(request).await,
         }
@@ -299,18 +312,29 @@ mod tests {
     fn templates_fill_once_and_leave_other_braces() {
         let runner = Runner::fixture();
         let request = runner.request("a {question} b {x}", "Q?", AnswerKind::Span);
-        assert!(request.prompt.contains("Context:\na {question} b {x}\n"), "{}", request.prompt);
+        assert!(
+            request.prompt.contains("Context:\na {question} b {x}\n"),
+            "{}",
+            request.prompt
+        );
         assert!(request.prompt.ends_with("Question: Q?\nAnswer:"));
         assert!(request.prompt.starts_with(AnswerKind::Span.instruction()));
     }
 
     #[test]
     fn error_types_and_usage_sources() {
-        let status = RunnerError::Status { url: "u".into(), status: 503, body: String::new() };
+        let status = RunnerError::Status {
+            url: "u".into(),
+            status: 503,
+            body: String::new(),
+        };
         assert_eq!(status.error_type(), "http_503");
         assert_eq!(status.usage_source(), UsageSource::ProviderError);
         assert!(status.is_retryable());
-        let invalid = RunnerError::InvalidResponse { url: "u".into(), message: "x".into() };
+        let invalid = RunnerError::InvalidResponse {
+            url: "u".into(),
+            message: "x".into(),
+        };
         assert_eq!(invalid.usage_source(), UsageSource::RunnerError);
         assert!(!invalid.is_retryable());
     }

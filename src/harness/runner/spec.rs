@@ -229,7 +229,11 @@ pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
         field: field.to_string(),
         message: message.to_string(),
     };
-    for (name, value) in [("name", &spec.name), ("provider", &spec.provider), ("model", &spec.model)] {
+    for (name, value) in [
+        ("name", &spec.name),
+        ("provider", &spec.provider),
+        ("model", &spec.model),
+    ] {
         if value.trim().is_empty() {
             return Err(field(name, "must not be empty"));
         }
@@ -242,7 +246,10 @@ pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
             return Err(field("base_url", "an HTTP runner needs base_url"));
         }
         RunnerKind::Command if spec.command.as_ref().is_none_or(Vec::is_empty) => {
-            return Err(field("command", "a command runner needs command = [program, args…]"));
+            return Err(field(
+                "command",
+                "a command runner needs command = [program, args…]",
+            ));
         }
         _ => {}
     }
@@ -255,7 +262,10 @@ pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
             ));
         }
         (_, CostSource::PricingSnapshot) if spec.cost.pricing.is_none() => {
-            return Err(field("pricing", "cost source pricing_snapshot needs pricing = \"file.toml\""));
+            return Err(field(
+                "pricing",
+                "cost source pricing_snapshot needs pricing = \"file.toml\"",
+            ));
         }
         _ => {}
     }
@@ -340,10 +350,14 @@ mod tests {
         assert_eq!(spec.retries, 2);
         assert_eq!(spec.dir, Path::new("runners"));
         let bad = text.replace("base_url = \"http://127.0.0.1:1/v1\"\n", "");
-        let error = parse(&bad, Path::new("x.toml")).expect_err("no url").to_string();
+        let error = parse(&bad, Path::new("x.toml"))
+            .expect_err("no url")
+            .to_string();
         assert!(error.contains("base_url"), "{error}");
         let bad = text.replace("8192", "\"big\"");
-        let error = parse(&bad, Path::new("x.toml")).expect_err("type").to_string();
+        let error = parse(&bad, Path::new("x.toml"))
+            .expect_err("type")
+            .to_string();
         assert!(error.starts_with("x.toml:5:"), "{error}");
         let bad = text.replace("self_hosted_no_api_fee", "zero_cost_fixture");
         assert!(parse(&bad, Path::new("x.toml")).is_err());

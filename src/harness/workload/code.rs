@@ -13,7 +13,9 @@ use std::process::{Command, Stdio};
 use serde::{Deserialize, Serialize};
 
 use super::spec::CodeSource;
-use super::{AnswerKind, Document, LoadOptions, Task, TaskContext, WorkloadError, data_path, read_text};
+use super::{
+    AnswerKind, Document, LoadOptions, Task, TaskContext, WorkloadError, data_path, read_text,
+};
 use crate::digest;
 
 const SOURCE_EXTENSIONS: &[&str] = &[
@@ -51,8 +53,12 @@ pub fn is_test(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     let mut components = lower.split('/');
     let file = lower.rsplit('/').next().unwrap_or("");
-    components.any(|c| matches!(c, "test" | "tests" | "testing" | "__tests__" | "spec" | "specs" | "testdata"))
-        || file.starts_with("test_")
+    components.any(|c| {
+        matches!(
+            c,
+            "test" | "tests" | "testing" | "__tests__" | "spec" | "specs" | "testdata"
+        )
+    }) || file.starts_with("test_")
         || file.contains("_test.")
         || file.contains(".test.")
         || file.contains(".spec.")
@@ -84,7 +90,11 @@ fn git(repo: &Path, args: &[&str]) -> Result<String, WorkloadError> {
 /// Mines up to `max` tasks from the history of `repo` (newest first), optionally only commits
 /// after `since` (`since..HEAD`). Merge commits, commits whose message is empty and commits that
 /// modify no non-test source file are skipped.
-pub fn mine_git(repo: &Path, max: usize, since: Option<&str>) -> Result<Vec<MinedTask>, WorkloadError> {
+pub fn mine_git(
+    repo: &Path,
+    max: usize,
+    since: Option<&str>,
+) -> Result<Vec<MinedTask>, WorkloadError> {
     let range = since.map(|rev| format!("{rev}..HEAD"));
     let mut args = vec!["log", "--no-merges", "--format=%H%x00%P%x00%B%x1e"];
     if let Some(range) = &range {
@@ -97,7 +107,8 @@ pub fn mine_git(repo: &Path, max: usize, since: Option<&str>) -> Result<Vec<Mine
             break;
         }
         let mut fields = entry.trim_start_matches('\n').splitn(3, '\0');
-        let (Some(commit), Some(parents), Some(message)) = (fields.next(), fields.next(), fields.next())
+        let (Some(commit), Some(parents), Some(message)) =
+            (fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
@@ -108,7 +119,15 @@ pub fn mine_git(repo: &Path, max: usize, since: Option<&str>) -> Result<Vec<Mine
         }
         let changed = git(
             repo,
-            &["diff-tree", "--no-commit-id", "-r", "--name-only", "--diff-filter=M", parents[0], commit],
+            &[
+                "diff-tree",
+                "--no-commit-id",
+                "-r",
+                "--name-only",
+                "--diff-filter=M",
+                parents[0],
+                commit,
+            ],
         )?;
         let mut gold_files: Vec<String> = changed
             .lines()
@@ -132,7 +151,11 @@ pub fn mine_git(repo: &Path, max: usize, since: Option<&str>) -> Result<Vec<Mine
 
 /// The repository a workload names: a folder as it is, or a bundle cloned (bare) once into
 /// `cache_dir/git/<bundle hash>`.
-fn open_repo(dir: &Path, source: &CodeSource, options: &LoadOptions) -> Result<PathBuf, WorkloadError> {
+fn open_repo(
+    dir: &Path,
+    source: &CodeSource,
+    options: &LoadOptions,
+) -> Result<PathBuf, WorkloadError> {
     let path = data_path(dir, &source.repo);
     if path.is_dir() {
         return Ok(path);
@@ -179,7 +202,10 @@ fn open_repo(dir: &Path, source: &CodeSource, options: &LoadOptions) -> Result<P
         if target.join("HEAD").is_file() {
             Ok(())
         } else {
-            Err(WorkloadError::Read { path: target.clone(), source: error })
+            Err(WorkloadError::Read {
+                path: target.clone(),
+                source: error,
+            })
         }
     })?;
     Ok(target)
@@ -187,19 +213,26 @@ fn open_repo(dir: &Path, source: &CodeSource, options: &LoadOptions) -> Result<P
 
 /// The text files of `rev`'s tree (source and text extensions, at most `max_bytes` each),
 /// sorted by path, read in one `git cat-file --batch`.
-pub fn tree_documents(repo: &Path, rev: &str, max_bytes: usize) -> Result<Vec<Document>, WorkloadError> {
+pub fn tree_documents(
+    repo: &Path,
+    rev: &str,
+    max_bytes: usize,
+) -> Result<Vec<Document>, WorkloadError> {
     let listing = git(repo, &["ls-tree", "-r", "-l", rev])?;
     let mut wanted: Vec<(String, String)> = Vec::new();
     for line in listing.lines() {
         // <mode> SP <type> SP <object> SP+ <size> TAB <path>
-        let Some((meta, path)) = line.split_once('\t') else { continue };
+        let Some((meta, path)) = line.split_once('\t') else {
+            continue;
+        };
         let parts: Vec<&str> = meta.split_whitespace().collect();
         if parts.len() != 4 || parts[1] != "blob" {
             continue;
         }
         let size: usize = parts[3].parse().unwrap_or(usize::MAX);
         let ext = extension(path);
-        if size <= max_bytes && (SOURCE_EXTENSIONS.contains(&ext) || TEXT_EXTENSIONS.contains(&ext)) {
+        if size <= max_bytes && (SOURCE_EXTENSIONS.contains(&ext) || TEXT_EXTENSIONS.contains(&ext))
+        {
             wanted.push((path.to_string(), parts[2].to_string()));
         }
     }
@@ -218,11 +251,20 @@ pub fn tree_documents(repo: &Path, rev: &str, max_bytes: usize) -> Result<Vec<Do
         .stderr(Stdio::null())
         .spawn()
         .map_err(|e| git_error(format!("cannot run git: {e}")))?;
-    let mut stdin = child.stdin.take().ok_or_else(|| git_error("no stdin".into()))?;
-    let objects: String = wanted.iter().map(|(_, object)| format!("{object}\n")).collect();
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| git_error("no stdin".into()))?;
+    let objects: String = wanted
+        .iter()
+        .map(|(_, object)| format!("{object}\n"))
+        .collect();
     // Writing from another thread avoids a pipe deadlock when the output is large.
     let writer = std::thread::spawn(move || stdin.write_all(objects.as_bytes()));
-    let stdout = child.stdout.take().ok_or_else(|| git_error("no stdout".into()))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| git_error("no stdout".into()))?;
     let mut reader = BufReader::new(stdout);
     let mut documents = Vec::with_capacity(wanted.len());
     for (path, _) in &wanted {
@@ -241,7 +283,10 @@ pub fn tree_documents(repo: &Path, rev: &str, max_bytes: usize) -> Result<Vec<Do
             .map_err(|e| git_error(e.to_string()))?;
         content.pop();
         if let Ok(text) = String::from_utf8(content) {
-            documents.push(Document { name: path.clone(), text });
+            documents.push(Document {
+                name: path.clone(),
+                text,
+            });
         }
     }
     let _ = writer.join();
@@ -282,7 +327,10 @@ pub(super) fn load(
                     path: tasks_path.clone(),
                     line: index + 1,
                     task_id: mined.id.clone(),
-                    message: format!("gold file {gold} is not in the parent tree {}", mined.parent),
+                    message: format!(
+                        "gold file {gold} is not in the parent tree {}",
+                        mined.parent
+                    ),
                 });
             }
         }
@@ -325,23 +373,48 @@ pub(crate) mod tests {
                 .env("GIT_COMMITTER_EMAIL", "t@example.com")
                 .output()
                 .expect("git");
-            assert!(status.status.success(), "{args:?}: {}", String::from_utf8_lossy(&status.stderr));
+            assert!(
+                status.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&status.stderr)
+            );
         };
         run(&["init", "--quiet", "-b", "main"]);
         std::fs::create_dir_all(dir.join("src")).expect("mkdir");
         std::fs::create_dir_all(dir.join("tests")).expect("mkdir");
-        std::fs::write(dir.join("src/parse.py"), "def parse(line):\n    return line.split(',')\n").expect("w");
-        std::fs::write(dir.join("src/report.py"), "def render(rows):\n    return str(rows)\n").expect("w");
+        std::fs::write(
+            dir.join("src/parse.py"),
+            "def parse(line):\n    return line.split(',')\n",
+        )
+        .expect("w");
+        std::fs::write(
+            dir.join("src/report.py"),
+            "def render(rows):\n    return str(rows)\n",
+        )
+        .expect("w");
         run(&["add", "-A"]);
         run(&["commit", "--quiet", "-m", "Initial parser and report"]);
-        std::fs::write(dir.join("src/parse.py"), "def parse(line):\n    return [f.strip() for f in line.split(',')]\n").expect("w");
+        std::fs::write(
+            dir.join("src/parse.py"),
+            "def parse(line):\n    return [f.strip() for f in line.split(',')]\n",
+        )
+        .expect("w");
         std::fs::write(dir.join("tests/test_parse.py"), "assert True\n").expect("w");
         run(&["add", "-A"]);
-        run(&["commit", "--quiet", "-m", "Strip whitespace around parsed fields"]);
+        run(&[
+            "commit",
+            "--quiet",
+            "-m",
+            "Strip whitespace around parsed fields",
+        ]);
         std::fs::write(dir.join("tests/test_parse.py"), "assert 1\n").expect("w");
         run(&["add", "-A"]);
         run(&["commit", "--quiet", "-m", "Tidy parser test"]);
-        std::fs::write(dir.join("src/report.py"), "def render(rows):\n    return '\\n'.join(map(str, rows))\n").expect("w");
+        std::fs::write(
+            dir.join("src/report.py"),
+            "def render(rows):\n    return '\\n'.join(map(str, rows))\n",
+        )
+        .expect("w");
         run(&["add", "-A"]);
         run(&["commit", "--quiet", "-m", "Render one report row per line"]);
     }
@@ -353,7 +426,13 @@ pub(crate) mod tests {
         let tasks = mine_git(dir.path(), 10, None).expect("mine");
         let queries: Vec<&str> = tasks.iter().map(|t| t.query.as_str()).collect();
         // Newest first; the test-only commit and the root commit are skipped.
-        assert_eq!(queries, ["Render one report row per line", "Strip whitespace around parsed fields"]);
+        assert_eq!(
+            queries,
+            [
+                "Render one report row per line",
+                "Strip whitespace around parsed fields"
+            ]
+        );
         assert_eq!(tasks[0].gold_files, ["src/report.py"]);
         assert_eq!(tasks[1].gold_files, ["src/parse.py"]);
         let limited = mine_git(dir.path(), 1, None).expect("mine");
@@ -362,13 +441,24 @@ pub(crate) mod tests {
         assert_eq!(since.len(), 1);
         let docs = tree_documents(dir.path(), &tasks[0].parent, 1000).expect("tree");
         let names: Vec<&str> = docs.iter().map(|d| d.name.as_str()).collect();
-        assert_eq!(names, ["src/parse.py", "src/report.py", "tests/test_parse.py"]);
-        assert!(docs[1].text.contains("return str(rows)"), "parent tree, not the commit's");
+        assert_eq!(
+            names,
+            ["src/parse.py", "src/report.py", "tests/test_parse.py"]
+        );
+        assert!(
+            docs[1].text.contains("return str(rows)"),
+            "parent tree, not the commit's"
+        );
     }
 
     #[test]
     fn test_paths_are_recognised() {
-        for path in ["tests/a.rs", "src/foo_test.go", "web/a.spec.ts", "pkg/test_x.py"] {
+        for path in [
+            "tests/a.rs",
+            "src/foo_test.go",
+            "web/a.spec.ts",
+            "pkg/test_x.py",
+        ] {
             assert!(is_test(path), "{path}");
         }
         for path in ["src/lib.rs", "src/contest.rs", "src/testing_utils_not.rs"] {

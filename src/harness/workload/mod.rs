@@ -207,7 +207,9 @@ impl Workload {
 /// field or task.
 #[derive(Debug, thiserror::Error)]
 pub enum WorkloadError {
-    #[error("unknown workload `{name}`: no {path} (known workloads: {known}; see `svc workloads list`)")]
+    #[error(
+        "unknown workload `{name}`: no {path} (known workloads: {known}; see `svc workloads list`)"
+    )]
     Unknown {
         name: String,
         path: PathBuf,
@@ -340,9 +342,7 @@ pub fn load_file(path: &Path, options: &LoadOptions) -> Result<Workload, Workloa
         spec::Source::Qa(qa) => qa::load(&dir, path, qa)?,
         spec::Source::Needle(needle) => needle::load(&dir, path, needle)?,
         spec::Source::Code(code) => code::load(&dir, path, code, options)?,
-        spec::Source::Conversation(conversation) => {
-            conversation::load(&dir, path, conversation)?
-        }
+        spec::Source::Conversation(conversation) => conversation::load(&dir, path, conversation)?,
     };
     if tasks.is_empty() {
         return Err(WorkloadError::Data {
@@ -449,9 +449,17 @@ mod tests {
         let cache = tempfile::tempdir().expect("tempdir");
         let current: Vec<(String, String, String)> = pinned_workloads(cache.path())
             .iter()
-            .map(|w| (w.name().to_string(), w.version().to_string(), w.prompt_hash()))
+            .map(|w| {
+                (
+                    w.name().to_string(),
+                    w.version().to_string(),
+                    w.prompt_hash(),
+                )
+            })
             .collect();
-        let mut table = String::from("# workload\tversion\tsha256 of rendered prompts (see src/harness/workload/mod.rs)\n");
+        let mut table = String::from(
+            "# workload\tversion\tsha256 of rendered prompts (see src/harness/workload/mod.rs)\n",
+        );
         for (name, version, hash) in &current {
             table.push_str(&format!("{name}\t{version}\t{hash}\n"));
         }
@@ -512,7 +520,10 @@ mod tests {
     fn unknown_workloads_list_the_known_ones() {
         let error = resolve(&repo().join("workloads"), "nope").expect_err("unknown");
         let text = error.to_string();
-        assert!(text.contains("unknown workload `nope`") && text.contains("qa-builtin"), "{text}");
+        assert!(
+            text.contains("unknown workload `nope`") && text.contains("qa-builtin"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -535,6 +546,9 @@ mod tests {
         };
         let error = load_file(&dir.path().join("workload.toml"), &options).expect_err("typo");
         let text = error.to_string();
-        assert!(text.contains("tasks.toml:2: task `t1`") && text.contains("The sky is blue."), "{text}");
+        assert!(
+            text.contains("tasks.toml:2: task `t1`") && text.contains("The sky is blue."),
+            "{text}"
+        );
     }
 }

@@ -133,9 +133,13 @@ mod tests {
         };
         let tasks = load(dir.path(), Path::new("w.toml"), &source).expect("load");
         assert_eq!(tasks.len(), 3);
-        let TaskContext::Documents(first) = &tasks[0].context else { panic!() };
+        let TaskContext::Documents(first) = &tasks[0].context else {
+            panic!()
+        };
         assert!(first[0].text.starts_with("The vault code is 4817."));
-        let TaskContext::Documents(last) = &tasks[2].context else { panic!() };
+        let TaskContext::Documents(last) = &tasks[2].context else {
+            panic!()
+        };
         assert!(last[0].text.ends_with("The vault code is 4817."));
         let tokens = Tokenizer::default().count(&last[0].text);
         assert!(tokens >= 200, "{tokens}: {}", last[0].text);

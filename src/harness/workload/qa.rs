@@ -13,7 +13,11 @@ use super::{
 };
 use crate::harness::text::SplitMix64;
 
-pub(super) fn load(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
+pub(super) fn load(
+    dir: &Path,
+    spec_path: &Path,
+    qa: &QaSource,
+) -> Result<Vec<Task>, WorkloadError> {
     match qa.format {
         QaFormat::Builtin => load_builtin(dir, qa),
         QaFormat::Halueval => load_halueval(dir, spec_path, qa),
@@ -126,7 +130,22 @@ pub fn halueval_path(dir: &Path, qa: &QaSource) -> PathBuf {
     {
         return PathBuf::from(value);
     }
-    data_path(dir, qa.file.as_deref().unwrap_or_default())
+    let candidates: Vec<PathBuf> = qa
+        .file
+        .as_ref()
+        .map(|f| {
+            f.items()
+                .into_iter()
+                .map(|item| data_path(dir, item))
+                .collect()
+        })
+        .unwrap_or_default();
+    candidates
+        .iter()
+        .find(|path| path.is_file())
+        .or(candidates.first())
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
@@ -161,7 +180,10 @@ fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task
             break;
         }
     }
-    let distractors = qa.distractors.unwrap_or(0).min(items.len().saturating_sub(1));
+    let distractors = qa
+        .distractors
+        .unwrap_or(0)
+        .min(items.len().saturating_sub(1));
     let seed = qa.seed.unwrap_or(0);
     let mut tasks = Vec::with_capacity(items.len());
     for (position, (line, item)) in items.iter().enumerate() {
@@ -207,12 +229,15 @@ mod tests {
         let path = dir.join("mini.jsonl");
         let mut text = String::new();
         for i in 0..n {
-            text.push_str(&serde_json::json!({
-                "knowledge": format!("Town {i} lies on river R{i}. Its mayor is Mayor{i}."),
-                "question": format!("Who is the mayor of Town {i}?"),
-                "right_answer": format!("Mayor{i}"),
-                "hallucinated_answer": "nobody"
-            }).to_string());
+            text.push_str(
+                &serde_json::json!({
+                    "knowledge": format!("Town {i} lies on river R{i}. Its mayor is Mayor{i}."),
+                    "question": format!("Who is the mayor of Town {i}?"),
+                    "right_answer": format!("Mayor{i}"),
+                    "hallucinated_answer": "nobody"
+                })
+                .to_string(),
+            );
             text.push('\n');
         }
         std::fs::write(&path, text).expect("write");
@@ -224,7 +249,9 @@ mod tests {
             format: QaFormat::Halueval,
             tasks: None,
             documents: None,
-            file: Some(file.display().to_string()),
+            file: Some(super::super::spec::OneOrMany::One(
+                file.display().to_string(),
+            )),
             file_env: None,
             distractors: Some(distractors),
             seed: Some(7),
@@ -242,7 +269,9 @@ mod tests {
         assert_eq!(a, b);
         assert_eq!(a.len(), 10);
         for task in &a {
-            let TaskContext::Documents(docs) = &task.context else { panic!("documents") };
+            let TaskContext::Documents(docs) = &task.context else {
+                panic!("documents")
+            };
             assert_eq!(docs.len(), 4);
             let own = docs.iter().filter(|d| d.text == task.evidence[0]).count();
             assert_eq!(own, 1, "own evidence exactly once");
@@ -255,10 +284,20 @@ mod tests {
     fn bad_line_is_reported_with_its_number() {
         let dir = tempfile::tempdir().expect("tempdir");
         let file = dir.path().join("bad.jsonl");
-        std::fs::write(&file, "{\"knowledge\":\"k\",\"question\":\"q\",\"right_answer\":\"a\"}\n{\"question\": 3}\n").expect("write");
-        let error = load_halueval(dir.path(), &dir.path().join("w.toml"), &source(&file, 1)).expect_err("bad");
+        std::fs::write(
+            &file,
+            "{\"knowledge\":\"k\",\"question\":\"q\",\"right_answer\":\"a\"}\n{\"question\": 3}\n",
+        )
+        .expect("write");
+        let error = load_halueval(dir.path(), &dir.path().join("w.toml"), &source(&file, 1))
+            .expect_err("bad");
         assert!(error.to_string().contains("bad.jsonl:2:"), "{error}");
-        let missing = load_halueval(dir.path(), &dir.path().join("w.toml"), &source(&dir.path().join("nope.jsonl"), 1)).expect_err("missing");
+        let missing = load_halueval(
+            dir.path(),
+            &dir.path().join("w.toml"),
+            &source(&dir.path().join("nope.jsonl"), 1),
+        )
+        .expect_err("missing");
         assert!(missing.to_string().contains("nope.jsonl"), "{missing}");
     }
 }

@@ -66,8 +66,9 @@ pub struct QaSource {
     pub tasks: Option<String>,
     /// builtin: the folder of documents (every `*.md`/`*.txt`, sorted by name).
     pub documents: Option<String>,
-    /// halueval: the JSONL file (absolute, or relative to the workload folder).
-    pub file: Option<String>,
+    /// halueval: the JSONL file (absolute, or relative to the workload folder), or a list of
+    /// candidates of which the first that exists is read.
+    pub file: Option<OneOrMany>,
     /// halueval: an environment variable that, when set, overrides `file`.
     pub file_env: Option<String>,
     /// halueval: passages of other tasks mixed into each task's context.
@@ -76,6 +77,23 @@ pub struct QaSource {
     pub seed: Option<u64>,
     /// halueval: use only the first `limit` items.
     pub limit: Option<usize>,
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub fn items(&self) -> Vec<&str> {
+        match self {
+            OneOrMany::One(one) => vec![one.as_str()],
+            OneOrMany::Many(many) => many.iter().map(String::as_str).collect(),
+        }
+    }
 }
 
 /// `[needle]`.
@@ -284,7 +302,11 @@ pub(crate) fn describe_toml_error(text: &str, error: &toml::de::Error) -> (usize
         .nth(line - 1)
         .and_then(|l| l.split_once('='))
         .map(|(key, _)| key.trim().trim_matches('"'))
-        .filter(|key| !key.is_empty() && !key.contains(char::is_whitespace) && !message.contains(&format!("`{key}`")));
+        .filter(|key| {
+            !key.is_empty()
+                && !key.contains(char::is_whitespace)
+                && !message.contains(&format!("`{key}`"))
+        });
     let message = match key {
         Some(key) => format!("field `{key}`: {message}"),
         None => message,
@@ -335,22 +357,36 @@ documents = "documents"
 
     #[test]
     fn unknown_fields_and_scorers_are_rejected_with_lines() {
-        let bad = GOOD.replace("documents = \"documents\"", "documents = \"documents\"\nshuffle = true");
-        let text = parse(&bad, Path::new("x.toml")).expect_err("bad").to_string();
+        let bad = GOOD.replace(
+            "documents = \"documents\"",
+            "documents = \"documents\"\nshuffle = true",
+        );
+        let text = parse(&bad, Path::new("x.toml"))
+            .expect_err("bad")
+            .to_string();
         assert!(text.starts_with("x.toml:11:"), "{text}");
         assert!(text.contains("shuffle"), "{text}");
         let bad = GOOD.replace("qa-f1-v1", "qa-f2");
-        let text = parse(&bad, Path::new("x.toml")).expect_err("bad").to_string();
+        let text = parse(&bad, Path::new("x.toml"))
+            .expect_err("bad")
+            .to_string();
         assert!(text.starts_with("x.toml:5:"), "{text}");
     }
 
     #[test]
     fn missing_kind_fields_are_named() {
         let bad = GOOD.replace("tasks = \"tasks.toml\"\n", "");
-        let text = parse(&bad, Path::new("x.toml")).expect_err("bad").to_string();
-        assert!(text.contains("field `format`") && text.contains("`tasks`"), "{text}");
+        let text = parse(&bad, Path::new("x.toml"))
+            .expect_err("bad")
+            .to_string();
+        assert!(
+            text.contains("field `format`") && text.contains("`tasks`"),
+            "{text}"
+        );
         let bad = GOOD.replace("kind = \"qa\"", "kind = \"needle\"");
-        let text = parse(&bad, Path::new("x.toml")).expect_err("bad").to_string();
+        let text = parse(&bad, Path::new("x.toml"))
+            .expect_err("bad")
+            .to_string();
         assert!(text.contains("[needle]"), "{text}");
     }
 }
