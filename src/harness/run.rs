@@ -199,11 +199,17 @@ pub struct Manifest {
     pub scorer: String,
     pub seed: u64,
     pub shard: String,
+    /// First start of this run directory (kept across resumes).
     pub started_at: String,
+    /// End of the latest session; null while a session runs.
     pub ended_at: Option<String>,
+    /// Trials of this shard's matrix.
     pub planned: u64,
+    /// Trials the latest session found already written.
     pub skipped: u64,
+    /// Records in trials.jsonl in total.
     pub written: u64,
+    /// Error records in trials.jsonl in total.
     pub errors: u64,
     pub aborted: bool,
 }
@@ -293,7 +299,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let started_at = utc_now();
     let trials_path = settings.out_dir.join("trials.jsonl");
-    let done_keys = existing_keys(&trials_path)?;
+    let (done_keys, done_errors) = existing_keys(&trials_path)?;
     let workload = &settings.workload;
     let runner = &settings.runner;
     let mut cells: Vec<Cell> = Vec::new();
@@ -436,12 +442,9 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     manifest.written = counts.written;
     manifest.errors = counts.errors;
     manifest.aborted = counts.aborted;
-    let previous = read_manifest(&settings.out_dir);
-    if let Some(previous) = previous {
-        // A resumed run reports the totals of the directory, not only this session.
-        manifest.written += previous.written.min(skipped);
-        manifest.errors += previous.errors;
-    }
+    // The manifest reports the totals of the directory, not only this session.
+    manifest.written += done_keys.len() as u64;
+    manifest.errors += done_errors;
     write_manifest(&settings.out_dir, &manifest)?;
     Ok(RunSummary {
         run_dir: settings.out_dir.clone(),
@@ -817,12 +820,14 @@ fn record_key(
     )
 }
 
-/// Keys of the records already in `path`; cuts off a torn last line first.
-fn existing_keys(path: &Path) -> Result<HashSet<String>, RunError> {
+/// Keys of the records already in `path` and how many are errors; cuts off a torn last line
+/// first.
+fn existing_keys(path: &Path) -> Result<(HashSet<String>, u64), RunError> {
     let mut keys = HashSet::new();
+    let mut errors = 0u64;
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(keys),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((keys, 0)),
         Err(source) => {
             return Err(RunError::Io {
                 path: path.to_path_buf(),
@@ -860,6 +865,7 @@ fn existing_keys(path: &Path) -> Result<HashSet<String>, RunError> {
                 line: index + 1,
                 message: error.to_string(),
             })?;
+        errors += u64::from(record.outcome == Outcome::Error);
         keys.insert(record_key(
             &record.task_id,
             record.condition,
@@ -869,7 +875,7 @@ fn existing_keys(path: &Path) -> Result<HashSet<String>, RunError> {
             &record.model,
         ));
     }
-    Ok(keys)
+    Ok((keys, errors))
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
@@ -1084,11 +1090,18 @@ mod tests {
         assert_eq!(manifest.budgets, [60, 120]);
         assert_eq!(manifest.workload.version, "3");
         assert!(manifest.ended_at.is_some());
+        assert_eq!((manifest.written, manifest.planned), (96, 96));
 
         // Resume: nothing left to do, nothing duplicated.
         let again = execute(&settings).expect("resume");
         assert_eq!((again.skipped, again.written), (96, 0));
         assert_eq!(self::records(dir.path()).len(), 96);
+        assert_eq!(
+            read_manifest(&dir.path().join("run"))
+                .expect("manifest")
+                .written,
+            96
+        );
 
         // An interrupted run: a torn last line and a missing tail are repaired and completed.
         let path = dir.path().join("run/trials.jsonl");
