@@ -423,14 +423,31 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         tokenizer,
     };
     if runner.is_local() {
-        pool.install(|| {
-            cells.par_iter().for_each_with(sender, |sender, cell| {
-                if abort.load(Ordering::Relaxed) {
-                    return;
+        // Replicates of one (task, budget, condition) share one context build.
+        let mut groups: Vec<(Cell, Vec<u64>)> = Vec::new();
+        let mut index: std::collections::HashMap<(usize, usize, Condition), usize> =
+            std::collections::HashMap::new();
+        for cell in &cells {
+            let key = (cell.task, cell.budget, cell.condition);
+            match index.get(&key) {
+                Some(&at) => groups[at].1.push(cell.replicate),
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((*cell, vec![cell.replicate]));
                 }
-                let finished = context.run_local(cell);
-                let _ = sender.send(finished);
-            });
+            }
+        }
+        pool.install(|| {
+            groups
+                .par_iter()
+                .for_each_with(sender, |sender, (cell, replicates)| {
+                    if abort.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    for finished in context.run_local_group(cell, replicates) {
+                        let _ = sender.send(finished);
+                    }
+                });
         });
     } else {
         run_async(&context, &cells, sender, &abort)?;
@@ -466,6 +483,7 @@ struct TrialContext<'a> {
 }
 
 /// A trial after its context is built, before the model call.
+#[derive(Clone)]
 struct Staged {
     cell: Cell,
     built: Result<BuiltContext, condition::ConditionFailure>,
@@ -497,8 +515,23 @@ impl TrialContext<'_> {
         Staged { cell: *cell, built }
     }
 
-    fn run_local(&self, cell: &Cell) -> Finished {
+    /// Runs every replicate of one (task, budget, condition) on a local runner. The context is
+    /// built once: conditions are deterministic, so replicates differ only in the model call.
+    fn run_local_group(&self, cell: &Cell, replicates: &[u64]) -> Vec<Finished> {
         let staged = self.stage(cell);
+        replicates
+            .iter()
+            .map(|&replicate| {
+                self.run_local(Staged {
+                    cell: Cell { replicate, ..*cell },
+                    built: staged.built.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn run_local(&self, staged: Staged) -> Finished {
+        let cell = &staged.cell;
         let reply = match &staged.built {
             Ok(built) if built.tokens > 0 => {
                 let request = self.settings.runner.request(
