@@ -365,7 +365,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         scorer: settings.scorer.as_str().to_string(),
         seed: settings.seed,
         shard: settings.shard.to_string(),
-        started_at: previous_start(&settings.out_dir).unwrap_or(started_at),
+        started_at,
         ended_at: None,
         planned,
         skipped,
@@ -373,6 +373,9 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         errors: 0,
         aborted: false,
     };
+    if let Some(previous) = read_manifest(&settings.out_dir) {
+        merge_previous(&mut manifest, &previous, &settings.out_dir)?;
+    }
     write_manifest(&settings.out_dir, &manifest)?;
 
     // Every task's full context is rendered and counted once, not once per trial.
@@ -405,7 +408,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let max_error_rate = settings.max_error_rate;
     let writer_abort = abort.clone();
     let writer_thread = std::thread::spawn(move || {
-        write_loop(
+        let result = write_loop(
             writer,
             &notes_path,
             receiver,
@@ -413,7 +416,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
             progress,
             max_error_rate,
             &writer_abort,
-        )
+        );
+        // A writer that failed (disk full, …) stops the workers; its error is the run's.
+        if result.is_err() {
+            writer_abort.store(true, Ordering::Relaxed);
+        }
+        result
     });
 
     let context = TrialContext {
@@ -911,6 +919,59 @@ fn existing_keys(path: &Path) -> Result<(HashSet<String>, u64), RunError> {
     Ok((keys, errors))
 }
 
+/// A run directory holds one experiment: the same workload (version and prompts), runner file
+/// and scorer. Within it, a later session may add conditions, budgets or replicates; the
+/// manifest then lists the union, so every record's budget and condition stay described.
+fn merge_previous(
+    manifest: &mut Manifest,
+    previous: &Manifest,
+    dir: &Path,
+) -> Result<(), RunError> {
+    let identity = |m: &Manifest| {
+        (
+            m.workload.name.clone(),
+            m.workload.version.clone(),
+            m.workload.prompt_sha256.clone(),
+            m.runner.name.clone(),
+            m.runner.file_sha256.clone(),
+            m.scorer.clone(),
+            m.shard.clone(),
+        )
+    };
+    if identity(manifest) != identity(previous) {
+        return Err(RunError::Settings(format!(
+            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}); \
+             this run is workload {} version {} with runner {} (scorer {}, shard {}): pass another --out",
+            dir.display(),
+            previous.workload.name,
+            previous.workload.version,
+            previous.runner.name,
+            previous.scorer,
+            previous.shard,
+            manifest.workload.name,
+            manifest.workload.version,
+            manifest.runner.name,
+            manifest.scorer,
+            manifest.shard,
+        )));
+    }
+    for condition in &previous.conditions {
+        if !manifest.conditions.contains(condition) {
+            manifest.conditions.push(*condition);
+        }
+    }
+    manifest.conditions.sort();
+    for budget in &previous.budgets {
+        if !manifest.budgets.contains(budget) {
+            manifest.budgets.push(*budget);
+        }
+    }
+    manifest.budgets.sort_unstable();
+    manifest.replicates = manifest.replicates.max(previous.replicates);
+    manifest.started_at = previous.started_at.clone();
+    Ok(())
+}
+
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
     let mut bytes =
         serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
@@ -923,10 +984,6 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
 pub fn read_manifest(dir: &Path) -> Option<Manifest> {
     let bytes = fs::read(dir.join("manifest.json")).ok()?;
     serde_json::from_slice(&bytes).ok()
-}
-
-fn previous_start(dir: &Path) -> Option<String> {
-    read_manifest(dir).map(|m| m.started_at)
 }
 
 fn git_commit() -> Option<String> {
@@ -1124,6 +1181,31 @@ mod tests {
         assert_eq!(manifest.workload.version, "3");
         assert!(manifest.ended_at.is_some());
         assert_eq!((manifest.written, manifest.planned), (96, 96));
+
+        // Another budget into the same directory: the manifest lists both sessions' budgets.
+        let mut wider = self::settings(dir.path(), Shard::default());
+        wider.budgets = vec![200];
+        wider.conditions = vec![Condition::Raw];
+        wider.replicates = 1;
+        let added = execute(&wider).expect("add a budget");
+        assert_eq!(added.written, 6);
+        let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
+        assert_eq!(manifest.budgets, [60, 120, 200]);
+        assert_eq!(manifest.conditions, Condition::ALL);
+        assert_eq!(manifest.written, 102);
+        let lines: Vec<String> = fs::read_to_string(dir.path().join("run/trials.jsonl"))
+            .expect("read")
+            .lines()
+            .filter(|l| !l.contains("@b200"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(dir.path().join("run/trials.jsonl"), lines.concat()).expect("rewrite");
+
+        // A different scorer is a different experiment: refused, nothing written.
+        let mut other = self::settings(dir.path(), Shard::default());
+        other.scorer = ScorerName::QaF1V1;
+        let error = execute(&other).expect_err("different experiment");
+        assert!(error.to_string().contains("pass another --out"), "{error}");
 
         // Resume: nothing left to do, nothing duplicated.
         let again = execute(&settings).expect("resume");
