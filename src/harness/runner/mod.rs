@@ -206,7 +206,14 @@ impl Runner {
 
     /// Context tokens the model can take: its window minus output and a prompt reserve.
     pub fn context_window(&self) -> usize {
-        let template_reserve = 256 + self.spec.prompt.system.len() / 3;
+        // Templates and system prompts cost tokens too; a third of their bytes over-estimates.
+        let template = self
+            .spec
+            .prompt
+            .template
+            .as_deref()
+            .unwrap_or(DEFAULT_TEMPLATE);
+        let template_reserve = 256 + (self.spec.prompt.system.len() + template.len()) / 3;
         self.spec
             .context_window
             .saturating_sub(self.spec.max_output_tokens + template_reserve)
