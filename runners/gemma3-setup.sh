@@ -36,7 +36,9 @@ start() {
     echo "gemma3 server already running (pid $(cat "$PIDFILE")) on 127.0.0.1:$PORT"
     return
   fi
-  (cd "$DIR" && SVC_GEMMA_MODEL="$MODEL" SVC_GEMMA_PORT="$PORT" nohup node server.mjs >"$DIR/server.log" 2>&1 & echo $! >"$PIDFILE")
+  # A simple command in the background, so $! is node's own pid (nohup execs it).
+  SVC_GEMMA_MODEL="$MODEL" SVC_GEMMA_PORT="$PORT" nohup node "$DIR/server.mjs" >"$DIR/server.log" 2>&1 &
+  echo $! >"$PIDFILE"
   for _ in $(seq 1 120); do
     if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
       echo "gemma3 server up (pid $(cat "$PIDFILE")) on 127.0.0.1:$PORT"
