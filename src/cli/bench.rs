@@ -28,8 +28,11 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 512)]
     harness_budget: usize,
     /// Replicates of the harness throughput run.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 1)]
     harness_replicates: u64,
+    /// Runs of the harness throughput figure (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    harness_repeats: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -101,6 +104,7 @@ fn harness_figure(args: &BenchArgs) -> anyhow::Result<Figure> {
         conditions,
         args.harness_budget,
         args.harness_replicates,
+        args.harness_repeats,
         None,
         selector,
     )?)

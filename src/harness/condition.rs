@@ -219,7 +219,7 @@ pub fn head_and_tail(text: &str, budget: usize, tokenizer: &Tokenizer) -> (Strin
         return (prefix.to_string(), tokens);
     }
     let available = budget - marker_tokens;
-    let (head, head_tokens) = tokenizer.truncate(text, available / 2);
+    let (head, head_tokens) = head_within(text, available / 2, tokenizer);
     let rest = &text[head.len()..];
     let mut tail_budget = available - head_tokens;
     loop {
@@ -231,6 +231,25 @@ pub fn head_and_tail(text: &str, budget: usize, tokenizer: &Tokenizer) -> (Strin
         }
         tail_budget -= 1;
     }
+}
+
+/// The longest prefix of `text` within `budget` tokens (token-exact). Only a generous byte
+/// window of the text is encoded: a token is rarely longer than 16 bytes, and when the window
+/// holds fewer than `budget` tokens the whole text is used, so the result is the same as
+/// truncating the whole text, at a fraction of the cost on long contexts.
+fn head_within<'a>(text: &'a str, budget: usize, tokenizer: &Tokenizer) -> (&'a str, usize) {
+    let mut window = budget.saturating_mul(16).max(64);
+    if window < text.len() {
+        while !text.is_char_boundary(window) {
+            window += 1;
+        }
+        let (prefix, tokens) = tokenizer.truncate(&text[..window], budget);
+        // A prefix shorter than the window by a good margin is not affected by the cut.
+        if tokens == budget || prefix.len() + 64 < window {
+            return (prefix, tokens);
+        }
+    }
+    tokenizer.truncate(text, budget)
 }
 
 /// The longest suffix of `text`, starting at a line or sentence boundary, whose pieces add up
@@ -512,6 +531,19 @@ pub(crate) mod tests {
         // The key fact sits at the end: the tail keeps it.
         let built = build(Condition::NativeCompaction, &task, &full, 100, &env).expect("native");
         assert!(built.text.ends_with("Ingrid Sollie.\n"), "{}", built.text);
+    }
+
+    #[test]
+    fn head_window_matches_truncating_the_whole_text() {
+        let tokenizer = Tokenizer::default();
+        let text = task().context.render().repeat(3);
+        for budget in [1, 7, 50, 255, 2000, 100_000] {
+            assert_eq!(
+                head_within(&text, budget, &tokenizer),
+                tokenizer.truncate(&text, budget),
+                "{budget}"
+            );
+        }
     }
 
     #[test]
