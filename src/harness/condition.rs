@@ -234,11 +234,11 @@ pub fn head_and_tail(text: &str, budget: usize, tokenizer: &Tokenizer) -> (Strin
 }
 
 /// The longest prefix of `text` within `budget` tokens (token-exact). Only a generous byte
-/// window of the text is encoded: a token is rarely longer than 16 bytes, and when the window
+/// window of the text is encoded (8 bytes per token: English averages about 4.5), and when the window
 /// holds fewer than `budget` tokens the whole text is used, so the result is the same as
 /// truncating the whole text, at a fraction of the cost on long contexts.
 fn head_within<'a>(text: &'a str, budget: usize, tokenizer: &Tokenizer) -> (&'a str, usize) {
-    let mut window = budget.saturating_mul(16).max(64);
+    let mut window = budget.saturating_mul(8).max(64);
     if window < text.len() {
         while !text.is_char_boundary(window) {
             window += 1;
