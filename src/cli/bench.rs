@@ -27,6 +27,18 @@ pub struct BenchArgs {
     /// Megabytes of Markdown (from the corpus) for the prose compression benchmark.
     #[arg(long, default_value_t = 2)]
     prose_mb: usize,
+    /// Workload of the harness throughput figure.
+    #[arg(long, default_value = "halueval-distractor")]
+    harness_workload: String,
+    /// Context budget of the harness throughput figure.
+    #[arg(long, default_value_t = 512)]
+    harness_budget: usize,
+    /// Replicates of the harness throughput run.
+    #[arg(long, default_value_t = 1)]
+    harness_replicates: u64,
+    /// Runs of the harness throughput figure (the median is reported).
+    #[arg(long, default_value_t = 5)]
+    harness_repeats: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
     /// Run only these groups [default: all].
@@ -44,6 +56,7 @@ enum Group {
     Tokens,
     Witness,
     Compress,
+    Harness,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -95,6 +108,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             &store,
         ));
     }
+    if wants(Group::Harness) {
+        figures.push(harness_figure(&args)?);
+    }
     print_figures(&figures, args.format)
 }
 
@@ -104,6 +120,52 @@ fn print_figures(figures: &[Figure], format: Format) -> anyhow::Result<ExitCode>
         Format::Text => print!("{}", render_table(figures)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `harness` group: fixture-runner trials per second. The `svc` and `combined` conditions
+/// join when the context engine is plugged in (`harness::condition::default_selector`).
+fn harness_figure(args: &BenchArgs) -> anyhow::Result<Figure> {
+    use svc::harness::{bench as harness_bench, condition, workload};
+    let cache = tempfile::tempdir()?;
+    let options = workload::LoadOptions {
+        cache_dir: cache.path().to_path_buf(),
+    };
+    let loaded = workload::load(
+        &workload::workloads_root(),
+        &args.harness_workload,
+        &options,
+    )
+    .or_else(|error| {
+        eprintln!("bench: {error}; using the fixture workload fixtures/harness/halueval-mini");
+        workload::load(
+            &workload::workloads_root(),
+            "fixtures/harness/halueval-mini",
+            &options,
+        )
+    })?;
+    let selector = condition::default_selector();
+    let mut conditions = vec![
+        condition::Condition::Raw,
+        condition::Condition::NativeCompaction,
+    ];
+    match harness_bench::selector_available(selector.as_ref()) {
+        Ok(()) => conditions.extend([condition::Condition::Svc, condition::Condition::Combined]),
+        Err(reason) => eprintln!("bench: harness: svc and combined left out: {reason}"),
+    }
+    eprintln!(
+        "bench: harness fixture trials ({}, budget {})…",
+        loaded.name(),
+        args.harness_budget
+    );
+    Ok(harness_bench::fixture_throughput(
+        loaded,
+        conditions,
+        args.harness_budget,
+        args.harness_replicates,
+        args.harness_repeats,
+        None,
+        selector,
+    )?)
 }
 
 fn default_corpus() -> PathBuf {

@@ -3,7 +3,10 @@
 mod bench;
 mod compress;
 mod records;
+mod run;
+mod runners;
 mod witness;
+mod workloads;
 
 use std::process::ExitCode;
 
@@ -38,6 +41,15 @@ enum Command {
     /// Exit 0 when every job ran; 1 with --fail-over-budget when a job cannot fit its budget;
     /// 2 when a job line or input is bad (the other jobs still run).
     Batch(compress::BatchArgs),
+    /// Run a workload's paired trial matrix (conditions × budgets × replicates) and write
+    /// trial records to runs/<run-id>/.
+    Run(run::RunArgs),
+    /// List, show and mine workloads.
+    #[command(subcommand)]
+    Workloads(workloads::WorkloadsCommand),
+    /// List and check model runners.
+    #[command(subcommand)]
+    Runners(runners::RunnersCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -50,6 +62,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Compress(args) => compress::run_compress(args),
         Command::Distill(args) => compress::run_distill(args),
         Command::Batch(args) => compress::run_batch(args),
+        Command::Run(args) => run::run(args),
+        Command::Workloads(command) => workloads::run(command),
+        Command::Runners(command) => runners::run(command),
     }
 }
 

@@ -3,4 +3,5 @@
 mod compress;
 mod harness;
 mod records;
+mod run;
 mod witness;

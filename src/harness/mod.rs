@@ -1,0 +1,14 @@
+//! The trial harness: workloads (tasks with gold), conditions (how context is shaped), runners
+//! (the model), scorers (numbers from a response) and the paired trial matrix that writes
+//! schema-valid trial records.
+//!
+//! Two seams are filled by other subsystems: [`condition::default_selector`] (the context
+//! engine) and [`scorer::default_claim_checker`] (the witness).
+
+pub mod bench;
+pub mod condition;
+pub mod run;
+pub mod runner;
+pub mod scorer;
+pub mod text;
+pub mod workload;

@@ -1,0 +1,1308 @@
+//! The trial matrix: tasks × conditions × replicates at one or more budgets, for one workload
+//! and one runner. Trials sharing (workload, workload_version, task_id, provider, model,
+//! replicate, scorer) form a pairing unit and differ only in condition.
+//!
+//! Execution: local runners (the fixture) run on a rayon pool; runners that do I/O run on tokio
+//! with at most the runner's `concurrency` calls in flight. One writer thread validates and
+//! appends every record (via [`TrialWriter`]), so a failed trial is an `outcome: error` record
+//! and the matrix goes on. Output: `<run dir>/trials.jsonl`, `manifest.json` and, when a trial
+//! has something the record cannot say (raw cut at the context window, a record that could not
+//! be built), `notes.jsonl`.
+//!
+//! Budgets: the trial record has no budget field, so each record's `task_id` carries it as a
+//! suffix, `<task id>@b<budget>` ([`BUDGET_SEPARATOR`]), and the manifest lists the budgets.
+//! Records of one budget pair with each other; `raw` is run at every budget so each budget has
+//! complete pairs.
+//!
+//! Resume: re-running into the same directory skips every trial whose (task_id with budget,
+//! condition, replicate, scorer, provider, model) is already in `trials.jsonl`; a torn last line
+//! from an interrupted run is cut off first.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::condition::{
+    self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
+};
+use super::runner::{ModelReply, Runner, RunnerError};
+use super::scorer::{self, ClaimChecker, ScorerName};
+use super::workload::{Task, Workload};
+use crate::context::CommitStore;
+use crate::digest;
+use crate::state;
+use crate::tokens::Tokenizer;
+use crate::trial::writer::WriteError;
+use crate::trial::{Outcome, SCHEMA_VERSION, TrialRecord, TrialWriter};
+
+/// Separates a task id from its budget in records: `halueval-0001@b512`.
+pub const BUDGET_SEPARATOR: &str = "@b";
+
+/// The record `task_id` of `task_id` at `budget`.
+pub fn budget_task_id(task_id: &str, budget: usize) -> String {
+    format!("{task_id}{BUDGET_SEPARATOR}{budget}")
+}
+
+/// Splits a record `task_id` into the workload's task id and the budget.
+pub fn split_task_id(record_task_id: &str) -> (&str, Option<usize>) {
+    match record_task_id.rsplit_once(BUDGET_SEPARATOR) {
+        Some((task, budget)) => match budget.parse() {
+            Ok(budget) => (task, Some(budget)),
+            Err(_) => (record_task_id, None),
+        },
+        None => (record_task_id, None),
+    }
+}
+
+/// One shard of a matrix: `K/N`, 1-based. Tasks are dealt by index, so every pairing unit (all
+/// conditions of a task) lands in one shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Shard {
+    pub index: usize,
+    pub count: usize,
+}
+
+impl Default for Shard {
+    fn default() -> Self {
+        Self { index: 1, count: 1 }
+    }
+}
+
+impl FromStr for Shard {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        let error = || format!("shard `{text}` is not K/N with 1 <= K <= N (e.g. 2/4)");
+        let (k, n) = text.split_once('/').ok_or_else(error)?;
+        let index: usize = k.trim().parse().map_err(|_| error())?;
+        let count: usize = n.trim().parse().map_err(|_| error())?;
+        if count == 0 || index == 0 || index > count {
+            return Err(error());
+        }
+        Ok(Self { index, count })
+    }
+}
+
+impl std::fmt::Display for Shard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.index, self.count)
+    }
+}
+
+impl Shard {
+    pub fn contains(&self, task_index: usize) -> bool {
+        task_index % self.count == self.index - 1
+    }
+}
+
+/// Live counts for a progress display.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Progress {
+    pub done: u64,
+    pub total: u64,
+    pub errors: u64,
+}
+
+/// Everything a run needs, resolved. The CLI builds this; tests build it directly.
+pub struct RunSettings {
+    pub workload: Arc<Workload>,
+    pub runner: Arc<Runner>,
+    pub conditions: Vec<Condition>,
+    pub budgets: Vec<usize>,
+    pub replicates: u64,
+    pub shard: Shard,
+    /// The run directory (`runs/<run-id>`).
+    pub out_dir: PathBuf,
+    /// Abort when errors / finished trials exceed this (checked after 20 trials).
+    pub max_error_rate: Option<f64>,
+    /// Orders the trials (so condition order cannot bias latency); recorded in the manifest.
+    pub seed: u64,
+    pub scorer: ScorerName,
+    pub selector: Arc<dyn ContextSelector>,
+    pub claim_checker: Arc<dyn ClaimChecker>,
+    /// State directory for context commits.
+    pub state_home: PathBuf,
+    /// Worker threads for local work (default: all cores).
+    pub threads: Option<usize>,
+    /// Called from the writer thread after each trial.
+    pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+}
+
+/// What a run did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSummary {
+    pub run_dir: PathBuf,
+    pub planned: u64,
+    pub skipped: u64,
+    pub written: u64,
+    pub errors: u64,
+    /// Records that could not be written (see notes.jsonl).
+    pub unwritten: u64,
+    pub aborted: bool,
+    pub elapsed_seconds: f64,
+}
+
+impl RunSummary {
+    pub fn trials_per_second(&self) -> f64 {
+        self.written as f64 / self.elapsed_seconds.max(1e-9)
+    }
+}
+
+/// Errors that stop a run (a failed trial does not: it is a record).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(
+        "{path}:{line}: an existing record cannot be read ({message}); move the file away or pass a new --out"
+    )]
+    Existing {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error("cannot use {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Write(#[from] WriteError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error("the run settings are invalid: {0}")]
+    Settings(String),
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// The manifest of a run directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub run_id: String,
+    pub svc_version: String,
+    pub git_commit: Option<String>,
+    pub workload: ManifestWorkload,
+    pub runner: ManifestRunner,
+    pub conditions: Vec<Condition>,
+    pub budgets: Vec<usize>,
+    /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
+    pub task_id_budget_separator: String,
+    pub replicates: u64,
+    pub scorer: String,
+    pub seed: u64,
+    pub shard: String,
+    /// First start of this run directory (kept across resumes).
+    pub started_at: String,
+    /// End of the latest session; null while a session runs.
+    pub ended_at: Option<String>,
+    /// Trials of this shard's matrix.
+    pub planned: u64,
+    /// Trials the latest session found already written.
+    pub skipped: u64,
+    /// Records in trials.jsonl in total.
+    pub written: u64,
+    /// Error records in trials.jsonl in total.
+    pub errors: u64,
+    pub aborted: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestWorkload {
+    pub name: String,
+    pub version: String,
+    pub kind: String,
+    pub tasks: usize,
+    pub prompt_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRunner {
+    pub name: String,
+    pub kind: String,
+    pub provider: String,
+    pub model: String,
+    pub file_sha256: String,
+    pub cost_source: crate::trial::CostSource,
+}
+
+/// A default run id: workload, runner and a short hash of everything that defines the matrix,
+/// so re-running the same command resumes the same directory.
+pub fn default_run_id(settings: &RunSettings) -> String {
+    let material = format!(
+        "{}|{}|{}|{}|{:?}|{:?}|{}|{}|{}|{}",
+        settings.workload.name(),
+        settings.workload.version(),
+        settings.runner.spec.name,
+        settings.runner.file_sha256,
+        settings.conditions,
+        settings.budgets,
+        settings.replicates,
+        settings.scorer,
+        settings.seed,
+        settings.shard
+    );
+    let shard = if settings.shard.count > 1 {
+        format!("-shard{}of{}", settings.shard.index, settings.shard.count)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}-{}{shard}-{}",
+        settings.workload.name(),
+        settings.runner.spec.name,
+        &digest::sha256_hex(material)[..10]
+    )
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Copy)]
+struct Cell {
+    task: usize,
+    condition: Condition,
+    budget: usize,
+    replicate: u64,
+}
+
+/// Something the record cannot say, written to notes.jsonl.
+#[derive(Debug, Clone, Serialize)]
+struct Note {
+    task_id: String,
+    condition: Condition,
+    replicate: u64,
+    kind: &'static str,
+    detail: String,
+}
+
+struct Finished {
+    record: Option<TrialRecord>,
+    notes: Vec<Note>,
+}
+
+/// Runs the matrix described by `settings`.
+pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
+    if settings.conditions.is_empty() || settings.budgets.is_empty() || settings.replicates == 0 {
+        return Err(RunError::Settings(
+            "need at least one condition, one budget and one replicate".into(),
+        ));
+    }
+    if settings.budgets.contains(&0) {
+        return Err(RunError::Settings("budgets must be > 0 tokens".into()));
+    }
+    let started = Instant::now();
+    let started_at = utc_now();
+    let trials_path = settings.out_dir.join("trials.jsonl");
+    let (done_keys, done_errors) = existing_keys(&trials_path)?;
+    let workload = &settings.workload;
+    let runner = &settings.runner;
+    let mut cells: Vec<Cell> = Vec::new();
+    for &budget in &settings.budgets {
+        for (index, _) in workload.tasks.iter().enumerate() {
+            if !settings.shard.contains(index) {
+                continue;
+            }
+            for &condition in &settings.conditions {
+                for replicate in 0..settings.replicates {
+                    cells.push(Cell {
+                        task: index,
+                        condition,
+                        budget,
+                        replicate,
+                    });
+                }
+            }
+        }
+    }
+    let planned = cells.len() as u64;
+    let key = |cell: &Cell| {
+        record_key(
+            &budget_task_id(&workload.tasks[cell.task].id, cell.budget),
+            cell.condition,
+            cell.replicate,
+            settings.scorer.as_str(),
+            &runner.spec.provider,
+            &runner.spec.model,
+        )
+    };
+    cells.retain(|cell| !done_keys.contains(&key(cell)));
+    let skipped = planned - cells.len() as u64;
+    crate::harness::text::SplitMix64::new(settings.seed).shuffle(&mut cells);
+
+    let mut manifest = Manifest {
+        run_id: settings
+            .out_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        svc_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        workload: ManifestWorkload {
+            name: workload.name().to_string(),
+            version: workload.version().to_string(),
+            kind: workload.spec.kind.as_str().to_string(),
+            tasks: workload.tasks.len(),
+            prompt_sha256: workload.prompt_hash(),
+        },
+        runner: ManifestRunner {
+            name: runner.spec.name.clone(),
+            kind: runner.spec.kind.as_str().to_string(),
+            provider: runner.spec.provider.clone(),
+            model: runner.spec.model.clone(),
+            file_sha256: runner.file_sha256.clone(),
+            cost_source: runner.cost_source(),
+        },
+        conditions: settings.conditions.clone(),
+        budgets: settings.budgets.clone(),
+        task_id_budget_separator: BUDGET_SEPARATOR.into(),
+        replicates: settings.replicates,
+        scorer: settings.scorer.as_str().to_string(),
+        seed: settings.seed,
+        shard: settings.shard.to_string(),
+        started_at,
+        ended_at: None,
+        planned,
+        skipped,
+        written: 0,
+        errors: 0,
+        aborted: false,
+    };
+    if let Some(previous) = read_manifest(&settings.out_dir) {
+        merge_previous(&mut manifest, &previous, &settings.out_dir)?;
+    }
+    write_manifest(&settings.out_dir, &manifest)?;
+
+    // Every task's full context is rendered and counted once, not once per trial.
+    let tokenizer = Tokenizer::default();
+    let needed: HashSet<usize> = cells.iter().map(|c| c.task).collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(settings.threads.unwrap_or(0))
+        .build()
+        .map_err(|e| RunError::Settings(format!("cannot start worker threads: {e}")))?;
+    let prepared: Vec<Option<PreparedContext>> = pool.install(|| {
+        workload
+            .tasks
+            .par_iter()
+            .enumerate()
+            .map(|(i, task)| {
+                needed
+                    .contains(&i)
+                    .then(|| PreparedContext::new(task, &tokenizer))
+            })
+            .collect()
+    });
+    let prepared = Arc::new(prepared);
+
+    let writer = TrialWriter::append(&trials_path)?;
+    let notes_path = settings.out_dir.join("notes.jsonl");
+    let (sender, receiver) = mpsc::sync_channel::<Finished>(1024);
+    let abort = Arc::new(AtomicBool::new(false));
+    let total = cells.len() as u64;
+    let progress = settings.progress.clone();
+    let max_error_rate = settings.max_error_rate;
+    let writer_abort = abort.clone();
+    let writer_thread = std::thread::spawn(move || {
+        let result = write_loop(
+            writer,
+            &notes_path,
+            receiver,
+            total,
+            progress,
+            max_error_rate,
+            &writer_abort,
+        );
+        // A writer that failed (disk full, …) stops the workers; its error is the run's.
+        if result.is_err() {
+            writer_abort.store(true, Ordering::Relaxed);
+        }
+        result
+    });
+
+    let context = TrialContext {
+        settings,
+        prepared: prepared.clone(),
+        commits: CommitStore::new(&settings.state_home),
+        tokenizer,
+    };
+    if runner.is_local() {
+        // Replicates of one (task, budget, condition) share one context build.
+        let mut groups: Vec<(Cell, Vec<u64>)> = Vec::new();
+        let mut index: std::collections::HashMap<(usize, usize, Condition), usize> =
+            std::collections::HashMap::new();
+        for cell in &cells {
+            let key = (cell.task, cell.budget, cell.condition);
+            match index.get(&key) {
+                Some(&at) => groups[at].1.push(cell.replicate),
+                None => {
+                    index.insert(key, groups.len());
+                    groups.push((*cell, vec![cell.replicate]));
+                }
+            }
+        }
+        pool.install(|| {
+            groups
+                .par_iter()
+                .for_each_with(sender, |sender, (cell, replicates)| {
+                    if abort.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    for finished in context.run_local_group(cell, replicates) {
+                        let _ = sender.send(finished);
+                    }
+                });
+        });
+    } else {
+        run_async(&context, &cells, sender, &abort)?;
+    }
+    let counts = writer_thread
+        .join()
+        .unwrap_or_else(|_| Err(RunError::Settings("the writer thread panicked".into())))?;
+    manifest.ended_at = Some(utc_now());
+    manifest.written = counts.written;
+    manifest.errors = counts.errors;
+    manifest.aborted = counts.aborted;
+    // The manifest reports the totals of the directory, not only this session.
+    manifest.written += done_keys.len() as u64;
+    manifest.errors += done_errors;
+    write_manifest(&settings.out_dir, &manifest)?;
+    Ok(RunSummary {
+        run_dir: settings.out_dir.clone(),
+        planned,
+        skipped,
+        written: counts.written,
+        errors: counts.errors,
+        unwritten: counts.unwritten,
+        aborted: counts.aborted,
+        elapsed_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+struct TrialContext<'a> {
+    settings: &'a RunSettings,
+    prepared: Arc<Vec<Option<PreparedContext>>>,
+    commits: CommitStore,
+    tokenizer: Tokenizer,
+}
+
+/// A trial after its context is built, before the model call.
+#[derive(Clone)]
+struct Staged {
+    cell: Cell,
+    built: Result<BuiltContext, condition::ConditionFailure>,
+}
+
+impl TrialContext<'_> {
+    fn task(&self, cell: &Cell) -> &Task {
+        &self.settings.workload.tasks[cell.task]
+    }
+
+    fn stage(&self, cell: &Cell) -> Staged {
+        let task = self.task(cell);
+        let built = match &self.prepared[cell.task] {
+            Some(full) => {
+                let env = ConditionEnv {
+                    tokenizer: &self.tokenizer,
+                    selector: self.settings.selector.as_ref(),
+                    commits: &self.commits,
+                    context_window: self.settings.runner.context_window(),
+                };
+                condition::build(cell.condition, task, full, cell.budget, &env)
+            }
+            None => Err(condition::ConditionFailure {
+                error_type: "internal_error",
+                message: "the task's context was not prepared".into(),
+                context_commit_id: None,
+            }),
+        };
+        Staged { cell: *cell, built }
+    }
+
+    /// Runs every replicate of one (task, budget, condition) on a local runner. The context is
+    /// built once: conditions are deterministic, so replicates differ only in the model call.
+    fn run_local_group(&self, cell: &Cell, replicates: &[u64]) -> Vec<Finished> {
+        let staged = self.stage(cell);
+        replicates
+            .iter()
+            .map(|&replicate| {
+                self.run_local(Staged {
+                    cell: Cell { replicate, ..*cell },
+                    built: staged.built.clone(),
+                })
+            })
+            .collect()
+    }
+
+    fn run_local(&self, staged: Staged) -> Finished {
+        let cell = &staged.cell;
+        let reply = match &staged.built {
+            Ok(built) if built.tokens > 0 => {
+                let request = self.settings.runner.request(
+                    &built.text,
+                    &self.task(cell).question,
+                    self.task(cell).answer_kind,
+                );
+                let start = Instant::now();
+                let reply = self.settings.runner.call_local(&request);
+                let latency = start.elapsed().as_secs_f64() * 1000.0;
+                Some((
+                    reply.ok_or_else(|| RunnerError::InvalidResponse {
+                        url: self.settings.runner.spec.name.clone(),
+                        message: "not a local runner".into(),
+                    }),
+                    latency,
+                ))
+            }
+            _ => None,
+        };
+        self.finish(staged, reply)
+    }
+
+    /// Turns a staged trial and the model's reply (None when the model was not called) into a
+    /// record and notes.
+    fn finish(
+        &self,
+        staged: Staged,
+        reply: Option<(Result<ModelReply, RunnerError>, f64)>,
+    ) -> Finished {
+        let settings = self.settings;
+        let cell = staged.cell;
+        let task = self.task(&cell);
+        let runner = &settings.runner;
+        let task_id = budget_task_id(&task.id, cell.budget);
+        let mut notes = Vec::new();
+        let note = |kind: &'static str, detail: String| Note {
+            task_id: task_id.clone(),
+            condition: cell.condition,
+            replicate: cell.replicate,
+            kind,
+            detail,
+        };
+        let mut record = TrialRecord {
+            schema_version: SCHEMA_VERSION.into(),
+            workload: settings.workload.name().to_string(),
+            workload_version: settings.workload.version().to_string(),
+            task_id: task_id.clone(),
+            provider: runner.spec.provider.clone(),
+            model: runner.spec.model.clone(),
+            provider_request_id: String::new(),
+            usage_source: crate::trial::UsageSource::RunnerError,
+            cost_source: runner.cost_source(),
+            cost_source_reference: runner.cost_reference(),
+            outcome: Outcome::Error,
+            error_type: None,
+            context_sha256: digest::sha256_hex(""),
+            response_text: None,
+            response_sha256: None,
+            replicate: cell.replicate,
+            condition: cell.condition,
+            scorer: settings.scorer.as_str().to_string(),
+            task_score: 0.0,
+            evidence_recall: 0.0,
+            unsupported_claim_rate: 0.0,
+            context_tokens: 0,
+            reasoning_tokens: 0,
+            output_tokens: 0,
+            billed_cost_usd: 0.0,
+            latency_ms: 0.0,
+            context_commit_id: None,
+        };
+        let stable_id = |what: &str| {
+            format!(
+                "{what}_{}",
+                &digest::sha256_hex(format!(
+                    "{}|{}|{}|{}|{}",
+                    settings.workload.name(),
+                    task_id,
+                    cell.condition,
+                    cell.replicate,
+                    runner.spec.model
+                ))[..24]
+            )
+        };
+        match staged.built {
+            Err(failure) => {
+                record.error_type = Some(failure.error_type.to_string());
+                record.provider_request_id = stable_id("not_called");
+                record.context_commit_id = failure.context_commit_id;
+                notes.push(note(failure.error_type, failure.message));
+            }
+            Ok(built) => {
+                record.context_sha256 = digest::sha256_hex(&built.text);
+                record.context_tokens = built.tokens as u64;
+                record.context_commit_id = built.context_commit_id.clone();
+                record.evidence_recall = scorer::evidence_recall(&built.text, &task.evidence);
+                if let Some(full) = built.truncated_from {
+                    notes.push(note(
+                        "truncated_at_context_window",
+                        format!(
+                            "raw context of {full} tokens cut to {} tokens",
+                            built.tokens
+                        ),
+                    ));
+                }
+                match reply {
+                    None => {
+                        record.error_type = Some("empty_context".into());
+                        record.provider_request_id = stable_id("not_called");
+                        notes.push(note(
+                            "empty_context",
+                            "the condition left no context; the model was not called".into(),
+                        ));
+                    }
+                    Some((Err(error), latency)) => {
+                        record.error_type = Some(error.error_type());
+                        record.usage_source = error.usage_source();
+                        record.provider_request_id = stable_id("failed");
+                        record.latency_ms = latency;
+                        notes.push(note("runner_error", error.to_string()));
+                    }
+                    Some((Ok(reply), latency)) => {
+                        record.outcome = Outcome::Success;
+                        record.usage_source = reply.usage_source;
+                        record.provider_request_id = reply.provider_request_id.clone();
+                        record.task_score =
+                            settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
+                        record.unsupported_claim_rate = settings
+                            .claim_checker
+                            .unsupported_claim_rate(
+                                &reply.text,
+                                &task.claim_evidence(),
+                                Some(&task.question),
+                            )
+                            .clamp(0.0, 1.0);
+                        record.output_tokens = reply.output_tokens;
+                        record.reasoning_tokens = reply.reasoning_tokens;
+                        record.billed_cost_usd = runner.cost_usd(&reply);
+                        record.latency_ms = latency;
+                        record.response_sha256 = Some(digest::sha256_hex(&reply.text));
+                        record.response_text = Some(reply.text);
+                    }
+                }
+            }
+        }
+        let violations = record.violations();
+        if violations.is_empty() {
+            Finished {
+                record: Some(record),
+                notes,
+            }
+        } else {
+            notes.push(note(
+                "record_not_written",
+                violations
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
+            Finished {
+                record: None,
+                notes,
+            }
+        }
+    }
+}
+
+fn run_async(
+    context: &TrialContext<'_>,
+    cells: &[Cell],
+    sender: mpsc::SyncSender<Finished>,
+    abort: &AtomicBool,
+) -> Result<(), RunError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?;
+    let concurrency = context.settings.runner.spec.concurrency.max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    // `concurrency` workers pull cells from a shared counter, so at most that many calls are in
+    // flight. The futures borrow the run's context, so they are polled on this thread rather
+    // than spawned; context building is short next to a model call.
+    let worker = || async {
+        loop {
+            if abort.load(Ordering::Relaxed) {
+                return;
+            }
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(cell) = cells.get(i) else { return };
+            let staged = context.stage(cell);
+            let task = context.task(cell);
+            let reply = match &staged.built {
+                Ok(built) if built.tokens > 0 => {
+                    let runner = &context.settings.runner;
+                    let request = runner.request(&built.text, &task.question, task.answer_kind);
+                    let start = Instant::now();
+                    let reply = runner.call(&request).await;
+                    Some((reply, start.elapsed().as_secs_f64() * 1000.0))
+                }
+                _ => None,
+            };
+            let finished = context.finish(staged, reply);
+            // A send error means the writer stopped early (an I/O error it reports).
+            if sender.send(finished).is_err() {
+                return;
+            }
+        }
+    };
+    runtime.block_on(join_all((0..concurrency).map(|_| worker()).collect()));
+    Ok(())
+}
+
+/// Polls every future to completion on the current task.
+async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
+    let mut futures: Vec<std::pin::Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    std::future::poll_fn(move |cx| {
+        futures.retain_mut(|f| f.as_mut().poll(cx).is_pending());
+        if futures.is_empty() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await
+}
+
+struct Counts {
+    written: u64,
+    errors: u64,
+    unwritten: u64,
+    aborted: bool,
+}
+
+fn write_loop(
+    mut writer: TrialWriter,
+    notes_path: &Path,
+    receiver: mpsc::Receiver<Finished>,
+    total: u64,
+    progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    max_error_rate: Option<f64>,
+    abort: &AtomicBool,
+) -> Result<Counts, RunError> {
+    let mut counts = Counts {
+        written: 0,
+        errors: 0,
+        unwritten: 0,
+        aborted: false,
+    };
+    let mut notes: Option<fs::File> = None;
+    let mut done = 0u64;
+    for finished in receiver {
+        done += 1;
+        if !finished.notes.is_empty() {
+            if notes.is_none() {
+                notes = Some(
+                    fs::OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(notes_path)
+                        .map_err(|source| RunError::Io {
+                            path: notes_path.to_path_buf(),
+                            source,
+                        })?,
+                );
+            }
+            if let Some(file) = notes.as_mut() {
+                for note in &finished.notes {
+                    let line = serde_json::to_string(note).unwrap_or_default();
+                    writeln!(file, "{line}").map_err(|source| RunError::Io {
+                        path: notes_path.to_path_buf(),
+                        source,
+                    })?;
+                }
+            }
+        }
+        match finished.record {
+            Some(record) => {
+                let is_error = record.outcome == Outcome::Error;
+                writer.write(&record)?;
+                counts.written += 1;
+                counts.errors += u64::from(is_error);
+            }
+            None => {
+                counts.unwritten += 1;
+                counts.errors += 1;
+            }
+        }
+        if let Some(limit) = max_error_rate
+            && done >= 20.min(total)
+            && counts.errors as f64 / done as f64 > limit
+            && !counts.aborted
+        {
+            counts.aborted = true;
+            abort.store(true, Ordering::Relaxed);
+        }
+        if let Some(callback) = &progress {
+            callback(Progress {
+                done,
+                total,
+                errors: counts.errors,
+            });
+        }
+    }
+    Ok(counts)
+}
+
+fn record_key(
+    task_id: &str,
+    condition: Condition,
+    replicate: u64,
+    scorer: &str,
+    provider: &str,
+    model: &str,
+) -> String {
+    format!(
+        "{task_id}\u{1f}{condition}\u{1f}{replicate}\u{1f}{scorer}\u{1f}{provider}\u{1f}{model}"
+    )
+}
+
+/// Keys of the records already in `path` and how many are errors; cuts off a torn last line
+/// first.
+fn existing_keys(path: &Path) -> Result<(HashSet<String>, u64), RunError> {
+    let mut keys = HashSet::new();
+    let mut errors = 0u64;
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((keys, 0)),
+        Err(source) => {
+            return Err(RunError::Io {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(at) => at + 1,
+        None => 0,
+    };
+    if complete < bytes.len() {
+        // An interrupted write left part of a line: drop it, the trial runs again.
+        let file = fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .map_err(|source| RunError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        file.set_len(complete as u64)
+            .map_err(|source| RunError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+    }
+    let text = String::from_utf8_lossy(&bytes[..complete]);
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: TrialRecord =
+            serde_json::from_str(line).map_err(|error| RunError::Existing {
+                path: path.to_path_buf(),
+                line: index + 1,
+                message: error.to_string(),
+            })?;
+        errors += u64::from(record.outcome == Outcome::Error);
+        keys.insert(record_key(
+            &record.task_id,
+            record.condition,
+            record.replicate,
+            &record.scorer,
+            &record.provider,
+            &record.model,
+        ));
+    }
+    Ok((keys, errors))
+}
+
+/// A run directory holds one experiment: the same workload (version and prompts), runner file
+/// and scorer. Within it, a later session may add conditions, budgets or replicates; the
+/// manifest then lists the union, so every record's budget and condition stay described.
+fn merge_previous(
+    manifest: &mut Manifest,
+    previous: &Manifest,
+    dir: &Path,
+) -> Result<(), RunError> {
+    let identity = |m: &Manifest| {
+        (
+            m.workload.name.clone(),
+            m.workload.version.clone(),
+            m.workload.prompt_sha256.clone(),
+            m.runner.name.clone(),
+            m.runner.file_sha256.clone(),
+            m.scorer.clone(),
+            m.shard.clone(),
+        )
+    };
+    if identity(manifest) != identity(previous) {
+        return Err(RunError::Settings(format!(
+            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}); \
+             this run is workload {} version {} with runner {} (scorer {}, shard {}): pass another --out",
+            dir.display(),
+            previous.workload.name,
+            previous.workload.version,
+            previous.runner.name,
+            previous.scorer,
+            previous.shard,
+            manifest.workload.name,
+            manifest.workload.version,
+            manifest.runner.name,
+            manifest.scorer,
+            manifest.shard,
+        )));
+    }
+    for condition in &previous.conditions {
+        if !manifest.conditions.contains(condition) {
+            manifest.conditions.push(*condition);
+        }
+    }
+    manifest.conditions.sort();
+    for budget in &previous.budgets {
+        if !manifest.budgets.contains(budget) {
+            manifest.budgets.push(*budget);
+        }
+    }
+    manifest.budgets.sort_unstable();
+    manifest.replicates = manifest.replicates.max(previous.replicates);
+    manifest.started_at = previous.started_at.clone();
+    Ok(())
+}
+
+fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
+    let mut bytes =
+        serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
+    bytes.push(b'\n');
+    state::atomic_write(&dir.join("manifest.json"), &bytes)?;
+    Ok(())
+}
+
+/// The manifest of a run directory, if it has a readable one.
+pub fn read_manifest(dir: &Path) -> Option<Manifest> {
+    let bytes = fs::read(dir.join("manifest.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn git_commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The current UTC time as RFC 3339 (`2026-11-21T12:00:00Z`).
+pub fn utc_now() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format_utc(seconds)
+}
+
+fn format_utc(seconds: u64) -> String {
+    let days = (seconds / 86_400) as i64;
+    let rem = seconds % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_and_task_ids() {
+        assert_eq!("2/4".parse::<Shard>(), Ok(Shard { index: 2, count: 4 }));
+        assert!("0/4".parse::<Shard>().is_err());
+        assert!("5/4".parse::<Shard>().is_err());
+        assert!("x".parse::<Shard>().is_err());
+        let shard = Shard { index: 2, count: 3 };
+        let mine: Vec<usize> = (0..7).filter(|&i| shard.contains(i)).collect();
+        assert_eq!(mine, [1, 4]);
+        assert_eq!(
+            split_task_id(&budget_task_id("halueval-0001", 512)),
+            ("halueval-0001", Some(512))
+        );
+        assert_eq!(split_task_id("plain"), ("plain", None));
+    }
+
+    use crate::harness::condition::tests::OverlapSelector;
+    use crate::harness::scorer::default_claim_checker;
+    use crate::harness::workload::{AnswerKind, Document, TaskContext, WorkloadKind, WorkloadSpec};
+    use crate::trial::read::RecordReader;
+
+    fn workload() -> Workload {
+        let filler: Vec<Document> = (0..12)
+            .map(|i| Document {
+                name: format!("doc-{i:02}"),
+                text: format!("Paragraph {i} is about the weather in the valley, the rivers and the old mill road."),
+            })
+            .collect();
+        let tasks = (0..6)
+            .map(|k| {
+                let fact = format!("The keeper of lighthouse number {k} is called Keeper{k}.");
+                let mut docs = filler.clone();
+                docs.insert(
+                    k * 2,
+                    Document {
+                        name: format!("fact-{k}"),
+                        text: fact.clone(),
+                    },
+                );
+                Task {
+                    id: format!("t{k}"),
+                    question: format!("Who is the keeper of lighthouse number {k}?"),
+                    context: TaskContext::Documents(docs),
+                    answer_kind: AnswerKind::Span,
+                    answers: vec![format!("Keeper{k}")],
+                    evidence: vec![fact],
+                    gold_files: Vec::new(),
+                }
+            })
+            .collect();
+        let spec_text = "name = \"lighthouses\"\nversion = \"3\"\nkind = \"qa\"\nscorer = \"qa-exact-v1\"\n[qa]\nformat = \"builtin\"\ntasks = \"t\"\ndocuments = \"d\"\n";
+        let spec: WorkloadSpec =
+            crate::harness::workload::spec::parse(spec_text, Path::new("w.toml")).expect("spec");
+        assert_eq!(spec.kind, WorkloadKind::Qa);
+        Workload {
+            spec,
+            dir: PathBuf::from("."),
+            tasks,
+        }
+    }
+
+    fn settings(dir: &Path, shard: Shard) -> RunSettings {
+        RunSettings {
+            workload: Arc::new(workload()),
+            runner: Arc::new(Runner::fixture()),
+            conditions: Condition::ALL.to_vec(),
+            budgets: vec![60, 120],
+            replicates: 2,
+            shard,
+            out_dir: dir.join("run"),
+            max_error_rate: None,
+            seed: 1,
+            scorer: ScorerName::QaExactV1,
+            selector: Arc::new(OverlapSelector),
+            claim_checker: default_claim_checker(),
+            state_home: dir.join("state"),
+            threads: Some(2),
+            progress: None,
+        }
+    }
+
+    fn records(dir: &Path) -> Vec<TrialRecord> {
+        let text = fs::read_to_string(dir.join("run/trials.jsonl")).expect("trials");
+        let validator = crate::trial::RecordValidator::new().expect("validator");
+        let reader = RecordReader::new(
+            Box::new(std::io::Cursor::new(text.clone().into_bytes())),
+            Some("t.jsonl"),
+        )
+        .expect("reader");
+        for item in reader {
+            let item = item.expect("io");
+            assert!(validator.check_str(&item.text.expect("utf8")).is_empty());
+        }
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("record"))
+            .collect()
+    }
+
+    #[test]
+    fn full_matrix_with_a_selector_double_pairs_and_resumes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let settings = settings(dir.path(), Shard::default());
+        let summary = execute(&settings).expect("run");
+        assert_eq!(summary.planned, 6 * 4 * 2 * 2);
+        assert_eq!((summary.written, summary.errors), (96, 0));
+        let records = records(dir.path());
+        assert_eq!(records.len(), 96);
+        let mut score = std::collections::HashMap::<(Condition, usize), (f64, f64, usize)>::new();
+        for record in &records {
+            let (task, budget) = split_task_id(&record.task_id);
+            assert!(task.starts_with('t'));
+            let entry = score
+                .entry((record.condition, budget.expect("budget")))
+                .or_default();
+            entry.0 += record.task_score;
+            entry.1 += record.evidence_recall;
+            entry.2 += 1;
+            if matches!(record.condition, Condition::Svc | Condition::Combined) {
+                let id = record.context_commit_id.as_deref().expect("ctx");
+                let receipt = CommitStore::new(&dir.path().join("state"))
+                    .receipt(id)
+                    .expect("receipt");
+                assert_eq!(receipt.context_sha256, record.context_sha256);
+            }
+            if record.condition != Condition::Raw {
+                assert!(record.context_tokens as usize <= budget.expect("budget"));
+            }
+        }
+        let mean = |c, b| {
+            let (s, r, n) = score[&(c, b)];
+            (s / n as f64, r / n as f64)
+        };
+        assert_eq!(mean(Condition::Raw, 60), (1.0, 1.0));
+        assert_eq!(
+            mean(Condition::Svc, 60),
+            (1.0, 1.0),
+            "the selector keeps the fact"
+        );
+        assert!(
+            mean(Condition::NativeCompaction, 60).1 < 1.0,
+            "head and tail lose facts in the middle"
+        );
+        let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
+        assert_eq!(manifest.budgets, [60, 120]);
+        assert_eq!(manifest.workload.version, "3");
+        assert!(manifest.ended_at.is_some());
+        assert_eq!((manifest.written, manifest.planned), (96, 96));
+
+        // Another budget into the same directory: the manifest lists both sessions' budgets.
+        let mut wider = self::settings(dir.path(), Shard::default());
+        wider.budgets = vec![200];
+        wider.conditions = vec![Condition::Raw];
+        wider.replicates = 1;
+        let added = execute(&wider).expect("add a budget");
+        assert_eq!(added.written, 6);
+        let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
+        assert_eq!(manifest.budgets, [60, 120, 200]);
+        assert_eq!(manifest.conditions, Condition::ALL);
+        assert_eq!(manifest.written, 102);
+        let lines: Vec<String> = fs::read_to_string(dir.path().join("run/trials.jsonl"))
+            .expect("read")
+            .lines()
+            .filter(|l| !l.contains("@b200"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(dir.path().join("run/trials.jsonl"), lines.concat()).expect("rewrite");
+
+        // A different scorer is a different experiment: refused, nothing written.
+        let mut other = self::settings(dir.path(), Shard::default());
+        other.scorer = ScorerName::QaF1V1;
+        let error = execute(&other).expect_err("different experiment");
+        assert!(error.to_string().contains("pass another --out"), "{error}");
+
+        // Resume: nothing left to do, nothing duplicated.
+        let again = execute(&settings).expect("resume");
+        assert_eq!((again.skipped, again.written), (96, 0));
+        assert_eq!(self::records(dir.path()).len(), 96);
+        assert_eq!(
+            read_manifest(&dir.path().join("run"))
+                .expect("manifest")
+                .written,
+            96
+        );
+
+        // An interrupted run: a torn last line and a missing tail are repaired and completed.
+        let path = dir.path().join("run/trials.jsonl");
+        let text = fs::read_to_string(&path).expect("read");
+        let keep: Vec<&str> = text.lines().take(50).collect();
+        fs::write(
+            &path,
+            format!("{}\n{{\"schema_version\":\"svc.con", keep.join("\n")),
+        )
+        .expect("tear");
+        let resumed = execute(&settings).expect("resume torn");
+        assert_eq!((resumed.skipped, resumed.written), (50, 46));
+        let records = self::records(dir.path());
+        let keys: HashSet<String> = records
+            .iter()
+            .map(|r| {
+                record_key(
+                    &r.task_id,
+                    r.condition,
+                    r.replicate,
+                    &r.scorer,
+                    &r.provider,
+                    &r.model,
+                )
+            })
+            .collect();
+        assert_eq!((records.len(), keys.len()), (96, 96));
+    }
+
+    #[test]
+    fn shards_partition_the_matrix_and_keep_pairs_together() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut all = Vec::new();
+        for index in 1..=3 {
+            let shard_dir = dir.path().join(format!("s{index}"));
+            let settings = settings(&shard_dir, Shard { index, count: 3 });
+            execute(&settings).expect("shard");
+            let records = records(&shard_dir);
+            let tasks: HashSet<&str> = records
+                .iter()
+                .map(|r| split_task_id(&r.task_id).0)
+                .collect();
+            assert_eq!(tasks.len(), 2, "6 tasks over 3 shards");
+            all.extend(
+                records
+                    .into_iter()
+                    .map(|r| (r.task_id, r.condition, r.replicate)),
+            );
+        }
+        let unique: HashSet<_> = all.iter().cloned().collect();
+        assert_eq!((all.len(), unique.len()), (96, 96));
+    }
+
+    #[test]
+    fn unavailable_selector_gives_error_records_and_max_error_rate_aborts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = settings(dir.path(), Shard::default());
+        settings.selector = crate::harness::condition::default_selector();
+        let summary = execute(&settings).expect("run");
+        assert_eq!((summary.written, summary.errors), (96, 48));
+        for record in records(dir.path()) {
+            if matches!(record.condition, Condition::Svc | Condition::Combined) {
+                assert_eq!(record.outcome, Outcome::Error);
+                assert_eq!(record.error_type.as_deref(), Some("selector_error"));
+                assert!(
+                    record
+                        .context_commit_id
+                        .as_deref()
+                        .is_some_and(|id| id.starts_with("ctx_"))
+                );
+            }
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = self::settings(dir.path(), Shard::default());
+        settings.selector = crate::harness::condition::default_selector();
+        settings.conditions = vec![Condition::Svc];
+        settings.max_error_rate = Some(0.1);
+        settings.threads = Some(1);
+        let summary = execute(&settings).expect("run");
+        assert!(summary.aborted);
+        assert!(summary.written < 24, "{}", summary.written);
+    }
+
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(format_utc(1_795_000_000), "2026-11-18T11:06:40Z");
+    }
+}

@@ -1,0 +1,396 @@
+//! HTTP runners: OpenAI-compatible `POST {base_url}/chat/completions` and Anthropic
+//! `POST {base_url}/v1/messages` (base URLs as the providers' SDKs take them). Timeouts, retries
+//! with exponential backoff on retryable failures; usage is read from the response, never
+//! estimated.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::spec::{RunnerSpec, RunnerSpecError};
+use super::{ModelReply, ModelRequest, RunnerError};
+use crate::digest;
+use crate::trial::UsageSource;
+
+/// Which wire format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    OpenAi,
+    Anthropic,
+}
+
+/// A configured HTTP client for one runner.
+pub struct HttpBackend {
+    client: reqwest::Client,
+    base_url: String,
+    api_key: Option<String>,
+    timeout_ms: u64,
+    retries: u32,
+    backoff_ms: u64,
+    temperature: f64,
+}
+
+impl HttpBackend {
+    pub fn new(spec: &RunnerSpec) -> Result<Self, RunnerSpecError> {
+        let setup = |message: String| RunnerSpecError::Setup {
+            runner: spec.name.clone(),
+            message,
+        };
+        let api_key = match &spec.api_key_env {
+            Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
+                setup(format!(
+                    "the API key variable {var} named by api_key_env is not set; export it or remove api_key_env for a local server"
+                ))
+            })?),
+            _ => None,
+        };
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_millis(spec.timeout_ms))
+            .connect_timeout(Duration::from_millis(spec.timeout_ms.min(10_000)))
+            .build()
+            .map_err(|e| setup(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            client,
+            base_url: spec
+                .base_url
+                .clone()
+                .unwrap_or_default()
+                .trim_end_matches('/')
+                .to_string(),
+            api_key,
+            timeout_ms: spec.timeout_ms,
+            retries: spec.retries,
+            backoff_ms: spec.backoff_ms,
+            temperature: spec.temperature,
+        })
+    }
+
+    fn url(&self, api: Api) -> String {
+        match api {
+            Api::OpenAi => format!("{}/chat/completions", self.base_url),
+            Api::Anthropic => format!("{}/v1/messages", self.base_url),
+        }
+    }
+
+    /// One call, retried on timeouts, refused connections, 429 and 5xx.
+    pub async fn call_with_retries(
+        &self,
+        request: &ModelRequest,
+        api: Api,
+    ) -> Result<ModelReply, RunnerError> {
+        let mut attempt = 0u32;
+        loop {
+            match self.call_once(request, api).await {
+                Err(error) if error.is_retryable() && attempt < self.retries => {
+                    let wait = self.backoff_ms.saturating_mul(1u64 << attempt.min(16));
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn call_once(&self, request: &ModelRequest, api: Api) -> Result<ModelReply, RunnerError> {
+        let url = self.url(api);
+        let body = match api {
+            Api::OpenAi => {
+                let mut messages = Vec::new();
+                if !request.system.is_empty() {
+                    messages.push(json!({"role": "system", "content": request.system}));
+                }
+                messages.push(json!({"role": "user", "content": request.prompt}));
+                json!({
+                    "model": request.model,
+                    "messages": messages,
+                    "max_tokens": request.max_output_tokens,
+                    "temperature": self.temperature,
+                })
+            }
+            Api::Anthropic => {
+                let mut body = json!({
+                    "model": request.model,
+                    "max_tokens": request.max_output_tokens,
+                    "temperature": self.temperature,
+                    "messages": [{"role": "user", "content": request.prompt}],
+                });
+                if !request.system.is_empty() {
+                    body["system"] = json!(request.system);
+                }
+                body
+            }
+        };
+        let mut builder = self.client.post(&url).json(&body);
+        builder = match (api, &self.api_key) {
+            (Api::OpenAi, Some(key)) => builder.bearer_auth(key),
+            (Api::Anthropic, Some(key)) => builder.header("x-api-key", key),
+            (_, None) => builder,
+        };
+        if api == Api::Anthropic {
+            builder = builder.header("anthropic-version", "2023-06-01");
+        }
+        let transport = |error: reqwest::Error| {
+            if error.is_timeout() {
+                RunnerError::Timeout {
+                    url: url.clone(),
+                    after_ms: self.timeout_ms,
+                }
+            } else {
+                RunnerError::Connect {
+                    url: url.clone(),
+                    message: error.to_string(),
+                }
+            }
+        };
+        let response = builder.send().await.map_err(transport)?;
+        let status = response.status();
+        let header_id = response
+            .headers()
+            .get("x-request-id")
+            .or_else(|| response.headers().get("request-id"))
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let bytes = response.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            let mut body = String::from_utf8_lossy(&bytes).into_owned();
+            body.truncate(300);
+            return Err(RunnerError::Status {
+                url,
+                status: status.as_u16(),
+                body,
+            });
+        }
+        let value: Value =
+            serde_json::from_slice(&bytes).map_err(|e| RunnerError::InvalidResponse {
+                url: url.clone(),
+                message: format!("not JSON: {e}"),
+            })?;
+        let invalid = |message: &str| RunnerError::InvalidResponse {
+            url: url.clone(),
+            message: message.to_string(),
+        };
+        let (text, input, output, reasoning) = match api {
+            Api::OpenAi => {
+                let text = value
+                    .pointer("/choices/0/message/content")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| invalid("no choices[0].message.content string"))?;
+                let usage = value.get("usage").filter(|u| u.is_object());
+                let input = usage
+                    .and_then(|u| u.get("prompt_tokens"))
+                    .and_then(Value::as_u64);
+                let output = usage
+                    .and_then(|u| u.get("completion_tokens"))
+                    .and_then(Value::as_u64);
+                let reasoning = usage
+                    .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                (text.to_string(), input, output, reasoning)
+            }
+            Api::Anthropic => {
+                let blocks = value
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .ok_or_else(|| invalid("no content array"))?;
+                let text: String = blocks
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                    .filter_map(|b| b.get("text").and_then(Value::as_str))
+                    .collect();
+                let usage = value.get("usage");
+                let input = usage
+                    .and_then(|u| u.get("input_tokens"))
+                    .and_then(Value::as_u64);
+                let output = usage
+                    .and_then(|u| u.get("output_tokens"))
+                    .and_then(Value::as_u64);
+                (text, input, output, 0)
+            }
+        };
+        let (Some(input), Some(output)) = (input, output) else {
+            return Err(RunnerError::MissingUsage { url });
+        };
+        let id = value
+            .get("id")
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .or(header_id)
+            .unwrap_or_else(|| format!("sha256:{}", digest::sha256_hex(&bytes)));
+        Ok(ModelReply {
+            text,
+            provider_request_id: id,
+            input_tokens: Some(input),
+            // OpenAI counts reasoning inside completion_tokens; the record keeps them apart.
+            output_tokens: output.saturating_sub(reasoning),
+            reasoning_tokens: reasoning,
+            usage_source: UsageSource::ProviderResponse,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use axum::routing::post;
+
+    use super::*;
+    use crate::harness::runner::{Runner, RunnerKind};
+    use crate::harness::workload::AnswerKind;
+
+    /// A fake provider on 127.0.0.1:0; `mode` picks its behaviour; returns the base URL.
+    async fn fake(mode: &'static str, calls: Arc<AtomicUsize>) -> String {
+        let handler = move |body: String| {
+            let calls = calls.clone();
+            async move {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+                let ok_openai = json!({
+                    "id": "chatcmpl-42",
+                    "choices": [{"message": {"role": "assistant", "content": format!("echo {}", request["model"].as_str().unwrap_or(""))}}],
+                    "usage": {"prompt_tokens": 120, "completion_tokens": 7, "completion_tokens_details": {"reasoning_tokens": 2}}
+                });
+                match mode {
+                    "ok" => (StatusCode::OK, ok_openai.to_string()).into_response(),
+                    "anthropic" => (
+                        StatusCode::OK,
+                        json!({"id": "msg_1", "content": [{"type": "text", "text": "green"}], "usage": {"input_tokens": 50, "output_tokens": 3}}).to_string(),
+                    )
+                        .into_response(),
+                    "flaky" if n == 0 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
+                    "flaky" => (StatusCode::OK, ok_openai.to_string()).into_response(),
+                    "500" => (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\":\"boom\"}").into_response(),
+                    "400" => (StatusCode::BAD_REQUEST, "{\"error\":\"bad\"}").into_response(),
+                    "invalid" => (StatusCode::OK, "{not json").into_response(),
+                    "no-usage" => (
+                        StatusCode::OK,
+                        json!({"id": "x", "choices": [{"message": {"content": "hi"}}]}).to_string(),
+                    )
+                        .into_response(),
+                    _ => {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        (StatusCode::OK, ok_openai.to_string()).into_response()
+                    }
+                }
+            }
+        };
+        let app = Router::new()
+            .route("/v1/chat/completions", post(handler.clone()))
+            .route("/v1/messages", post(handler));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        format!("http://{address}")
+    }
+
+    fn runner(kind: RunnerKind, base_url: String) -> Runner {
+        let mut spec = crate::harness::runner::RunnerSpec::fixture();
+        spec.name = "fake".into();
+        spec.kind = kind;
+        spec.provider = "fake".into();
+        spec.model = "m1".into();
+        spec.base_url = Some(base_url);
+        spec.timeout_ms = 300;
+        spec.retries = 1;
+        spec.backoff_ms = 10;
+        spec.cost.source = crate::trial::CostSource::SelfHostedNoApiFee;
+        Runner::from_spec(spec, "sha".into()).expect("runner")
+    }
+
+    async fn call(
+        mode: &'static str,
+        kind: RunnerKind,
+    ) -> (Result<ModelReply, RunnerError>, usize) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let base = fake(mode, calls.clone()).await;
+        let base = if kind == RunnerKind::OpenaiCompatible {
+            format!("{base}/v1")
+        } else {
+            base
+        };
+        let runner = runner(kind, base);
+        let request = runner.request(
+            "The sky is green.",
+            "What colour is the sky?",
+            AnswerKind::Span,
+        );
+        let result = runner.call(&request).await;
+        (result, calls.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn openai_success_reads_usage_and_id() {
+        let (reply, calls) = call("ok", RunnerKind::OpenaiCompatible).await;
+        let reply = reply.expect("ok");
+        assert_eq!(calls, 1);
+        assert_eq!(reply.text, "echo m1");
+        assert_eq!(reply.provider_request_id, "chatcmpl-42");
+        assert_eq!(
+            (
+                reply.input_tokens,
+                reply.output_tokens,
+                reply.reasoning_tokens
+            ),
+            (Some(120), 5, 2)
+        );
+        assert_eq!(reply.usage_source, UsageSource::ProviderResponse);
+    }
+
+    #[tokio::test]
+    async fn anthropic_success() {
+        let (reply, _) = call("anthropic", RunnerKind::Anthropic).await;
+        let reply = reply.expect("ok");
+        assert_eq!(
+            (reply.text.as_str(), reply.input_tokens, reply.output_tokens),
+            ("green", Some(50), 3)
+        );
+    }
+
+    #[tokio::test]
+    async fn retries_a_503_then_succeeds() {
+        let (reply, calls) = call("flaky", RunnerKind::OpenaiCompatible).await;
+        assert!(reply.is_ok(), "{reply:?}");
+        assert_eq!(calls, 2);
+    }
+
+    #[tokio::test]
+    async fn failures_become_typed_errors() {
+        let (error, calls) = call("500", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("5xx").error_type(), "http_500");
+        assert_eq!(calls, 2, "5xx is retried once");
+        let (error, calls) = call("400", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("4xx").error_type(), "http_400");
+        assert_eq!(calls, 1, "4xx is not retried");
+        let (error, _) = call("invalid", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("invalid").error_type(), "invalid_response");
+        let (error, _) = call("no-usage", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("usage").error_type(), "missing_usage");
+        let (error, _) = call("slow", RunnerKind::OpenaiCompatible).await;
+        assert_eq!(error.expect_err("slow").error_type(), "timeout");
+    }
+
+    #[tokio::test]
+    async fn a_down_endpoint_is_a_connection_error() {
+        // Bind then drop: the port is very likely closed now.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        drop(listener);
+        let runner = runner(RunnerKind::OpenaiCompatible, format!("http://{address}/v1"));
+        let request = runner.request("c", "q", AnswerKind::Span);
+        let error = runner.call(&request).await.expect_err("down");
+        assert_eq!(error.error_type(), "connection_error");
+        assert_eq!(error.usage_source(), UsageSource::RunnerError);
+    }
+}

@@ -1,0 +1,365 @@
+//! Runner files (`runners/<name>.toml`) and pricing snapshots.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::digest;
+use crate::harness::workload::spec::describe_toml_error;
+use crate::trial::CostSource;
+
+/// The closed set of runner kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunnerKind {
+    Fixture,
+    OpenaiCompatible,
+    Anthropic,
+    Command,
+}
+
+impl RunnerKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunnerKind::Fixture => "fixture",
+            RunnerKind::OpenaiCompatible => "openai_compatible",
+            RunnerKind::Anthropic => "anthropic",
+            RunnerKind::Command => "command",
+        }
+    }
+}
+
+/// `[cost]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CostSpec {
+    pub source: CostSource,
+    /// Pricing snapshot file (TOML), for `pricing_snapshot`; relative to the runner file.
+    pub pricing: Option<String>,
+}
+
+/// `[prompt]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSpec {
+    #[serde(default)]
+    pub system: String,
+    /// With `{instruction}`, `{context}` and `{question}` placeholders.
+    pub template: Option<String>,
+}
+
+fn default_timeout_ms() -> u64 {
+    60_000
+}
+fn default_retries() -> u32 {
+    2
+}
+fn default_backoff_ms() -> u64 {
+    500
+}
+fn default_concurrency() -> usize {
+    4
+}
+fn default_max_output_tokens() -> usize {
+    64
+}
+
+/// A parsed runner file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerSpec {
+    pub name: String,
+    pub kind: RunnerKind,
+    /// The record's `provider`.
+    pub provider: String,
+    /// The record's `model`, and the model sent to the endpoint.
+    pub model: String,
+    #[serde(default)]
+    pub description: String,
+    /// The model's context window in tokens.
+    pub context_window: usize,
+    #[serde(default = "default_max_output_tokens")]
+    pub max_output_tokens: usize,
+    #[serde(default)]
+    pub temperature: f64,
+    /// HTTP: the base URL (`…/v1` for OpenAI-compatible; the host for Anthropic).
+    pub base_url: Option<String>,
+    /// HTTP: the environment variable holding the API key (none for local servers).
+    pub api_key_env: Option<String>,
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Retries after the first attempt, for timeouts, refused connections, 429 and 5xx.
+    #[serde(default = "default_retries")]
+    pub retries: u32,
+    /// Backoff before retry n is `backoff_ms * 2^(n-1)`.
+    #[serde(default = "default_backoff_ms")]
+    pub backoff_ms: u64,
+    /// Calls in flight at once.
+    #[serde(default = "default_concurrency")]
+    pub concurrency: usize,
+    /// command: the program and its arguments (no shell).
+    pub command: Option<Vec<String>>,
+    pub cost: CostSpec,
+    #[serde(default)]
+    pub prompt: PromptSpec,
+    /// The folder of the runner file, for relative paths.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+impl RunnerSpec {
+    /// The built-in fixture declaration (same as `runners/fixture.toml`).
+    pub fn fixture() -> Self {
+        Self {
+            name: "fixture".into(),
+            kind: RunnerKind::Fixture,
+            provider: "svc-fixture".into(),
+            model: "extractive-v1".into(),
+            description: "deterministic extractive model".into(),
+            context_window: 1_000_000,
+            max_output_tokens: default_max_output_tokens(),
+            temperature: 0.0,
+            base_url: None,
+            api_key_env: None,
+            timeout_ms: default_timeout_ms(),
+            retries: 0,
+            backoff_ms: 0,
+            concurrency: 1,
+            command: None,
+            cost: CostSpec {
+                source: CostSource::ZeroCostFixture,
+                pricing: None,
+            },
+            prompt: PromptSpec::default(),
+            dir: PathBuf::from("."),
+        }
+    }
+}
+
+/// Errors reading a runner file or its pricing snapshot.
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerSpecError {
+    #[error("unknown runner `{name}`: no {path} (known runners: {known}; see `svc runners list`)")]
+    Unknown {
+        name: String,
+        path: PathBuf,
+        known: String,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: malformed runner file: {message}")]
+    Malformed {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}:{line}: field `{field}`: {message}")]
+    Field {
+        path: PathBuf,
+        line: usize,
+        field: String,
+        message: String,
+    },
+    #[error("runner {runner}: {message}")]
+    Setup { runner: String, message: String },
+}
+
+/// Runner names under `root` (file stems of `*.toml`), sorted.
+pub fn names(root: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(root)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+                .filter_map(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// `name_or_path` as a file: an existing path, else `root/<name>.toml`.
+pub fn resolve(root: &Path, name_or_path: &str) -> Result<PathBuf, RunnerSpecError> {
+    let direct = Path::new(name_or_path);
+    if direct.is_file() {
+        return Ok(direct.to_path_buf());
+    }
+    let path = root.join(format!("{name_or_path}.toml"));
+    if path.is_file() {
+        return Ok(path);
+    }
+    let known = names(root);
+    Err(RunnerSpecError::Unknown {
+        name: name_or_path.to_string(),
+        path,
+        known: if known.is_empty() {
+            format!("none under {}", root.display())
+        } else {
+            known.join(", ")
+        },
+    })
+}
+
+/// Parses a runner file's text; `path` is used in errors and for relative paths.
+pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
+    let mut spec: RunnerSpec = toml::from_str(text).map_err(|error| {
+        let (line, column, message) = describe_toml_error(text, &error);
+        RunnerSpecError::Malformed {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        }
+    })?;
+    spec.dir = path
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let field = |field: &str, message: &str| RunnerSpecError::Field {
+        path: path.to_path_buf(),
+        line: crate::harness::workload::line_of(text, &format!("{field} =")),
+        field: field.to_string(),
+        message: message.to_string(),
+    };
+    for (name, value) in [
+        ("name", &spec.name),
+        ("provider", &spec.provider),
+        ("model", &spec.model),
+    ] {
+        if value.trim().is_empty() {
+            return Err(field(name, "must not be empty"));
+        }
+    }
+    if spec.concurrency == 0 {
+        return Err(field("concurrency", "must be at least 1"));
+    }
+    match spec.kind {
+        RunnerKind::OpenaiCompatible | RunnerKind::Anthropic if spec.base_url.is_none() => {
+            return Err(field("base_url", "an HTTP runner needs base_url"));
+        }
+        RunnerKind::Command if spec.command.as_ref().is_none_or(Vec::is_empty) => {
+            return Err(field(
+                "command",
+                "a command runner needs command = [program, args…]",
+            ));
+        }
+        _ => {}
+    }
+    match (spec.kind, spec.cost.source) {
+        (RunnerKind::Fixture, CostSource::ZeroCostFixture) => {}
+        (RunnerKind::Fixture, _) | (_, CostSource::ZeroCostFixture) => {
+            return Err(field(
+                "source",
+                "zero_cost_fixture is for the fixture runner only, and the fixture costs nothing",
+            ));
+        }
+        (_, CostSource::PricingSnapshot) if spec.cost.pricing.is_none() => {
+            return Err(field(
+                "pricing",
+                "cost source pricing_snapshot needs pricing = \"file.toml\"",
+            ));
+        }
+        _ => {}
+    }
+    Ok(spec)
+}
+
+/// Per-model prices of a pricing snapshot, in USD per million tokens.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pricing {
+    /// Where and when the prices were taken (informational).
+    #[serde(default)]
+    pub source: String,
+    pub models: BTreeMap<String, ModelPrice>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input_usd_per_mtok: f64,
+    pub output_usd_per_mtok: f64,
+}
+
+impl Pricing {
+    pub fn cost_usd(&self, model: &str, input_tokens: u64, output_tokens: u64) -> f64 {
+        self.models
+            .get(model)
+            .map(|p| {
+                (input_tokens as f64 * p.input_usd_per_mtok
+                    + output_tokens as f64 * p.output_usd_per_mtok)
+                    / 1e6
+            })
+            .unwrap_or(0.0)
+    }
+}
+
+/// Reads the runner's pricing snapshot; returns it with the SHA-256 of its bytes.
+pub fn read_pricing(spec: &RunnerSpec) -> Result<(Pricing, String), RunnerSpecError> {
+    let setup = |message: String| RunnerSpecError::Setup {
+        runner: spec.name.clone(),
+        message,
+    };
+    let file = spec
+        .cost
+        .pricing
+        .as_deref()
+        .ok_or_else(|| setup("cost source pricing_snapshot needs a pricing file".into()))?;
+    let path = spec.dir.join(file);
+    let bytes = std::fs::read(&path).map_err(|source| RunnerSpecError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let text = String::from_utf8_lossy(&bytes);
+    let pricing: Pricing = toml::from_str(&text).map_err(|error| {
+        let (line, column, message) = describe_toml_error(&text, &error);
+        RunnerSpecError::Malformed {
+            path: path.clone(),
+            line,
+            column,
+            message,
+        }
+    })?;
+    if !pricing.models.contains_key(&spec.model) {
+        return Err(setup(format!(
+            "pricing snapshot {} has no price for model {}; add [models.\"{}\"]",
+            path.display(),
+            spec.model,
+            spec.model
+        )));
+    }
+    Ok((pricing, digest::sha256_hex(&bytes)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_and_checks_fields() {
+        let text = "name = \"x\"\nkind = \"openai_compatible\"\nprovider = \"p\"\nmodel = \"m\"\ncontext_window = 8192\nbase_url = \"http://127.0.0.1:1/v1\"\n[cost]\nsource = \"self_hosted_no_api_fee\"\n";
+        let spec = parse(text, Path::new("runners/x.toml")).expect("parse");
+        assert_eq!(spec.retries, 2);
+        assert_eq!(spec.dir, Path::new("runners"));
+        let bad = text.replace("base_url = \"http://127.0.0.1:1/v1\"\n", "");
+        let error = parse(&bad, Path::new("x.toml"))
+            .expect_err("no url")
+            .to_string();
+        assert!(error.contains("base_url"), "{error}");
+        let bad = text.replace("8192", "\"big\"");
+        let error = parse(&bad, Path::new("x.toml"))
+            .expect_err("type")
+            .to_string();
+        assert!(error.starts_with("x.toml:5:"), "{error}");
+        let bad = text.replace("self_hosted_no_api_fee", "zero_cost_fixture");
+        assert!(parse(&bad, Path::new("x.toml")).is_err());
+    }
+}

@@ -1,0 +1,307 @@
+//! Scorers: turn a response into numbers. Task scorers are looked up by versioned name (a
+//! scorer's behaviour never changes under the same name); every trial also gets
+//! `evidence_recall` (how much gold evidence survived into the context sent) and
+//! `unsupported_claim_rate` (from a [`ClaimChecker`]).
+//!
+//! The claim checker is a seam so engine tests can script it; trials use the witness
+//! (`svc::witness::verify`) through [`default_claim_checker`].
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::text;
+use super::workload::Task;
+use crate::witness::profile::Profile;
+use crate::witness::verify;
+
+/// `k` of `file-recall-at-k-v1`: how many listed files count.
+pub const FILE_RECALL_K: usize = 5;
+
+/// The closed set of task scorers, by their versioned wire names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+pub enum ScorerName {
+    /// 1 when the normalised response equals a normalised gold answer, or the response contains
+    /// the gold answer as whole words (extractive answers often carry a few extra words).
+    #[serde(rename = "qa-exact-v1")]
+    #[value(name = "qa-exact-v1")]
+    QaExactV1,
+    /// SQuAD token F1 against the best gold answer.
+    #[serde(rename = "qa-f1-v1")]
+    #[value(name = "qa-f1-v1")]
+    QaF1V1,
+    /// 1 when the normalised response contains the planted answer.
+    #[serde(rename = "needle-hit-v1")]
+    #[value(name = "needle-hit-v1")]
+    NeedleHitV1,
+    /// Fraction of gold files among the first `FILE_RECALL_K` paths of the response.
+    #[serde(rename = "file-recall-at-k-v1")]
+    #[value(name = "file-recall-at-k-v1")]
+    FileRecallAtKV1,
+}
+
+impl ScorerName {
+    pub const ALL: [ScorerName; 4] = [
+        ScorerName::QaExactV1,
+        ScorerName::QaF1V1,
+        ScorerName::NeedleHitV1,
+        ScorerName::FileRecallAtKV1,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ScorerName::QaExactV1 => "qa-exact-v1",
+            ScorerName::QaF1V1 => "qa-f1-v1",
+            ScorerName::NeedleHitV1 => "needle-hit-v1",
+            ScorerName::FileRecallAtKV1 => "file-recall-at-k-v1",
+        }
+    }
+
+    /// The task score in `0..=1`.
+    pub fn score(self, response: &str, task: &Task) -> f64 {
+        match self {
+            ScorerName::QaExactV1 => best(&task.answers, |gold| qa_exact(response, gold)),
+            ScorerName::QaF1V1 => best(&task.answers, |gold| qa_f1(response, gold)),
+            ScorerName::NeedleHitV1 => best(&task.answers, |gold| needle_hit(response, gold)),
+            ScorerName::FileRecallAtKV1 => {
+                file_recall_at_k(response, &task.gold_files, FILE_RECALL_K)
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for ScorerName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+fn best(answers: &[String], score: impl Fn(&str) -> f64) -> f64 {
+    answers.iter().map(|a| score(a)).fold(0.0, f64::max)
+}
+
+fn contains_words(haystack: &str, needle: &str) -> bool {
+    if needle.is_empty() {
+        return false;
+    }
+    format!(" {haystack} ").contains(&format!(" {needle} "))
+}
+
+fn qa_exact(response: &str, gold: &str) -> f64 {
+    let (response, gold) = (
+        text::normalize_answer(response),
+        text::normalize_answer(gold),
+    );
+    f64::from(u8::from(
+        response == gold || contains_words(&response, &gold),
+    ))
+}
+
+fn qa_f1(response: &str, gold: &str) -> f64 {
+    let response = text::normalize_answer(response);
+    let gold = text::normalize_answer(gold);
+    let predicted: Vec<&str> = response.split(' ').filter(|w| !w.is_empty()).collect();
+    let truth: Vec<&str> = gold.split(' ').filter(|w| !w.is_empty()).collect();
+    if predicted.is_empty() || truth.is_empty() {
+        return f64::from(u8::from(predicted.is_empty() && truth.is_empty()));
+    }
+    let mut remaining = truth.clone();
+    let mut common = 0usize;
+    for word in &predicted {
+        if let Some(at) = remaining.iter().position(|w| w == word) {
+            remaining.swap_remove(at);
+            common += 1;
+        }
+    }
+    if common == 0 {
+        return 0.0;
+    }
+    let precision = common as f64 / predicted.len() as f64;
+    let recall = common as f64 / truth.len() as f64;
+    2.0 * precision * recall / (precision + recall)
+}
+
+fn needle_hit(response: &str, gold: &str) -> f64 {
+    let (response, gold) = (
+        text::normalize_answer(response),
+        text::normalize_answer(gold),
+    );
+    f64::from(u8::from(contains_words(&response, &gold)))
+}
+
+/// Paths named in a response, in order: each line's first path-like token (with a dot or a
+/// slash), without list markers or quotes.
+pub fn listed_files(response: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in response.lines() {
+        let token = line
+            .split_whitespace()
+            .map(|t| t.trim_matches(|c: char| "`'\"*-,;:()[]".contains(c)))
+            .find(|t| t.contains('/') || (t.contains('.') && !t.ends_with('.')));
+        if let Some(token) = token
+            && !token.is_empty()
+            && !out.iter().any(|o| o == token)
+        {
+            out.push(token.to_string());
+        }
+    }
+    out
+}
+
+fn file_recall_at_k(response: &str, gold: &[String], k: usize) -> f64 {
+    if gold.is_empty() {
+        return 0.0;
+    }
+    let listed = listed_files(response);
+    let top: HashSet<&str> = listed.iter().take(k).map(String::as_str).collect();
+    let hits = gold.iter().filter(|g| top.contains(g.as_str())).count();
+    hits as f64 / gold.len() as f64
+}
+
+/// Fraction of gold evidence spans fully present in the context sent. Whitespace runs are
+/// compared as one space, so re-wrapping does not count as a loss; any other change does.
+/// A task without evidence spans has nothing to lose: 1.
+pub fn evidence_recall(context_sent: &str, evidence: &[String]) -> f64 {
+    if evidence.is_empty() {
+        return 1.0;
+    }
+    let context = text::collapse_whitespace(context_sent);
+    let present = evidence
+        .iter()
+        .filter(|span| context.contains(&text::collapse_whitespace(span)))
+        .count();
+    present as f64 / evidence.len() as f64
+}
+
+/// Judges how much of a response the evidence does not support. The witness implements this for
+/// real; see [`default_claim_checker`].
+pub trait ClaimChecker: Send + Sync {
+    /// Fraction in `0..=1` of the response's checkable claims that `evidence` does not support;
+    /// 0 when the response makes no checkable claim.
+    fn unsupported_claim_rate(&self, response: &str, evidence: &str, question: Option<&str>)
+    -> f64;
+}
+
+/// The claim checker trials use: the witness, with the `benchmark_qa` profile.
+pub fn default_claim_checker() -> Arc<dyn ClaimChecker> {
+    Arc::new(WitnessClaimChecker {
+        profile: Profile::BenchmarkQa,
+    })
+}
+
+/// The witness's deterministic verification as a claim checker: the rate is the fraction of the
+/// response's verifiable claims that are not `supported` by the evidence (0 with none).
+#[derive(Debug, Clone, Copy)]
+pub struct WitnessClaimChecker {
+    pub profile: Profile,
+}
+
+impl ClaimChecker for WitnessClaimChecker {
+    fn unsupported_claim_rate(
+        &self,
+        response: &str,
+        evidence: &str,
+        question: Option<&str>,
+    ) -> f64 {
+        verify::check(response, evidence, question, self.profile).unsupported_claim_rate()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::workload::{AnswerKind, TaskContext};
+
+    fn task(answers: &[&str], files: &[&str]) -> Task {
+        Task {
+            id: "t".into(),
+            question: "q".into(),
+            context: TaskContext::Documents(Vec::new()),
+            answer_kind: AnswerKind::Span,
+            answers: answers.iter().map(|s| s.to_string()).collect(),
+            evidence: Vec::new(),
+            gold_files: files.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn exact_and_f1() {
+        let t = task(&["The Oberoi Group", "Oberoi"], &[]);
+        assert_eq!(ScorerName::QaExactV1.score("the oberoi group.", &t), 1.0);
+        assert_eq!(ScorerName::QaExactV1.score("Taj", &t), 0.0);
+        let f1 = ScorerName::QaF1V1.score("Oberoi hotels", &t);
+        assert!((f1 - 2.0 / 3.0).abs() < 1e-9, "{f1}");
+        assert_eq!(
+            ScorerName::NeedleHitV1.score("code is 4817", &task(&["4817"], &[])),
+            1.0
+        );
+        assert_eq!(
+            ScorerName::NeedleHitV1.score("code is 48170", &task(&["4817"], &[])),
+            0.0
+        );
+    }
+
+    #[test]
+    fn file_recall_reads_listed_paths() {
+        let t = task(&[], &["src/a.rs", "src/b.rs"]);
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.score("1. `src/a.rs`\n- src/c.rs\nsrc/b.rs", &t),
+            1.0
+        );
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.score("src/a.rs\nnothing else", &t),
+            0.5
+        );
+        let many: String =
+            (0..6).map(|i| format!("src/x{i}.rs\n")).collect::<String>() + "src/a.rs";
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.score(&many, &t),
+            0.0,
+            "only the first k count"
+        );
+    }
+
+    #[test]
+    fn scorer_names_are_the_wire_names() {
+        for name in ScorerName::ALL {
+            let json = serde_json::to_string(&name).expect("json");
+            assert_eq!(json, format!("\"{}\"", name.as_str()));
+        }
+    }
+
+    #[test]
+    fn evidence_recall_counts_whole_spans() {
+        let spans = vec!["alpha beta".to_string(), "gamma delta".to_string()];
+        assert_eq!(evidence_recall("x alpha\n beta y gamma", &spans), 0.5);
+        assert_eq!(evidence_recall("alpha beta gamma delta", &spans), 1.0);
+        assert_eq!(evidence_recall("anything", &[]), 1.0);
+    }
+
+    #[test]
+    fn witness_checker_flags_unsupported_claims() {
+        let checker = default_claim_checker();
+        let evidence = "The Oberoi Group is a hotel company with its head office in Delhi.";
+        let question = Some("Where is the head office of the Oberoi Group?");
+        assert_eq!(
+            checker.unsupported_claim_rate("Delhi", evidence, question),
+            0.0
+        );
+        assert_eq!(
+            checker.unsupported_claim_rate("Mumbai", evidence, question),
+            1.0
+        );
+        assert_eq!(
+            checker.unsupported_claim_rate(
+                "It is in Delhi. It was founded by pirates.",
+                evidence,
+                question
+            ),
+            0.5
+        );
+        assert_eq!(
+            checker.unsupported_claim_rate("The Oberoi Group.", evidence, question),
+            0.0
+        );
+    }
+}

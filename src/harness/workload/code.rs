@@ -1,0 +1,468 @@
+//! `code-localization` workloads and the git miner behind `svc workloads mine-git`.
+//!
+//! A task is one commit of real history: its message is the query, the non-test source files it
+//! modified are the gold, and the context is the parent commit's tree. Git is driven through the
+//! `git` command line (no library), and a repository can be shipped as a git bundle, unpacked
+//! once into the state cache.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use super::spec::CodeSource;
+use super::{
+    AnswerKind, Document, LoadOptions, Task, TaskContext, WorkloadError, data_path, read_text,
+};
+use crate::digest;
+
+const SOURCE_EXTENSIONS: &[&str] = &[
+    "c", "cc", "cpp", "cs", "go", "h", "hpp", "java", "js", "jsx", "kt", "php", "py", "rb", "rs",
+    "scala", "sh", "swift", "ts", "tsx",
+];
+const TEXT_EXTENSIONS: &[&str] = &["md", "toml", "json", "yaml", "yml", "txt", "cfg", "ini"];
+const DEFAULT_MAX_FILE_BYTES: usize = 65_536;
+
+/// One mined task, as written by `svc workloads mine-git` (one JSON object per line).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MinedTask {
+    pub id: String,
+    pub commit: String,
+    pub parent: String,
+    pub query: String,
+    pub gold_files: Vec<String>,
+}
+
+fn extension(path: &str) -> &str {
+    Path::new(path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+}
+
+/// Whether a path is source code (by extension).
+pub fn is_source(path: &str) -> bool {
+    SOURCE_EXTENSIONS.contains(&extension(path))
+}
+
+/// Whether a path is a test: under a `test(s)`/`spec`/`__tests__` folder or named like one.
+pub fn is_test(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    let mut components = lower.split('/');
+    let file = lower.rsplit('/').next().unwrap_or("");
+    components.any(|c| {
+        matches!(
+            c,
+            "test" | "tests" | "testing" | "__tests__" | "spec" | "specs" | "testdata"
+        )
+    }) || file.starts_with("test_")
+        || file.contains("_test.")
+        || file.contains(".test.")
+        || file.contains(".spec.")
+        || file.contains("_spec.")
+}
+
+fn git(repo: &Path, args: &[&str]) -> Result<String, WorkloadError> {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| WorkloadError::Git {
+            repo: repo.to_path_buf(),
+            args: args.join(" "),
+            message: format!("cannot run git: {e} (is git installed?)"),
+        })?;
+    if !output.status.success() {
+        return Err(WorkloadError::Git {
+            repo: repo.to_path_buf(),
+            args: args.join(" "),
+            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Mines up to `max` tasks from the history of `repo` (newest first), optionally only commits
+/// after `since` (`since..HEAD`). Merge commits, commits whose message is empty and commits that
+/// modify no non-test source file are skipped.
+pub fn mine_git(
+    repo: &Path,
+    max: usize,
+    since: Option<&str>,
+) -> Result<Vec<MinedTask>, WorkloadError> {
+    let range = since.map(|rev| format!("{rev}..HEAD"));
+    let mut args = vec!["log", "--no-merges", "--format=%H%x00%P%x00%B%x1e"];
+    if let Some(range) = &range {
+        args.push(range);
+    }
+    let log = git(repo, &args)?;
+    let mut tasks = Vec::new();
+    for entry in log.split('\x1e') {
+        if tasks.len() >= max {
+            break;
+        }
+        let mut fields = entry.trim_start_matches('\n').splitn(3, '\0');
+        let (Some(commit), Some(parents), Some(message)) =
+            (fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let parents: Vec<&str> = parents.split_whitespace().collect();
+        let query = message.trim();
+        if parents.len() != 1 || query.is_empty() {
+            continue;
+        }
+        let changed = git(
+            repo,
+            &[
+                "diff-tree",
+                "--no-commit-id",
+                "-r",
+                "--name-only",
+                "--diff-filter=M",
+                parents[0],
+                commit,
+            ],
+        )?;
+        let mut gold_files: Vec<String> = changed
+            .lines()
+            .filter(|p| is_source(p) && !is_test(p))
+            .map(str::to_string)
+            .collect();
+        gold_files.sort();
+        if gold_files.is_empty() {
+            continue;
+        }
+        tasks.push(MinedTask {
+            id: commit[..12.min(commit.len())].to_string(),
+            commit: commit.to_string(),
+            parent: parents[0].to_string(),
+            query: query.to_string(),
+            gold_files,
+        });
+    }
+    Ok(tasks)
+}
+
+/// The repository a workload names: a folder as it is, or a bundle cloned (bare) once into
+/// `cache_dir/git/<bundle hash>`.
+fn open_repo(
+    dir: &Path,
+    source: &CodeSource,
+    options: &LoadOptions,
+) -> Result<PathBuf, WorkloadError> {
+    let path = data_path(dir, &source.repo);
+    if path.is_dir() {
+        return Ok(path);
+    }
+    let bytes = std::fs::read(&path).map_err(|source| WorkloadError::Read {
+        path: path.clone(),
+        source,
+    })?;
+    let target = options
+        .cache_dir
+        .join("git")
+        .join(&digest::sha256_hex(&bytes)[..16]);
+    if target.join("HEAD").is_file() {
+        return Ok(target);
+    }
+    let partial = target.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    if let Some(parent) = partial.parent() {
+        std::fs::create_dir_all(parent).map_err(|source| WorkloadError::Read {
+            path: parent.to_path_buf(),
+            source,
+        })?;
+    }
+    let output = Command::new("git")
+        .args(["clone", "--bare", "--quiet"])
+        .arg(&path)
+        .arg(&partial)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| WorkloadError::Git {
+            repo: path.clone(),
+            args: "clone --bare".into(),
+            message: format!("cannot run git: {e}"),
+        })?;
+    if !output.status.success() {
+        return Err(WorkloadError::Git {
+            repo: path,
+            args: "clone --bare".into(),
+            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
+        });
+    }
+    // A rename makes the unpacked repository appear whole or not at all.
+    std::fs::rename(&partial, &target).or_else(|error| {
+        if target.join("HEAD").is_file() {
+            Ok(())
+        } else {
+            Err(WorkloadError::Read {
+                path: target.clone(),
+                source: error,
+            })
+        }
+    })?;
+    Ok(target)
+}
+
+/// The text files of `rev`'s tree (source and text extensions, at most `max_bytes` each),
+/// sorted by path, read in one `git cat-file --batch`.
+pub fn tree_documents(
+    repo: &Path,
+    rev: &str,
+    max_bytes: usize,
+) -> Result<Vec<Document>, WorkloadError> {
+    let listing = git(repo, &["ls-tree", "-r", "-l", rev])?;
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    for line in listing.lines() {
+        // <mode> SP <type> SP <object> SP+ <size> TAB <path>
+        let Some((meta, path)) = line.split_once('\t') else {
+            continue;
+        };
+        let parts: Vec<&str> = meta.split_whitespace().collect();
+        if parts.len() != 4 || parts[1] != "blob" {
+            continue;
+        }
+        let size: usize = parts[3].parse().unwrap_or(usize::MAX);
+        let ext = extension(path);
+        if size <= max_bytes && (SOURCE_EXTENSIONS.contains(&ext) || TEXT_EXTENSIONS.contains(&ext))
+        {
+            wanted.push((path.to_string(), parts[2].to_string()));
+        }
+    }
+    wanted.sort();
+    let git_error = |message: String| WorkloadError::Git {
+        repo: repo.to_path_buf(),
+        args: "cat-file --batch".into(),
+        message,
+    };
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| git_error(format!("cannot run git: {e}")))?;
+    let mut stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| git_error("no stdin".into()))?;
+    let objects: String = wanted
+        .iter()
+        .map(|(_, object)| format!("{object}\n"))
+        .collect();
+    // Writing from another thread avoids a pipe deadlock when the output is large.
+    let writer = std::thread::spawn(move || stdin.write_all(objects.as_bytes()));
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| git_error("no stdout".into()))?;
+    let mut reader = BufReader::new(stdout);
+    let mut documents = Vec::with_capacity(wanted.len());
+    for (path, _) in &wanted {
+        let mut header = String::new();
+        reader
+            .read_line(&mut header)
+            .map_err(|e| git_error(e.to_string()))?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| git_error(format!("unexpected header {header:?} for {path}")))?;
+        let mut content = vec![0u8; size + 1];
+        reader
+            .read_exact(&mut content)
+            .map_err(|e| git_error(e.to_string()))?;
+        content.pop();
+        if let Ok(text) = String::from_utf8(content) {
+            documents.push(Document {
+                name: path.clone(),
+                text,
+            });
+        }
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(documents)
+}
+
+pub(super) fn load(
+    dir: &Path,
+    _spec_path: &Path,
+    source: &CodeSource,
+    options: &LoadOptions,
+) -> Result<Vec<Task>, WorkloadError> {
+    let repo = open_repo(dir, source, options)?;
+    let tasks_path = data_path(dir, &source.tasks);
+    let text = read_text(&tasks_path)?;
+    let max_bytes = source.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES);
+    let mut trees: HashMap<String, Vec<Document>> = HashMap::new();
+    let mut tasks = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let mined: MinedTask = serde_json::from_str(line).map_err(|error| WorkloadError::Task {
+            path: tasks_path.clone(),
+            line: index + 1,
+            task_id: "?".into(),
+            message: format!("not a mined task (id, commit, parent, query, gold_files): {error}"),
+        })?;
+        if !trees.contains_key(&mined.parent) {
+            let documents = tree_documents(&repo, &mined.parent, max_bytes)?;
+            trees.insert(mined.parent.clone(), documents);
+        }
+        let documents = trees.get(&mined.parent).cloned().unwrap_or_default();
+        for gold in &mined.gold_files {
+            if !documents.iter().any(|d| &d.name == gold) {
+                return Err(WorkloadError::Task {
+                    path: tasks_path.clone(),
+                    line: index + 1,
+                    task_id: mined.id.clone(),
+                    message: format!(
+                        "gold file {gold} is not in the parent tree {}",
+                        mined.parent
+                    ),
+                });
+            }
+        }
+        // The gold files' full text is the evidence: recall counts whole files that survived.
+        let evidence = mined
+            .gold_files
+            .iter()
+            .filter_map(|gold| documents.iter().find(|d| &d.name == gold))
+            .map(|d| d.text.clone())
+            .collect();
+        tasks.push(Task {
+            id: mined.id,
+            question: mined.query,
+            context: TaskContext::Documents(documents),
+            answer_kind: AnswerKind::Files,
+            answers: Vec::new(),
+            evidence,
+            gold_files: mined.gold_files,
+        });
+    }
+    Ok(tasks)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// Builds a small git repository with known history in `dir`.
+    pub(crate) fn fixture_repo(dir: &Path) {
+        let run = |args: &[&str]| {
+            let status = Command::new("git")
+                .arg("-C")
+                .arg(dir)
+                .args(args)
+                .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+                .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .output()
+                .expect("git");
+            assert!(
+                status.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&status.stderr)
+            );
+        };
+        run(&["init", "--quiet", "-b", "main"]);
+        std::fs::create_dir_all(dir.join("src")).expect("mkdir");
+        std::fs::create_dir_all(dir.join("tests")).expect("mkdir");
+        std::fs::write(
+            dir.join("src/parse.py"),
+            "def parse(line):\n    return line.split(',')\n",
+        )
+        .expect("w");
+        std::fs::write(
+            dir.join("src/report.py"),
+            "def render(rows):\n    return str(rows)\n",
+        )
+        .expect("w");
+        run(&["add", "-A"]);
+        run(&["commit", "--quiet", "-m", "Initial parser and report"]);
+        std::fs::write(
+            dir.join("src/parse.py"),
+            "def parse(line):\n    return [f.strip() for f in line.split(',')]\n",
+        )
+        .expect("w");
+        std::fs::write(dir.join("tests/test_parse.py"), "assert True\n").expect("w");
+        run(&["add", "-A"]);
+        run(&[
+            "commit",
+            "--quiet",
+            "-m",
+            "Strip whitespace around parsed fields",
+        ]);
+        std::fs::write(dir.join("tests/test_parse.py"), "assert 1\n").expect("w");
+        run(&["add", "-A"]);
+        run(&["commit", "--quiet", "-m", "Tidy parser test"]);
+        std::fs::write(
+            dir.join("src/report.py"),
+            "def render(rows):\n    return '\\n'.join(map(str, rows))\n",
+        )
+        .expect("w");
+        run(&["add", "-A"]);
+        run(&["commit", "--quiet", "-m", "Render one report row per line"]);
+    }
+
+    #[test]
+    fn mines_message_gold_and_parent() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fixture_repo(dir.path());
+        let tasks = mine_git(dir.path(), 10, None).expect("mine");
+        let queries: Vec<&str> = tasks.iter().map(|t| t.query.as_str()).collect();
+        // Newest first; the test-only commit and the root commit are skipped.
+        assert_eq!(
+            queries,
+            [
+                "Render one report row per line",
+                "Strip whitespace around parsed fields"
+            ]
+        );
+        assert_eq!(tasks[0].gold_files, ["src/report.py"]);
+        assert_eq!(tasks[1].gold_files, ["src/parse.py"]);
+        let limited = mine_git(dir.path(), 1, None).expect("mine");
+        assert_eq!(limited.len(), 1);
+        let since = mine_git(dir.path(), 10, Some(&tasks[1].commit)).expect("mine");
+        assert_eq!(since.len(), 1);
+        let docs = tree_documents(dir.path(), &tasks[0].parent, 1000).expect("tree");
+        let names: Vec<&str> = docs.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["src/parse.py", "src/report.py", "tests/test_parse.py"]
+        );
+        assert!(
+            docs[1].text.contains("return str(rows)"),
+            "parent tree, not the commit's"
+        );
+    }
+
+    #[test]
+    fn test_paths_are_recognised() {
+        for path in [
+            "tests/a.rs",
+            "src/foo_test.go",
+            "web/a.spec.ts",
+            "pkg/test_x.py",
+        ] {
+            assert!(is_test(path), "{path}");
+        }
+        for path in ["src/lib.rs", "src/contest.rs", "src/testing_utils_not.rs"] {
+            assert!(!is_test(path), "{path}");
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! `qa` workloads: built-in documents with hand-written questions, or a HaluEval-format file
+//! turned into a distractor setting (each task's own evidence mixed with passages of N other
+//! tasks, chosen and ordered by the seed in the workload file).
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::spec::{QaFormat, QaSource};
+use super::{
+    AnswerKind, Document, Task, TaskContext, WorkloadError, check_evidence, data_path, line_of,
+    read_text,
+};
+use crate::harness::text::SplitMix64;
+
+pub(super) fn load(
+    dir: &Path,
+    spec_path: &Path,
+    qa: &QaSource,
+) -> Result<Vec<Task>, WorkloadError> {
+    match qa.format {
+        QaFormat::Builtin => load_builtin(dir, qa),
+        QaFormat::Halueval => load_halueval(dir, spec_path, qa),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskFile {
+    task: Vec<BuiltinTask>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BuiltinTask {
+    id: String,
+    question: String,
+    answers: Vec<String>,
+    evidence: Vec<String>,
+}
+
+/// Every `*.md` / `*.txt` file of `dir`, sorted by file name, as documents.
+pub(crate) fn read_documents(dir: &Path) -> Result<Vec<Document>, WorkloadError> {
+    let entries = std::fs::read_dir(dir).map_err(|source| WorkloadError::Read {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            p.extension()
+                .and_then(|e| e.to_str())
+                .is_some_and(|e| e == "md" || e == "txt")
+        })
+        .collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|path| {
+            Ok(Document {
+                name: path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                text: read_text(path)?,
+            })
+        })
+        .collect()
+}
+
+fn load_builtin(dir: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
+    // spec::parse guarantees both fields for the builtin format.
+    let tasks_path = data_path(dir, qa.tasks.as_deref().unwrap_or("tasks.toml"));
+    let documents_dir = data_path(dir, qa.documents.as_deref().unwrap_or("documents"));
+    let text = read_text(&tasks_path)?;
+    let file: TaskFile = toml::from_str(&text).map_err(|error| {
+        let (line, column, message) = super::spec::describe_toml_error(&text, &error);
+        WorkloadError::Malformed {
+            path: tasks_path.clone(),
+            line,
+            column,
+            message,
+        }
+    })?;
+    let documents = read_documents(&documents_dir)?;
+    if documents.is_empty() {
+        return Err(WorkloadError::Data {
+            path: documents_dir,
+            message: "no *.md or *.txt documents".into(),
+        });
+    }
+    let mut tasks = Vec::with_capacity(file.task.len());
+    for raw in file.task {
+        let line = line_of(&text, &format!("\"{}\"", raw.id));
+        if raw.answers.is_empty() || raw.evidence.is_empty() {
+            return Err(WorkloadError::Task {
+                path: tasks_path.clone(),
+                line,
+                task_id: raw.id,
+                message: "needs at least one answer and one evidence span".into(),
+            });
+        }
+        let task = Task {
+            id: raw.id,
+            question: raw.question,
+            context: TaskContext::Documents(documents.clone()),
+            answer_kind: AnswerKind::Span,
+            answers: raw.answers,
+            evidence: raw.evidence,
+            gold_files: Vec::new(),
+        };
+        check_evidence(&task, &tasks_path, line)?;
+        tasks.push(task);
+    }
+    Ok(tasks)
+}
+
+#[derive(Debug, Deserialize)]
+struct HaluEvalItem {
+    knowledge: String,
+    question: String,
+    right_answer: String,
+}
+
+/// The HaluEval file a workload reads: `$file_env` when set, else `file`.
+pub fn halueval_path(dir: &Path, qa: &QaSource) -> PathBuf {
+    if let Some(var) = &qa.file_env
+        && let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty())
+    {
+        return PathBuf::from(value);
+    }
+    let candidates: Vec<PathBuf> = qa
+        .file
+        .as_ref()
+        .map(|f| {
+            f.items()
+                .into_iter()
+                .map(|item| data_path(dir, item))
+                .collect()
+        })
+        .unwrap_or_default();
+    candidates
+        .iter()
+        .find(|path| path.is_file())
+        .or(candidates.first())
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
+    let path = halueval_path(dir, qa);
+    let text = std::fs::read_to_string(&path).map_err(|source| WorkloadError::Data {
+        path: spec_path.to_path_buf(),
+        message: format!(
+            "field `file`: cannot read the HaluEval file {}: {source}{}",
+            path.display(),
+            qa.file_env
+                .as_ref()
+                .map(|v| format!("; point {v} at your copy or edit `file`"))
+                .unwrap_or_default()
+        ),
+    })?;
+    let mut items = Vec::new();
+    for (index, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let item: HaluEvalItem =
+            serde_json::from_str(line).map_err(|error| WorkloadError::Task {
+                path: path.clone(),
+                line: index + 1,
+                task_id: format!("halueval-{:04}", index + 1),
+                message: format!(
+                    "not a HaluEval item (needs string fields knowledge, question, right_answer): {error}"
+                ),
+            })?;
+        items.push((index + 1, item));
+        if qa.limit.is_some_and(|limit| items.len() >= limit) {
+            break;
+        }
+    }
+    let distractors = qa
+        .distractors
+        .unwrap_or(0)
+        .min(items.len().saturating_sub(1));
+    let seed = qa.seed.unwrap_or(0);
+    let mut tasks = Vec::with_capacity(items.len());
+    for (position, (line, item)) in items.iter().enumerate() {
+        // One generator per task, seeded by the workload seed and the task's position, so a
+        // task's context does not change when items are appended to the file.
+        let mut rng = SplitMix64::new(seed ^ (position as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        let mut others: Vec<usize> = (0..items.len()).filter(|&i| i != position).collect();
+        // Partial Fisher–Yates: the first `distractors` slots are a uniform sample.
+        for slot in 0..distractors {
+            let pick = slot + rng.below(others.len() - slot);
+            others.swap(slot, pick);
+        }
+        let mut chosen: Vec<usize> = others[..distractors].to_vec();
+        chosen.push(position);
+        rng.shuffle(&mut chosen);
+        let documents = chosen
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| Document {
+                name: format!("passage-{:02}", k + 1),
+                text: items[i].1.knowledge.trim().to_string(),
+            })
+            .collect();
+        let task = Task {
+            id: format!("halueval-{line:04}"),
+            question: item.question.trim().to_string(),
+            context: TaskContext::Documents(documents),
+            answer_kind: AnswerKind::Span,
+            answers: vec![item.right_answer.trim().to_string()],
+            evidence: vec![item.knowledge.trim().to_string()],
+            gold_files: Vec::new(),
+        };
+        tasks.push(task);
+    }
+    Ok(tasks)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn halueval_fixture(dir: &Path, n: usize) -> PathBuf {
+        let path = dir.join("mini.jsonl");
+        let mut text = String::new();
+        for i in 0..n {
+            text.push_str(
+                &serde_json::json!({
+                    "knowledge": format!("Town {i} lies on river R{i}. Its mayor is Mayor{i}."),
+                    "question": format!("Who is the mayor of Town {i}?"),
+                    "right_answer": format!("Mayor{i}"),
+                    "hallucinated_answer": "nobody"
+                })
+                .to_string(),
+            );
+            text.push('\n');
+        }
+        std::fs::write(&path, text).expect("write");
+        path
+    }
+
+    fn source(file: &Path, distractors: usize) -> QaSource {
+        QaSource {
+            format: QaFormat::Halueval,
+            tasks: None,
+            documents: None,
+            file: Some(super::super::spec::OneOrMany::One(
+                file.display().to_string(),
+            )),
+            file_env: None,
+            distractors: Some(distractors),
+            seed: Some(7),
+            limit: None,
+        }
+    }
+
+    #[test]
+    fn halueval_mixes_own_evidence_with_distractors_deterministically() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = halueval_fixture(dir.path(), 10);
+        let qa = source(&file, 3);
+        let a = load_halueval(dir.path(), &dir.path().join("w.toml"), &qa).expect("load");
+        let b = load_halueval(dir.path(), &dir.path().join("w.toml"), &qa).expect("load");
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 10);
+        for task in &a {
+            let TaskContext::Documents(docs) = &task.context else {
+                panic!("documents")
+            };
+            assert_eq!(docs.len(), 4);
+            let own = docs.iter().filter(|d| d.text == task.evidence[0]).count();
+            assert_eq!(own, 1, "own evidence exactly once");
+        }
+        // Distractor choice differs between tasks.
+        assert_ne!(a[0].context.render(), a[1].context.render());
+    }
+
+    #[test]
+    fn bad_line_is_reported_with_its_number() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("bad.jsonl");
+        std::fs::write(
+            &file,
+            "{\"knowledge\":\"k\",\"question\":\"q\",\"right_answer\":\"a\"}\n{\"question\": 3}\n",
+        )
+        .expect("write");
+        let error = load_halueval(dir.path(), &dir.path().join("w.toml"), &source(&file, 1))
+            .expect_err("bad");
+        assert!(error.to_string().contains("bad.jsonl:2:"), "{error}");
+        let missing = load_halueval(
+            dir.path(),
+            &dir.path().join("w.toml"),
+            &source(&dir.path().join("nope.jsonl"), 1),
+        )
+        .expect_err("missing");
+        assert!(missing.to_string().contains("nope.jsonl"), "{missing}");
+    }
+}

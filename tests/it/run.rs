@@ -1,0 +1,334 @@
+//! `svc run`, `svc workloads`, `svc runners` end to end: the built binary over the fixture
+//! HaluEval-format workload, resume, shards, error records from a failing local endpoint, and
+//! clear errors for bad input.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use svc::trial::{Condition, Outcome, TrialRecord, UsageSource};
+
+use crate::harness::{root, run, svc};
+
+const MINI: &str = "fixtures/harness/halueval-mini";
+
+/// Records of a run directory; deserialising into `TrialRecord` rejects unknown fields and any
+/// broken schema rule.
+fn records(dir: &Path) -> Vec<TrialRecord> {
+    std::fs::read_to_string(dir.join("trials.jsonl"))
+        .expect("trials.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a valid record"))
+        .collect()
+}
+
+#[test]
+fn fixture_run_end_to_end_then_resume_without_duplicates() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("run");
+    let args = [
+        "run",
+        "--workload",
+        MINI,
+        "--conditions",
+        "raw,native_compaction",
+        "--budget",
+        "64",
+        "--budget",
+        "128",
+        "--replicates",
+        "2",
+        "--out",
+    ];
+    let first = run(svc(state.path()).args(args).arg(&out));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert!(
+        first
+            .stdout
+            .contains("96 trials written (0 errors), 0 already present"),
+        "{}",
+        first.stdout
+    );
+    let records = records(&out);
+    assert_eq!(records.len(), 12 * 2 * 2 * 2);
+    for record in &records {
+        assert_eq!(record.outcome, Outcome::Success);
+        assert_eq!(record.usage_source, UsageSource::DeterministicFixture);
+        assert_eq!(
+            (record.workload.as_str(), record.workload_version.as_str()),
+            ("halueval-mini", "1")
+        );
+        let budget: usize = record
+            .task_id
+            .rsplit_once("@b")
+            .expect("budget suffix")
+            .1
+            .parse()
+            .expect("number");
+        if record.condition == Condition::NativeCompaction {
+            assert!(record.context_tokens as usize <= budget);
+        }
+    }
+    let raw_score: f64 = records
+        .iter()
+        .filter(|r| r.condition == Condition::Raw)
+        .map(|r| r.task_score)
+        .sum();
+    assert!(raw_score > 0.0, "the fixture answers from the raw context");
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    assert_eq!(manifest["budgets"], serde_json::json!([64, 128]));
+    assert_eq!(manifest["task_id_budget_separator"], "@b");
+    assert_eq!(manifest["workload"]["version"], "1");
+    assert_eq!(manifest["runner"]["name"], "fixture");
+    assert!(manifest["ended_at"].is_string() && manifest["started_at"].is_string());
+
+    let second = run(svc(state.path()).args(args).arg(&out));
+    assert_eq!(second.code, 0, "{}", second.stderr);
+    assert!(
+        second
+            .stdout
+            .contains("0 trials written (0 errors), 96 already present"),
+        "{}",
+        second.stdout
+    );
+    assert_eq!(self::records(&out).len(), 96);
+
+    // More replicates into the same directory add only the new ones.
+    let mut more: Vec<&str> = args.to_vec();
+    more[9] = "3";
+    let third = run(svc(state.path()).args(&more).arg(&out));
+    assert!(
+        third.stdout.contains("48 trials written"),
+        "{}",
+        third.stdout
+    );
+    let keys: HashSet<(String, Condition, u64)> = self::records(&out)
+        .into_iter()
+        .map(|r| (r.task_id, r.condition, r.replicate))
+        .collect();
+    assert_eq!(keys.len(), 144);
+}
+
+#[test]
+fn shards_split_the_tasks() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut seen = Vec::new();
+    for shard in ["1/2", "2/2"] {
+        let out = state.path().join(shard.replace('/', "of"));
+        let result = run(svc(state.path())
+            .args([
+                "run",
+                "--workload",
+                MINI,
+                "--conditions",
+                "raw",
+                "--shard",
+                shard,
+                "--out",
+            ])
+            .arg(&out));
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        let records = records(&out);
+        assert_eq!(records.len(), 6);
+        seen.extend(records.into_iter().map(|r| r.task_id));
+    }
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), 12);
+}
+
+/// A provider that always answers 500, on 127.0.0.1:0, served from a background thread.
+fn failing_endpoint() -> String {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let app = axum::Router::new().route(
+                "/v1/chat/completions",
+                axum::routing::post(|| async {
+                    (
+                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                        "{\"error\":\"down\"}",
+                    )
+                }),
+            );
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            sender
+                .send(listener.local_addr().expect("address"))
+                .expect("send");
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    let address = receiver.recv().expect("address");
+    format!("http://{address}/v1")
+}
+
+#[test]
+fn failing_endpoint_gives_error_records_and_max_error_rate_aborts() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let runner = state.path().join("failing.toml");
+    std::fs::write(
+        &runner,
+        format!(
+            "name = \"failing\"\nkind = \"openai_compatible\"\nprovider = \"fake\"\nmodel = \"m\"\ncontext_window = 8192\nbase_url = \"{}\"\ntimeout_ms = 2000\nretries = 1\nbackoff_ms = 5\nconcurrency = 2\n[cost]\nsource = \"self_hosted_no_api_fee\"\n",
+            failing_endpoint()
+        ),
+    )
+    .expect("runner file");
+    let out = state.path().join("run");
+    let result = run(svc(state.path())
+        .args(["run", "--workload", MINI, "--conditions", "raw", "--runner"])
+        .arg(&runner)
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        result.stdout.contains("12 trials written (12 errors)"),
+        "{}",
+        result.stdout
+    );
+    for record in records(&out) {
+        assert_eq!(record.outcome, Outcome::Error);
+        assert_eq!(record.error_type.as_deref(), Some("http_500"));
+        assert_eq!(record.usage_source, UsageSource::ProviderError);
+        assert!(record.response_text.is_none() && record.context_tokens > 0);
+    }
+    let notes = std::fs::read_to_string(out.join("notes.jsonl")).expect("notes");
+    assert!(notes.contains("HTTP 500"), "{notes}");
+
+    let aborted = run(svc(state.path())
+        .args([
+            "run",
+            "--workload",
+            MINI,
+            "--conditions",
+            "raw",
+            "--max-error-rate",
+            "0.5",
+            "--runner",
+        ])
+        .arg(&runner)
+        .arg("--out")
+        .arg(state.path().join("aborted")));
+    assert_eq!(aborted.code, 1, "{}", aborted.stderr);
+    assert!(
+        aborted.stderr.contains("--max-error-rate"),
+        "{}",
+        aborted.stderr
+    );
+}
+
+#[test]
+fn bad_input_gives_clear_errors() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let malformed =
+        run(svc(state.path()).args(["run", "--workload", "fixtures/harness/broken-workload"]));
+    assert_eq!(malformed.code, 2);
+    assert!(
+        malformed.stderr.contains(
+            "fixtures/harness/broken-workload/workload.toml:9:15: malformed workload file: field `distractors`: invalid type: string \"six\", expected usize"
+        ),
+        "{}",
+        malformed.stderr
+    );
+    let unknown = run(svc(state.path()).args(["run", "--workload", "no-such-workload"]));
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown
+            .stderr
+            .contains("unknown workload `no-such-workload`")
+            && unknown.stderr.contains("qa-builtin"),
+        "{}",
+        unknown.stderr
+    );
+    let runner =
+        run(svc(state.path()).args(["run", "--workload", MINI, "--runner", "no-such-runner"]));
+    assert_eq!(runner.code, 2);
+    assert!(
+        runner.stderr.contains("unknown runner `no-such-runner`")
+            && runner.stderr.contains("fixture"),
+        "{}",
+        runner.stderr
+    );
+    let shard = run(svc(state.path()).args(["run", "--workload", MINI, "--shard", "3/2"]));
+    assert_eq!(shard.code, 2);
+    assert!(shard.stderr.contains("K/N"), "{}", shard.stderr);
+}
+
+#[test]
+fn svc_conditions_without_the_context_engine_are_error_records() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("run");
+    let result = run(svc(state.path())
+        .args([
+            "run",
+            "--workload",
+            MINI,
+            "--conditions",
+            "svc,combined",
+            "--out",
+        ])
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    for record in records(&out) {
+        assert_eq!(record.error_type.as_deref(), Some("selector_error"));
+        assert!(
+            record
+                .context_commit_id
+                .as_deref()
+                .is_some_and(|id| id.starts_with("ctx_"))
+        );
+    }
+}
+
+#[test]
+fn workloads_and_runners_are_listed_and_shown() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let list = run(svc(state.path()).args(["workloads", "list"]));
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    for name in [
+        "qa-builtin",
+        "halueval-distractor",
+        "needle-builtin",
+        "conversation-builtin",
+        "code-localization-mini",
+    ] {
+        assert!(
+            list.stdout.contains(&format!("| {name} | 1 |")),
+            "{}",
+            list.stdout
+        );
+    }
+    let show = run(svc(state.path()).args([
+        "workloads",
+        "show",
+        "code-localization-mini",
+        "--format",
+        "json",
+    ]));
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    let shown: serde_json::Value = serde_json::from_str(&show.stdout).expect("json");
+    assert_eq!(shown["tasks"], 8);
+    assert_eq!(
+        shown["first_tasks"][0]["gold_files"][0],
+        "inventory/csv_import.py"
+    );
+    let runners = run(svc(state.path()).args(["runners", "list"]));
+    assert!(
+        runners
+            .stdout
+            .contains("| fixture | fixture | svc-fixture | extractive-v1 | zero_cost_fixture |"),
+        "{}",
+        runners.stdout
+    );
+    let check = run(svc(state.path()).args(["runners", "check", "fixture"]));
+    assert_eq!(check.code, 0, "{}", check.stderr);
+    assert!(check.stdout.contains("answer: green"), "{}", check.stdout);
+    assert!(root().join("runners/gemma3-setup.sh").is_file());
+}
