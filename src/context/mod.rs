@@ -2,6 +2,9 @@
 //! budget, and commit the selection so omitted text stays exactly recoverable.
 
 pub mod commit;
+pub mod index;
+pub mod select;
+pub mod skeleton;
 pub mod store;
 
 pub use commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};

@@ -1,0 +1,940 @@
+//! Budgeted selection: score every fragment against a query, then choose one resolution per
+//! fragment (full, skeleton, reference or omitted) that maximises value under a token budget.
+//!
+//! Scoring is BM25 over identifier parts (camelCase and snake_case split, lightly stemmed), path
+//! components and doc text, plus structure: a fragment that *defines* a queried symbol outranks
+//! one that mentions it, and the best fragments lend a share of their score to what they call,
+//! what calls them and their own file (import/reference graph proximity).
+//!
+//! The choice is an exact multiple-choice knapsack solved by dynamic programming over token
+//! cost. Costs are scaled to at most [`DP_CAPACITY`] cells (rounded up, so the scaled solution
+//! never exceeds the real budget) and only the best [`SelectOptions::max_candidates`] fragments
+//! enter it. The rendered text is then counted for real; if BPE merges across pieces push it
+//! over the budget, the least valuable choice is downgraded until it fits.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use super::commit::{ChunkInput, Resolution};
+use super::index::{Fragment, Index, PieceKind};
+use crate::tokens::Tokenizer;
+
+/// Largest DP table width; costs are scaled to fit.
+pub const DP_CAPACITY: usize = 4096;
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+/// Value of a resolution relative to sending the fragment in full.
+const SKELETON_VALUE: f64 = 0.4;
+const REFERENCE_VALUE: f64 = 0.08;
+
+/// Settings of a selection.
+#[derive(Debug, Clone)]
+pub struct SelectOptions {
+    /// Fragments that must be sent in full: a chunk id, a path, or a path prefix ending in `/`.
+    pub pinned: Vec<String>,
+    /// How many of the best-scoring fragments enter the knapsack.
+    pub max_candidates: usize,
+}
+
+impl Default for SelectOptions {
+    fn default() -> Self {
+        Self {
+            pinned: Vec::new(),
+            max_candidates: 400,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SelectError {
+    #[error("the budget is 0 tokens; give a positive --budget")]
+    ZeroBudget,
+    #[error(
+        "pinned content needs {pinned_tokens} tokens but the budget is {budget}: raise --budget or pin less ({chunks})"
+    )]
+    PinnedOverBudget {
+        pinned_tokens: usize,
+        budget: usize,
+        chunks: String,
+    },
+    #[error("pin {pin} matches no fragment of the index (pin a chunk id like src/lib.rs#L1-20, a path, or a dir/)")]
+    UnknownPin { pin: String },
+    #[error("the query is empty; describe what you are looking for")]
+    EmptyQuery,
+}
+
+/// One fragment's fate in a selection.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ManifestEntry {
+    pub chunk_id: String,
+    pub path: String,
+    pub kind: String,
+    /// `None` when omitted.
+    pub resolution: Option<Resolution>,
+    pub score: f64,
+    /// Why the fragment scored what it did (and why it was chosen).
+    pub reason: String,
+    /// Tokens this fragment's piece adds to the rendered context (0 when omitted).
+    pub tokens: usize,
+    /// Tokens of the fragment's exact bytes.
+    pub full_tokens: usize,
+}
+
+/// The result of [`select`].
+#[derive(Debug, Clone)]
+pub struct Selection {
+    pub query: String,
+    pub budget: usize,
+    /// The exact text to send.
+    pub rendered: String,
+    /// Exact token count of `rendered`.
+    pub tokens: usize,
+    /// Every fragment of the index, best score first (ties by path, then offset).
+    pub manifest: Vec<ManifestEntry>,
+    /// The exact bytes of each manifest entry (same order).
+    texts: Vec<(Arc<str>, Range<usize>)>,
+}
+
+impl Selection {
+    /// Chunks for [`super::CommitStore::commit`]: every fragment of the index, omitted ones with
+    /// resolution `None`, so everything stays recoverable.
+    pub fn chunk_inputs(&self) -> Vec<ChunkInput> {
+        self.manifest
+            .iter()
+            .zip(&self.texts)
+            .map(|(entry, (text, range))| ChunkInput {
+                chunk_id: entry.chunk_id.clone(),
+                source: entry.path.clone(),
+                full_text: text[range.clone()].to_string(),
+                resolution: entry.resolution,
+                sent_tokens: entry.tokens,
+            })
+            .collect()
+    }
+
+    /// Entries that were sent (in any resolution).
+    pub fn sent(&self) -> impl Iterator<Item = &ManifestEntry> {
+        self.manifest.iter().filter(|e| e.resolution.is_some())
+    }
+
+    /// The manifest entry of a chunk.
+    pub fn entry(&self, chunk_id: &str) -> Option<&ManifestEntry> {
+        self.manifest.iter().find(|e| e.chunk_id == chunk_id)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Terms
+
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is",
+    "it", "its", "of", "on", "or", "that", "the", "this", "to", "with", "fn", "def", "let",
+    "mut", "pub", "self", "use", "return", "else", "var", "const", "function", "impl", "struct",
+    "class", "true", "false", "none", "null", "void", "int", "str", "string", "crate", "super",
+    "where", "which", "what", "how", "does", "do", "when", "then", "there", "we", "you", "can",
+    "will", "should", "would", "given", "code", "func", "package", "import",
+];
+
+/// Lower-cased, lightly stemmed parts of an identifier: `parseHTTPHeader_v2` → parse, http,
+/// header, v2.
+pub fn identifier_parts(word: &str, out: &mut Vec<String>) {
+    let chars: Vec<char> = word.chars().collect();
+    let mut start = 0;
+    let push = |part: &[char], out: &mut Vec<String>| {
+        if part.is_empty() {
+            return;
+        }
+        let lower: String = part.iter().flat_map(|c| c.to_lowercase()).collect();
+        let stemmed = stem(&lower);
+        if stemmed.len() >= 2 && !STOPWORDS.contains(&stemmed.as_str()) {
+            out.push(stemmed);
+        }
+    };
+    for i in 0..chars.len() {
+        let c = chars[i];
+        if c == '_' || c == '-' {
+            push(&chars[start..i], out);
+            start = i + 1;
+            continue;
+        }
+        if i > start {
+            let previous = chars[i - 1];
+            let boundary = (previous.is_lowercase() && c.is_uppercase())
+                || (previous.is_uppercase()
+                    && c.is_uppercase()
+                    && chars.get(i + 1).is_some_and(|n| n.is_lowercase()));
+            if boundary {
+                push(&chars[start..i], out);
+                start = i;
+            }
+        }
+    }
+    push(&chars[start..], out);
+}
+
+/// A light suffix stemmer so `parse`, `parses`, `parsing` and `parsed` all meet at `pars`.
+fn stem(word: &str) -> String {
+    if !word.is_ascii() || word.len() <= 3 {
+        return word.to_string();
+    }
+    if let Some(base) = word.strip_suffix("ies")
+        && base.len() >= 2
+    {
+        return format!("{base}y");
+    }
+    let mut base = word;
+    for suffix in ["ing", "ed", "es", "s"] {
+        if let Some(stripped) = word.strip_suffix(suffix)
+            && stripped.len() >= 3
+            && !(suffix == "s" && stripped.ends_with('s'))
+        {
+            base = stripped;
+            break;
+        }
+    }
+    if base.len() > 3
+        && let Some(stripped) = base.strip_suffix('e')
+    {
+        base = stripped;
+    }
+    base.to_string()
+}
+
+/// Words of a text: maximal runs of letters, digits and underscores.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && w.len() <= 64)
+}
+
+/// The searchable form of an index, built on first use.
+#[derive(Debug, Default)]
+pub struct TermIndex {
+    vocabulary: HashMap<String, u32>,
+    /// Per term: `(fragment, term frequency)`.
+    postings: Vec<Vec<(u32, u32)>>,
+    lengths: Vec<u32>,
+    average_length: f64,
+    /// Whole identifiers (lower-cased) → id.
+    identifiers: HashMap<String, u32>,
+    /// Per identifier: fragments mentioning it.
+    mentioned_by: Vec<Vec<u32>>,
+    /// Per fragment: identifiers it mentions.
+    mentions: Vec<Vec<u32>>,
+    /// Lower-cased symbol → fragments defining it.
+    defined_by: HashMap<String, Vec<u32>>,
+    /// Per fragment: stemmed parts of each defined symbol.
+    symbol_parts: Vec<Vec<Vec<String>>>,
+}
+
+struct FragmentTerms {
+    terms: HashMap<String, u32>,
+    identifiers: Vec<String>,
+    symbol_parts: Vec<Vec<String>>,
+    length: u32,
+}
+
+fn fragment_terms(index: &Index, fragment: &Fragment) -> FragmentTerms {
+    let mut terms: HashMap<String, u32> = HashMap::new();
+    let mut parts = Vec::new();
+    let mut identifiers: HashSet<String> = HashSet::new();
+    let mut length = 0u32;
+    for word in words(index.text(fragment)) {
+        if word.len() >= 3 && word.chars().next().is_some_and(|c| !c.is_ascii_digit()) {
+            identifiers.insert(word.to_lowercase());
+        }
+        parts.clear();
+        identifier_parts(word, &mut parts);
+        for part in parts.drain(..) {
+            *terms.entry(part).or_insert(0) += 1;
+            length += 1;
+        }
+    }
+    // The path and the defined symbols count as text too: a file named after the query, or a
+    // definition named after it, is about it.
+    for word in words(index.path(fragment)) {
+        identifier_parts(word, &mut parts);
+    }
+    for part in parts.drain(..) {
+        *terms.entry(part).or_insert(0) += 1;
+        length += 1;
+    }
+    let mut symbol_parts = Vec::new();
+    for symbol in &fragment.symbols {
+        let mut mine = Vec::new();
+        for word in words(symbol) {
+            identifier_parts(word, &mut mine);
+        }
+        for part in &mine {
+            *terms.entry(part.clone()).or_insert(0) += 2;
+            length += 2;
+        }
+        symbol_parts.push(mine);
+    }
+    let mut identifiers: Vec<String> = identifiers.into_iter().collect();
+    identifiers.sort();
+    FragmentTerms {
+        terms,
+        identifiers,
+        symbol_parts,
+        length,
+    }
+}
+
+impl TermIndex {
+    pub(crate) fn build(index: &Index) -> TermIndex {
+        let per_fragment: Vec<FragmentTerms> = index
+            .fragments
+            .par_iter()
+            .map(|f| fragment_terms(index, f))
+            .collect();
+        let mut terms = TermIndex::default();
+        let mut total_length = 0u64;
+        for (number, fragment_terms) in per_fragment.into_iter().enumerate() {
+            let number = number as u32;
+            let mut sorted: Vec<(String, u32)> = fragment_terms.terms.into_iter().collect();
+            sorted.sort();
+            for (term, frequency) in sorted {
+                let next = terms.postings.len() as u32;
+                let id = *terms.vocabulary.entry(term).or_insert(next);
+                if id == next {
+                    terms.postings.push(Vec::new());
+                }
+                terms.postings[id as usize].push((number, frequency));
+            }
+            let mut mentioned = Vec::with_capacity(fragment_terms.identifiers.len());
+            for identifier in fragment_terms.identifiers {
+                let next = terms.mentioned_by.len() as u32;
+                let id = *terms.identifiers.entry(identifier).or_insert(next);
+                if id == next {
+                    terms.mentioned_by.push(Vec::new());
+                }
+                terms.mentioned_by[id as usize].push(number);
+                mentioned.push(id);
+            }
+            terms.mentions.push(mentioned);
+            terms.lengths.push(fragment_terms.length);
+            total_length += u64::from(fragment_terms.length);
+            terms.symbol_parts.push(fragment_terms.symbol_parts);
+        }
+        for (number, fragment) in index.fragments.iter().enumerate() {
+            if fragment.kind.is_definition() {
+                for symbol in &fragment.symbols {
+                    terms
+                        .defined_by
+                        .entry(symbol.to_lowercase())
+                        .or_default()
+                        .push(number as u32);
+                }
+            }
+        }
+        terms.average_length = total_length as f64 / index.fragments.len().max(1) as f64;
+        terms
+    }
+
+    fn idf(&self, postings: usize) -> f64 {
+        let n = self.lengths.len() as f64;
+        let df = postings as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Scoring
+
+struct Scored {
+    score: f64,
+    reason: Vec<String>,
+}
+
+fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
+    let terms = index.terms();
+    let mut query_terms: Vec<String> = Vec::new();
+    let mut query_identifiers: HashSet<String> = HashSet::new();
+    for word in words(query) {
+        identifier_parts(word, &mut query_terms);
+        query_identifiers.insert(word.to_lowercase());
+    }
+    query_terms.sort();
+    query_terms.dedup();
+    let mut scores: HashMap<u32, Scored> = HashMap::new();
+    let mut idfs: HashMap<&str, f64> = HashMap::new();
+    for term in &query_terms {
+        let Some(&id) = terms.vocabulary.get(term) else {
+            continue;
+        };
+        let postings = &terms.postings[id as usize];
+        let idf = terms.idf(postings.len());
+        idfs.insert(term.as_str(), idf);
+        for &(fragment, frequency) in postings {
+            let tf = f64::from(frequency);
+            let length = f64::from(terms.lengths[fragment as usize]);
+            let bm25 = idf * tf * (K1 + 1.0)
+                / (tf + K1 * (1.0 - B + B * length / terms.average_length.max(1.0)));
+            scores
+                .entry(fragment)
+                .or_insert(Scored {
+                    score: 0.0,
+                    reason: Vec::new(),
+                })
+                .score += bm25;
+        }
+    }
+    for (fragment, scored) in scores.iter_mut() {
+        scored.reason.push(format!("bm25 {:.2}", scored.score));
+        let fragment_number = *fragment as usize;
+        if !index.fragments[fragment_number].kind.is_definition() {
+            continue;
+        }
+        // Structure: a definition whose name is made of queried words, or named verbatim.
+        let mut best: f64 = 0.0;
+        let mut best_symbol = None;
+        for (symbol, parts) in index.fragments[fragment_number]
+            .symbols
+            .iter()
+            .zip(&terms.symbol_parts[fragment_number])
+        {
+            if parts.is_empty() {
+                continue;
+            }
+            let matched: f64 = parts
+                .iter()
+                .filter_map(|p| idfs.get(p.as_str()))
+                .sum();
+            let matched_count = parts.iter().filter(|p| idfs.contains_key(p.as_str())).count();
+            let coverage = matched_count as f64 / parts.len() as f64;
+            let mut boost = matched * coverage;
+            if query_identifiers.contains(&symbol.to_lowercase()) {
+                boost += 2.0 * idfs.values().copied().fold(1.0, f64::max);
+            }
+            if boost > best {
+                best = boost;
+                best_symbol = Some(symbol.as_str());
+            }
+        }
+        if let Some(symbol) = best_symbol {
+            scored.score += best;
+            scored.reason.push(format!("defines {symbol} +{best:.2}"));
+        }
+    }
+    graph_boost(index, &mut scores);
+    scores
+}
+
+/// The best fragments lend score to their neighbours in the reference graph: what they use
+/// (definitions of identifiers they mention), what uses them, and their own file.
+fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>) {
+    const SEEDS: usize = 8;
+    let terms = index.terms();
+    let mut seeds: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
+    sort_by_score(index, &mut seeds);
+    seeds.truncate(SEEDS);
+    let mut extra: HashMap<u32, (f64, String)> = HashMap::new();
+    let mut lend = |target: u32, amount: f64, why: String| {
+        let slot = extra.entry(target).or_insert((0.0, String::new()));
+        if amount > slot.0 {
+            *slot = (amount, why);
+        }
+    };
+    for &(seed, seed_score) in &seeds {
+        let seed_fragment = &index.fragments[seed as usize];
+        for symbol in &seed_fragment.symbols {
+            // Callers: fragments mentioning what the seed defines.
+            if let Some(&id) = terms.identifiers.get(&symbol.to_lowercase()) {
+                let callers = &terms.mentioned_by[id as usize];
+                if callers.len() <= 50 {
+                    for &caller in callers {
+                        if caller != seed {
+                            lend(
+                                caller,
+                                0.15 * seed_score,
+                                format!("uses {symbol} from {}", seed_fragment.chunk_id),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // The seed's file: its header, imports and neighbours.
+        let file = &index.files[seed_fragment.file];
+        for other in file.fragments.clone() {
+            let other = other as u32;
+            if other != seed {
+                lend(
+                    other,
+                    0.05 * seed_score,
+                    format!("same file as {}", seed_fragment.chunk_id),
+                );
+            }
+        }
+    }
+    // Callees are resolved through the definition map, which is keyed by name.
+    let seed_mentions: Vec<(u32, f64)> = seeds.clone();
+    let identifier_names: HashMap<u32, &str> = if seed_mentions.is_empty() {
+        HashMap::new()
+    } else {
+        let wanted: HashSet<u32> = seed_mentions
+            .iter()
+            .flat_map(|(s, _)| terms.mentions[*s as usize].iter().copied())
+            .collect();
+        terms
+            .identifiers
+            .iter()
+            .filter(|(_, id)| wanted.contains(id))
+            .map(|(name, id)| (*id, name.as_str()))
+            .collect()
+    };
+    for &(seed, seed_score) in &seed_mentions {
+        for identifier in &terms.mentions[seed as usize] {
+            let Some(name) = identifier_names.get(identifier) else {
+                continue;
+            };
+            if let Some(definers) = terms.defined_by.get(*name)
+                && definers.len() <= 3
+            {
+                for &definer in definers {
+                    if definer != seed {
+                        lend(
+                            definer,
+                            0.25 * seed_score,
+                            format!(
+                                "defines {name} used by {}",
+                                index.fragments[seed as usize].chunk_id
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+    for (target, (amount, why)) in extra {
+        let scored = scores.entry(target).or_insert(Scored {
+            score: 0.0,
+            reason: Vec::new(),
+        });
+        scored.score += amount;
+        scored.reason.push(format!("{why} +{amount:.2}"));
+    }
+}
+
+/// Best score first; ties by path, then offset.
+fn sort_by_score(index: &Index, items: &mut [(u32, f64)]) {
+    items.sort_by(|a, b| {
+        b.1.total_cmp(&a.1).then_with(|| {
+            let fa = &index.fragments[a.0 as usize];
+            let fb = &index.fragments[b.0 as usize];
+            index
+                .path(fa)
+                .cmp(index.path(fb))
+                .then(fa.bytes.start.cmp(&fb.bytes.start))
+        })
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Knapsack
+
+#[derive(Debug, Clone, Copy)]
+struct Choice {
+    kind: PieceKind,
+    cost: usize,
+    value: f64,
+}
+
+struct Candidate {
+    fragment: u32,
+    pinned: bool,
+    options: Vec<Choice>,
+}
+
+fn resolution_of(kind: PieceKind) -> Resolution {
+    match kind {
+        PieceKind::Full => Resolution::Full,
+        PieceKind::Skeleton => Resolution::Skeleton,
+        PieceKind::Reference => Resolution::Reference,
+    }
+}
+
+/// Exact multiple-choice knapsack over scaled costs. Returns, per candidate, the index of the
+/// chosen option or `None`.
+fn knapsack(candidates: &[Candidate], capacity: usize) -> Vec<Option<usize>> {
+    let scale = capacity.div_ceil(DP_CAPACITY).max(1);
+    let cells = capacity / scale;
+    let mut best = vec![0.0f64; cells + 1];
+    // choice[i][c]: option picked for candidate i at capacity c (0 = none).
+    let mut choice = vec![0u8; candidates.len() * (cells + 1)];
+    for (i, candidate) in candidates.iter().enumerate() {
+        let row = &mut choice[i * (cells + 1)..(i + 1) * (cells + 1)];
+        let scaled: Vec<(usize, f64)> = candidate
+            .options
+            .iter()
+            .map(|o| (o.cost.div_ceil(scale), o.value))
+            .collect();
+        for c in (0..=cells).rev() {
+            let mut value = best[c];
+            let mut picked = 0u8;
+            for (k, &(cost, option_value)) in scaled.iter().enumerate() {
+                if cost <= c {
+                    let candidate_value = best[c - cost] + option_value;
+                    if candidate_value > value + 1e-12 {
+                        value = candidate_value;
+                        picked = (k + 1) as u8;
+                    }
+                }
+            }
+            best[c] = value;
+            row[c] = picked;
+        }
+    }
+    let mut picks = vec![None; candidates.len()];
+    let mut c = cells;
+    for i in (0..candidates.len()).rev() {
+        let picked = choice[i * (cells + 1) + c];
+        if picked > 0 {
+            let k = usize::from(picked - 1);
+            picks[i] = Some(k);
+            c -= candidates[i].options[k].cost.div_ceil(scale);
+        }
+    }
+    picks
+}
+
+/// Scores `index` against `query` and selects what to send within `budget` tokens.
+pub fn select(
+    index: &Index,
+    query: &str,
+    budget: usize,
+    options: &SelectOptions,
+) -> Result<Selection, SelectError> {
+    if budget == 0 {
+        return Err(SelectError::ZeroBudget);
+    }
+    if query.trim().is_empty() {
+        return Err(SelectError::EmptyQuery);
+    }
+    let tokenizer = Tokenizer::new(index.encoding);
+    let pinned = pinned_fragments(index, &options.pinned)?;
+    let scores = score(index, query);
+    let mut ranked: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
+    sort_by_score(index, &mut ranked);
+    let max_score = ranked.first().map_or(1.0, |r| r.1).max(1e-9);
+
+    let full_cost = |f: &Fragment| {
+        f.header_tokens + f.text_tokens + usize::from(!index.text(f).ends_with('\n'))
+    };
+    let skeleton_word = tokenizer.count(" skeleton");
+    let mut pinned_tokens = 0;
+    let mut candidates: Vec<Candidate> = Vec::new();
+    for &fragment in &pinned {
+        let f = &index.fragments[fragment as usize];
+        pinned_tokens += full_cost(f);
+        candidates.push(Candidate {
+            fragment,
+            pinned: true,
+            options: Vec::new(),
+        });
+    }
+    if pinned_tokens > budget {
+        return Err(SelectError::PinnedOverBudget {
+            pinned_tokens,
+            budget,
+            chunks: pinned_list(index, &pinned),
+        });
+    }
+    let pinned_set: HashSet<u32> = pinned.iter().copied().collect();
+    for &(fragment, fragment_score) in ranked
+        .iter()
+        .filter(|(f, s)| *s > 0.0 && !pinned_set.contains(f))
+        .take(options.max_candidates)
+    {
+        let f = &index.fragments[fragment as usize];
+        let relative = fragment_score / max_score;
+        let weight = relative * relative * 1000.0;
+        let mut choices = vec![Choice {
+            kind: PieceKind::Full,
+            cost: full_cost(f),
+            value: weight,
+        }];
+        if f.skeleton.is_some() {
+            choices.push(Choice {
+                kind: PieceKind::Skeleton,
+                cost: f.header_tokens + skeleton_word + f.skeleton_tokens,
+                value: weight * SKELETON_VALUE,
+            });
+        }
+        if let Some(reference) = index.piece(f, PieceKind::Reference) {
+            choices.push(Choice {
+                kind: PieceKind::Reference,
+                cost: tokenizer.count(&reference),
+                value: weight * REFERENCE_VALUE,
+            });
+        }
+        candidates.push(Candidate {
+            fragment,
+            pinned: false,
+            options: choices,
+        });
+    }
+    let free: Vec<usize> = (0..candidates.len()).filter(|&i| !candidates[i].pinned).collect();
+    let free_candidates: Vec<Candidate> = free
+        .iter()
+        .map(|&i| Candidate {
+            fragment: candidates[i].fragment,
+            pinned: false,
+            options: candidates[i].options.clone(),
+        })
+        .collect();
+    let picks = knapsack(&free_candidates, budget - pinned_tokens);
+    // chosen: fragment → (piece kind, value)
+    let mut chosen: HashMap<u32, (PieceKind, f64, usize)> = HashMap::new();
+    for &fragment in &pinned {
+        chosen.insert(fragment, (PieceKind::Full, f64::INFINITY, 0));
+    }
+    for (candidate, pick) in free_candidates.iter().zip(&picks) {
+        if let Some(k) = pick {
+            let option = candidate.options[*k];
+            chosen.insert(candidate.fragment, (option.kind, option.value, *k));
+        }
+    }
+
+    // Render, count for real, and downgrade the least valuable choice until it fits.
+    let options_of: HashMap<u32, &Vec<Choice>> = free_candidates
+        .iter()
+        .map(|c| (c.fragment, &c.options))
+        .collect();
+    let (rendered, tokens, pieces) = loop {
+        let (rendered, pieces) = render(index, &chosen);
+        let tokens = tokenizer.count(&rendered);
+        if tokens <= budget {
+            break (rendered, tokens, pieces);
+        }
+        let weakest = chosen
+            .iter()
+            .filter(|(f, _)| !pinned_set.contains(f))
+            .min_by(|a, b| {
+                (a.1.1)
+                    .total_cmp(&b.1.1)
+                    .then(a.0.cmp(b.0))
+            })
+            .map(|(f, c)| (*f, *c));
+        let Some((fragment, (_, _, k))) = weakest else {
+            return Err(SelectError::PinnedOverBudget {
+                pinned_tokens: tokens,
+                budget,
+                chunks: pinned_list(index, &pinned),
+            });
+        };
+        let choices = options_of.get(&fragment).map_or(&[][..], |c| c.as_slice());
+        if let Some(next) = choices.get(k + 1) {
+            chosen.insert(fragment, (next.kind, next.value, k + 1));
+        } else {
+            chosen.remove(&fragment);
+        }
+    };
+
+    let mut order: Vec<(u32, f64)> = (0..index.fragments.len() as u32)
+        .map(|f| (f, scores.get(&f).map_or(0.0, |s| s.score)))
+        .collect();
+    sort_by_score(index, &mut order);
+    let mut manifest = Vec::with_capacity(order.len());
+    let mut texts = Vec::with_capacity(order.len());
+    for (fragment, fragment_score) in order {
+        let f = &index.fragments[fragment as usize];
+        let resolution = chosen.get(&fragment).map(|c| resolution_of(c.0));
+        let mut reason = scores
+            .get(&fragment)
+            .map(|s| s.reason.join("; "))
+            .unwrap_or_else(|| "no query term".to_string());
+        if pinned_set.contains(&fragment) {
+            reason = format!("pinned; {reason}");
+        }
+        manifest.push(ManifestEntry {
+            chunk_id: f.chunk_id.clone(),
+            path: index.path(f).to_string(),
+            kind: f.kind.as_str().to_string(),
+            resolution,
+            score: (fragment_score * 1000.0).round() / 1000.0,
+            reason,
+            tokens: pieces.get(&fragment).copied().unwrap_or(0),
+            full_tokens: f.text_tokens,
+        });
+        texts.push((index.files[f.file].text.clone(), f.bytes.clone()));
+    }
+    Ok(Selection {
+        query: query.to_string(),
+        budget,
+        rendered,
+        tokens,
+        manifest,
+        texts,
+    })
+}
+
+/// Renders chosen pieces in path and offset order; returns the text and each piece's tokens
+/// (estimated from the index's counts; the total is counted for real by the caller).
+fn render(
+    index: &Index,
+    chosen: &HashMap<u32, (PieceKind, f64, usize)>,
+) -> (String, HashMap<u32, usize>) {
+    let mut order: Vec<u32> = chosen.keys().copied().collect();
+    order.sort_by(|a, b| {
+        let fa = &index.fragments[*a as usize];
+        let fb = &index.fragments[*b as usize];
+        index
+            .path(fa)
+            .cmp(index.path(fb))
+            .then(fa.bytes.start.cmp(&fb.bytes.start))
+    });
+    let mut rendered = String::new();
+    let mut pieces = HashMap::new();
+    let tokenizer = Tokenizer::new(index.encoding);
+    for fragment in order {
+        let f = &index.fragments[fragment as usize];
+        let kind = chosen[&fragment].0;
+        if let Some(piece) = index.piece(f, kind) {
+            let tokens = match kind {
+                PieceKind::Full => {
+                    f.header_tokens + f.text_tokens + usize::from(!index.text(f).ends_with('\n'))
+                }
+                _ => tokenizer.count(&piece),
+            };
+            pieces.insert(fragment, tokens);
+            rendered.push_str(&piece);
+        }
+    }
+    (rendered, pieces)
+}
+
+fn pinned_fragments(index: &Index, pins: &[String]) -> Result<Vec<u32>, SelectError> {
+    let mut out = Vec::new();
+    for pin in pins {
+        let before = out.len();
+        for (number, fragment) in index.fragments.iter().enumerate() {
+            let path = index.path(fragment);
+            let hit = fragment.chunk_id == *pin
+                || path == pin
+                || (pin.ends_with('/') && path.starts_with(pin.as_str()));
+            if hit {
+                out.push(number as u32);
+            }
+        }
+        if out.len() == before {
+            return Err(SelectError::UnknownPin { pin: pin.clone() });
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(out)
+}
+
+fn pinned_list(index: &Index, pinned: &[u32]) -> String {
+    let mut names: Vec<&str> = pinned
+        .iter()
+        .map(|f| index.fragments[*f as usize].chunk_id.as_str())
+        .collect();
+    if names.len() > 5 {
+        let more = names.len() - 5;
+        names.truncate(5);
+        return format!("{} and {more} more", names.join(", "));
+    }
+    names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus() -> Index {
+        let lib = "use std::collections::HashMap;\n\n/// Parses a duration like `3s` into seconds.\npub fn parse_duration(text: &str) -> Option<u64> {\n    let digits = text.trim_end_matches('s');\n    digits.parse().ok()\n}\n\n/// Formats seconds for humans.\npub fn format_seconds(seconds: u64) -> String {\n    format!(\"{seconds}s\")\n}\n\npub struct Cache {\n    entries: HashMap<String, u64>,\n}\n\nimpl Cache {\n    /// Looks a key up, parsing durations on a miss.\n    pub fn lookup(&mut self, key: &str) -> Option<u64> {\n        if let Some(v) = self.entries.get(key) {\n            return Some(*v);\n        }\n        let parsed = parse_duration(key)?;\n        self.entries.insert(key.to_string(), parsed);\n        Some(parsed)\n    }\n}\n";
+        let other = "def levenshtein(a, b):\n    \"\"\"Edit distance between two strings.\"\"\"\n    rows = range(len(b) + 1)\n    for i, ca in enumerate(a):\n        pass\n    return 0\n\n\ndef shout(text):\n    return text.upper()\n";
+        let mut docs = vec![
+            ("src/time.rs".to_string(), lib.to_string()),
+            ("tools/text.py".to_string(), other.to_string()),
+        ];
+        for i in 0..30 {
+            docs.push((
+                format!("src/filler_{i:02}.rs"),
+                format!(
+                    "/// Filler {i}.\npub fn filler_{i}(x: u32) -> u32 {{\n    let y = x * {i};\n    y + 1\n}}\n"
+                ),
+            ));
+        }
+        Index::from_documents(&docs)
+    }
+
+    #[test]
+    fn identifiers_split_and_stem() {
+        let mut parts = Vec::new();
+        identifier_parts("parseHTTPHeaders_v2", &mut parts);
+        assert_eq!(parts, vec!["pars", "http", "header", "v2"]);
+        parts.clear();
+        identifier_parts("parsing", &mut parts);
+        identifier_parts("parsed", &mut parts);
+        identifier_parts("parses", &mut parts);
+        assert_eq!(parts, vec!["pars", "pars", "pars"]);
+    }
+
+    #[test]
+    fn definition_outranks_mention() {
+        let index = corpus();
+        let selection = select(&index, "parse duration", 4000, &SelectOptions::default())
+            .expect("select");
+        assert!(
+            selection.manifest[0].chunk_id.starts_with("src/time.rs#L3-"),
+            "{:?}",
+            selection.manifest[0]
+        );
+        assert_eq!(selection.manifest[0].resolution, Some(Resolution::Full));
+        assert!(selection.manifest[0].reason.contains("defines parse_duration"));
+    }
+
+    #[test]
+    fn rendered_tokens_never_exceed_the_budget() {
+        let index = corpus();
+        let tokenizer = Tokenizer::default();
+        for budget in (1..400).step_by(7).chain([500, 800, 1200, 5000]) {
+            let selection = select(&index, "edit distance strings cache lookup", budget, &SelectOptions::default())
+                .expect("select");
+            assert_eq!(selection.tokens, tokenizer.count(&selection.rendered));
+            assert!(selection.tokens <= budget, "budget {budget}: {}", selection.tokens);
+            assert_eq!(selection.manifest.len(), index.fragments.len());
+            let inputs = selection.chunk_inputs();
+            assert_eq!(inputs.len(), index.fragments.len());
+        }
+    }
+
+    #[test]
+    fn deterministic_and_pinning() {
+        let index = corpus();
+        let options = SelectOptions {
+            pinned: vec!["tools/text.py".into()],
+            ..SelectOptions::default()
+        };
+        let a = select(&index, "format seconds", 300, &options).expect("a");
+        let b = select(&index, "format seconds", 300, &options).expect("b");
+        assert_eq!(a.rendered, b.rendered);
+        assert_eq!(a.manifest, b.manifest);
+        for entry in a.manifest.iter().filter(|e| e.path == "tools/text.py") {
+            assert_eq!(entry.resolution, Some(Resolution::Full));
+        }
+        assert!(matches!(
+            select(&index, "x", 0, &options),
+            Err(SelectError::ZeroBudget)
+        ));
+        assert!(matches!(
+            select(&index, "format", 20, &options),
+            Err(SelectError::PinnedOverBudget { .. })
+        ));
+        let unknown = SelectOptions {
+            pinned: vec!["nope.rs".into()],
+            ..SelectOptions::default()
+        };
+        assert!(matches!(
+            select(&index, "format", 100, &unknown),
+            Err(SelectError::UnknownPin { .. })
+        ));
+    }
+}
