@@ -1,6 +1,7 @@
 //! Command-line definitions (clap derive). One module per command group.
 
 mod bench;
+mod context;
 mod records;
 
 use std::process::ExitCode;
@@ -23,6 +24,9 @@ enum Command {
     Records(records::RecordsCommand),
     /// Measure throughput figures (record validation, token counting, ...) and print a table.
     Bench(bench::BenchArgs),
+    /// Index a tree, select context under a token budget, recover exact chunks of a commit.
+    #[command(subcommand)]
+    Context(context::ContextCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -31,6 +35,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Records(command) => records::run(command),
         Command::Bench(args) => bench::run(args),
+        Command::Context(command) => context::run(command),
     }
 }
 

@@ -721,7 +721,7 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
                     &outline.elisions,
                     span.first,
                     span.last,
-                    &chunk_id,
+                    "",
                     language,
                 ),
                 None => text_skeleton(body, &chunk_id, language, span.kind),
@@ -878,6 +878,20 @@ impl SpanBuilder<'_> {
         header
     }
 
+    fn member_names(&self, item: usize, out: &mut Vec<String>) {
+        if !self.outline.items[item].kind.is_container() {
+            return;
+        }
+        for &member in &self.children[item] {
+            if let Some(name) = &self.outline.items[member].name
+                && !out.contains(name)
+            {
+                out.push(name.clone());
+            }
+            self.member_names(member, out);
+        }
+    }
+
     fn partition(
         &self,
         items: &[usize],
@@ -928,6 +942,9 @@ impl SpanBuilder<'_> {
                     }
                 }
             } else {
+                // An unsplit container defines its members too.
+                let mut symbols = symbols;
+                self.member_names(item, &mut symbols);
                 out.push(Span {
                     kind,
                     first,
@@ -1357,7 +1374,7 @@ mod tests {
         let parse = &index.fragments[1];
         assert_eq!(
             parse.skeleton.as_deref(),
-            Some("/// Parses.\nfn parse(x: &str) -> u32 { /* src/lib.rs#L3-9 */ }\n")
+            Some("/// Parses.\nfn parse(x: &str) -> u32 { … }\n")
         );
     }
 

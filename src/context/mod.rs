@@ -2,6 +2,7 @@
 //! budget, and commit the selection so omitted text stays exactly recoverable.
 
 pub mod commit;
+pub mod eval;
 pub mod index;
 pub mod select;
 pub mod skeleton;

@@ -414,7 +414,7 @@ pub fn render(
     let start = lines.starts[first];
     // The first elision that may touch the range.
     let mut next = elisions.partition_point(|e| e.range.end <= start);
-    let mut previous_comment = false;
+    let mut comment_kept = false;
     for line in first..=last {
         let span = lines.span(line);
         let content_end = span.start + text[span.clone()].trim_end().len();
@@ -450,13 +450,16 @@ pub fn render(
         }
         let is_comment = !touched && comment_flags.get(line).copied().unwrap_or(false);
         if is_comment {
-            let keep = !previous_comment;
-            previous_comment = true;
-            if !keep {
+            // Keep the first line of a run that says something (not a bare `/**`).
+            if comment_kept {
                 continue;
             }
+            if !built.chars().any(char::is_alphanumeric) {
+                continue;
+            }
+            comment_kept = true;
         } else {
-            previous_comment = false;
+            comment_kept = false;
         }
         let trimmed = built.trim();
         // A lone `;` or `)` left after a body ends joins the line that opened the body.
@@ -501,20 +504,29 @@ fn push_marker(out: &mut String, text: &str, elision: &Elision, marker: &str, la
             out.push_str(&indent);
         }
     }
-    if elision.fold {
-        out.push_str(" … ");
-        out.push_str(marker_text(marker, language, true).trim());
-    } else {
-        out.push_str(&marker_text(marker, language, false));
-    }
+    out.push_str(&marker_text(marker, language, elision.fold));
 }
 
+/// The text standing in for an elided body. `marker` is usually empty: the skeleton piece's
+/// header line already names the fragment's recovery handle, and repeating a path per body
+/// would cost more tokens than many one-line bodies it replaces.
 fn marker_text(marker: &str, language: Language, fold: bool) -> String {
+    let inner = if marker.is_empty() {
+        "…".to_string()
+    } else {
+        format!("… {marker}")
+    };
     match language {
-        Language::Python if !fold => format!("...  # {marker}"),
-        Language::Python => format!("# {marker}"),
-        _ if fold => format!("/* {marker} */"),
-        _ => format!("{{ /* {marker} */ }}"),
+        Language::Python if !fold => {
+            if marker.is_empty() {
+                "...".to_string()
+            } else {
+                format!("...  # {marker}")
+            }
+        }
+        Language::Python => format!(" # {inner}"),
+        _ if fold => format!(" {inner}"),
+        _ => format!("{{ {inner} }}"),
     }
 }
 
@@ -557,7 +569,7 @@ mod tests {
             &outline.elisions,
             0,
             lines.len() - 1,
-            "…",
+            "",
             language,
         )
     }
@@ -568,7 +580,7 @@ mod tests {
         let skeleton = skeleton_of(Language::Rust, text);
         assert_eq!(
             skeleton,
-            "use std::fmt;\n/// Adds numbers.\npub fn add(\n    a: u32,\n    b: u32,\n) -> u32 { /* … */ }\nimpl Foo {\n    /// Makes one.\n    pub fn new() -> Self { /* … */ }\n}\n"
+            "use std::fmt;\n/// Adds numbers.\npub fn add(\n    a: u32,\n    b: u32,\n) -> u32 { … }\nimpl Foo {\n    /// Makes one.\n    pub fn new() -> Self { … }\n}\n"
         );
     }
 
@@ -578,7 +590,7 @@ mod tests {
         let skeleton = skeleton_of(Language::Python, text);
         assert_eq!(
             skeleton,
-            "import os\nclass A:\n    \"\"\"An A.\n    def f(self, x):\n        # Does f.\n        ...  # …\n"
+            "import os\nclass A:\n    \"\"\"An A.\n    def f(self, x):\n        # Does f.\n        ...\n"
         );
     }
 
