@@ -23,26 +23,47 @@ pub struct BenchArgs {
     corpus_mb: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Run only these groups (repeatable) [default: all].
+    #[arg(long = "group", value_enum)]
+    groups: Vec<Group>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Group {
+    Records,
+    Tokens,
+    /// Index, selection, skeleton ratio, memory and needle figures on crate sources.
+    Context,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let mut figures: Vec<Figure> = Vec::new();
-    eprintln!("bench: records validate ({} records)…", args.records);
-    figures.push(bench::records_validate(args.records)?);
-    let corpus_root = args.corpus.clone().unwrap_or_else(default_corpus);
-    let corpus = bench::load_source_corpus(&corpus_root, args.corpus_mb * 1_000_000);
-    if corpus.is_empty() {
-        anyhow::bail!(
-            "no source files under {} for the token benchmark; pass --corpus DIR",
-            corpus_root.display()
-        );
+    let wants = |group: Group| args.groups.is_empty() || args.groups.contains(&group);
+    if wants(Group::Records) {
+        eprintln!("bench: records validate ({} records)…", args.records);
+        figures.push(bench::records_validate(args.records)?);
     }
-    for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-        eprintln!(
-            "bench: token count ({encoding}) on {}…",
-            corpus_root.display()
-        );
-        figures.push(bench::token_count(&corpus, encoding));
+    let corpus_root = args.corpus.clone().unwrap_or_else(default_corpus);
+    if wants(Group::Tokens) {
+        let corpus = bench::load_source_corpus(&corpus_root, args.corpus_mb * 1_000_000);
+        if corpus.is_empty() {
+            anyhow::bail!(
+                "no source files under {} for the token benchmark; pass --corpus DIR",
+                corpus_root.display()
+            );
+        }
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            eprintln!(
+                "bench: token count ({encoding}) on {}…",
+                corpus_root.display()
+            );
+            figures.push(bench::token_count(&corpus, encoding));
+        }
+    }
+    if wants(Group::Context) {
+        eprintln!("bench: context engine on crates under {}…", corpus_root.display());
+        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
+        figures.extend(svc::context::bench::context_figures(&corpus_root, &fixtures)?);
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),

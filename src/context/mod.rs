@@ -1,6 +1,7 @@
 //! The context engine: index a repository or documents, select and compress under a token
 //! budget, and commit the selection so omitted text stays exactly recoverable.
 
+pub mod bench;
 pub mod commit;
 pub mod eval;
 pub mod index;
