@@ -23,6 +23,13 @@ pub struct BenchArgs {
     corpus_mb: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Git repository whose history the file-localisation figures are mined from [default:
+    /// this source tree's repository, all branches].
+    #[arg(long)]
+    localize_repo: Option<PathBuf>,
+    /// Tasks mined for the file-localisation figures.
+    #[arg(long, default_value_t = 40)]
+    localize_tasks: usize,
     /// Run only these groups (repeatable) [default: all].
     #[arg(long = "group", value_enum)]
     groups: Vec<Group>,
@@ -64,6 +71,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("bench: context engine on crates under {}…", corpus_root.display());
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
         figures.extend(svc::context::bench::context_figures(&corpus_root, &fixtures)?);
+        let repo = args
+            .localize_repo
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let revision = if args.localize_repo.is_some() { "HEAD" } else { "--all" };
+        eprintln!("bench: file localisation on {} history…", repo.display());
+        figures.extend(svc::context::bench::localisation_figures(
+            &repo,
+            revision,
+            args.localize_tasks,
+        )?);
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),

@@ -257,3 +257,44 @@ fn collect_documents(dir: &Path, prefix: &str, root: &Path, out: &mut Vec<(Strin
         }
     }
 }
+
+/// File-localisation figures on tasks mined from `repo`'s history (see [`super::localize`]).
+pub fn localisation_figures(
+    repo: &Path,
+    revision: &str,
+    max_tasks: usize,
+) -> Result<Vec<Figure>, super::localize::LocalizeError> {
+    use super::localize;
+    let tasks = localize::mine_tasks(repo, revision, max_tasks, 8)?;
+    let budgets = [4_000, 8_000];
+    let outcomes = localize::run_localisation(repo, &tasks, &budgets)?;
+    let mut figures = Vec::new();
+    for budget in budgets {
+        let at: Vec<_> = outcomes.iter().filter(|o| o.budget == budget).collect();
+        let n = at.len().max(1) as f64;
+        let recall = at.iter().map(|o| o.gold_recall).sum::<f64>() / n;
+        let coverage = at.iter().map(|o| o.line_coverage).sum::<f64>() / n;
+        let seconds = at.iter().map(|o| o.seconds).sum::<f64>() / n;
+        let detail = format!(
+            "{} tasks mined from {} ({revision}); mean {:.0} ms per selection",
+            at.len(),
+            repo.display(),
+            seconds * 1e3
+        );
+        figures.push(Figure {
+            name: format!("localisation gold-file recall ({}K)", budget / 1000),
+            value: recall,
+            unit: "share".into(),
+            target: (budget == 8_000).then(|| ">= 0.97".into()),
+            detail: detail.clone(),
+        });
+        figures.push(Figure {
+            name: format!("localisation changed-line coverage ({}K)", budget / 1000),
+            value: coverage,
+            unit: "share".into(),
+            target: (budget == 8_000).then(|| ">= 0.60".into()),
+            detail,
+        });
+    }
+    Ok(figures)
+}

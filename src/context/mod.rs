@@ -5,6 +5,7 @@ pub mod bench;
 pub mod commit;
 pub mod eval;
 pub mod index;
+pub mod localize;
 pub mod select;
 pub mod skeleton;
 pub mod store;
