@@ -68,14 +68,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if wants(Group::Context) {
-        eprintln!("bench: context engine on crates under {}…", corpus_root.display());
+        eprintln!(
+            "bench: context engine on crates under {}…",
+            corpus_root.display()
+        );
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
-        figures.extend(svc::context::bench::context_figures(&corpus_root, &fixtures)?);
+        figures.extend(svc::context::bench::context_figures(
+            &corpus_root,
+            &fixtures,
+        )?);
         let repo = args
             .localize_repo
             .clone()
             .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-        let revision = if args.localize_repo.is_some() { "HEAD" } else { "--all" };
+        let revision = if args.localize_repo.is_some() {
+            "HEAD"
+        } else {
+            "--all"
+        };
         eprintln!("bench: file localisation on {} history…", repo.display());
         figures.extend(svc::context::bench::localisation_figures(
             &repo,

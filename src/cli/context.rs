@@ -9,9 +9,9 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use svc::context::CommitStore;
 use svc::context::index::{Index, IndexOptions, IndexStats};
 use svc::context::select::{self, ManifestEntry, SelectOptions};
-use svc::context::CommitStore;
 use svc::state;
 use svc::tokens::Tokenizer;
 

@@ -65,7 +65,10 @@ pub fn pick_crates(registry: &Path) -> Vec<PathBuf> {
         .filter_map(|prefix| {
             names
                 .iter()
-                .rfind(|n| n.starts_with(prefix) && n[prefix.len()..].starts_with(|c: char| c.is_ascii_digit()))
+                .rfind(|n| {
+                    n.starts_with(prefix)
+                        && n[prefix.len()..].starts_with(|c: char| c.is_ascii_digit())
+                })
                 .map(|n| registry.join(n))
         })
         .collect()
@@ -133,7 +136,10 @@ pub fn context_figures(registry: &Path, fixtures: &Path) -> Result<Vec<Figure>, 
         value: cold_seconds / million.max(1e-9),
         unit: "s per 1M tokens".into(),
         target: Some("<= 2".into()),
-        detail: format!("{cold_seconds:.2} s over {corpus}, {} threads", rayon::current_num_threads()),
+        detail: format!(
+            "{cold_seconds:.2} s over {corpus}, {} threads",
+            rayon::current_num_threads()
+        ),
     }];
     let persisted = cold.stats.persisted_bytes;
     let (skeleton, full) = eval::skeleton_ratio(&cold);

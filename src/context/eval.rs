@@ -150,7 +150,16 @@ mod tests {
     #[test]
     fn skeleton_snapshots_per_language() {
         let index = fixture_index();
-        let languages = ["rust", "python", "javascript", "typescript", "go", "java", "c", "cpp"];
+        let languages = [
+            "rust",
+            "python",
+            "javascript",
+            "typescript",
+            "go",
+            "java",
+            "c",
+            "cpp",
+        ];
         let mut failures = Vec::new();
         for language in languages {
             let mut rendered = String::new();

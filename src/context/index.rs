@@ -531,7 +531,10 @@ fn looks_like_markdown(text: &str) -> bool {
     })
 }
 
-fn walk(root: &Path, max_bytes: u64) -> Result<(Vec<(String, PathBuf)>, Vec<Skipped>), IndexError> {
+/// Files to index as `(relative path, absolute path)`, and the files skipped by size.
+type Walked = (Vec<(String, PathBuf)>, Vec<Skipped>);
+
+fn walk(root: &Path, max_bytes: u64) -> Result<Walked, IndexError> {
     let mut entries = Vec::new();
     let mut skipped = Vec::new();
     let walker = ignore::WalkBuilder::new(root)
@@ -559,7 +562,9 @@ fn walk(root: &Path, max_bytes: u64) -> Result<(Vec<(String, PathBuf)>, Vec<Skip
         if size > max_bytes {
             skipped.push(Skipped {
                 path: relative,
-                reason: format!("{size} bytes is over the {max_bytes}-byte limit (--max-file-bytes)"),
+                reason: format!(
+                    "{size} bytes is over the {max_bytes}-byte limit (--max-file-bytes)"
+                ),
             });
             continue;
         }
@@ -715,14 +720,16 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
             let text_tokens = tokenizer.count(body);
             let skeleton = match &code {
                 Some((outline, flags)) => skeleton::render(
-                    &text,
-                    &lines,
-                    flags,
-                    &outline.elisions,
+                    &skeleton::SkeletonSource {
+                        text: &text,
+                        lines: &lines,
+                        comment_flags: flags,
+                        elisions: &outline.elisions,
+                        language,
+                    },
                     span.first,
                     span.last,
                     "",
-                    language,
                 ),
                 None => text_skeleton(body, &chunk_id, language, span.kind),
             };
@@ -936,10 +943,10 @@ impl SpanBuilder<'_> {
                 };
                 let before = out.len();
                 self.partition(members, member_first, last, Some(&header), out);
-                if out.len() == before {
-                    if let Some(span) = out.last_mut() {
-                        span.last = last;
-                    }
+                if out.len() == before
+                    && let Some(span) = out.last_mut()
+                {
+                    span.last = last;
                 }
             } else {
                 // An unsplit container defines its members too.
@@ -990,7 +997,13 @@ impl SpanBuilder<'_> {
 
 /// Cuts lines `first..=last` into blocks of at most [`MAX_BLOCK_LINES`], preferring to cut
 /// after a blank line.
-fn block_spans(text: &str, lines: &LineMap, first: usize, last: usize, kind: FragmentKind) -> Vec<Span> {
+fn block_spans(
+    text: &str,
+    lines: &LineMap,
+    first: usize,
+    last: usize,
+    kind: FragmentKind,
+) -> Vec<Span> {
     let mut spans = Vec::new();
     let mut start = first;
     while start <= last {
@@ -1395,18 +1408,24 @@ mod tests {
         assert_eq!(method.kind, FragmentKind::Method);
         assert_eq!(method.context.as_deref(), Some("impl Big"));
         assert!(index.text(method).starts_with("    /// Method 4."));
-        assert!(index.text(index.fragments.last().expect("last")).ends_with("}\n"));
+        assert!(
+            index
+                .text(index.fragments.last().expect("last"))
+                .ends_with("}\n")
+        );
     }
 
     #[test]
     fn documents_split_by_section_key_and_paragraph() {
-        let md = "# Title\nIntro.\n\n## Install\nRun it.\n```\n# not a heading\n```\n## Use\nCall it.\n";
+        let md =
+            "# Title\nIntro.\n\n## Install\nRun it.\n```\n# not a heading\n```\n## Use\nCall it.\n";
         let index = doc_index("guide", md);
         assert_partition(&index);
         let symbols: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
         assert_eq!(symbols, vec!["Title", "Install", "Use"]);
 
-        let json = "{\n  \"name\": \"x\",\n  \"deps\": {\n    \"a\": 1\n  },\n  \"list\": [1, 2]\n}\n";
+        let json =
+            "{\n  \"name\": \"x\",\n  \"deps\": {\n    \"a\": 1\n  },\n  \"list\": [1, 2]\n}\n";
         let index = doc_index("package.json", json);
         assert_partition(&index);
         let keys: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
@@ -1422,15 +1441,18 @@ mod tests {
         let index = doc_index("notes", &prose);
         assert_partition(&index);
         assert!(index.fragments.len() > 1);
-        assert!(index.fragments.iter().all(|f| f.kind == FragmentKind::Paragraph));
+        assert!(
+            index
+                .fragments
+                .iter()
+                .all(|f| f.kind == FragmentKind::Paragraph)
+        );
     }
 
     #[test]
     fn duplicate_document_names_get_suffixes() {
-        let index = Index::from_documents(&[
-            ("a".into(), "one".into()),
-            ("a".into(), "two".into()),
-        ]);
+        let index =
+            Index::from_documents(&[("a".into(), "one".into()), ("a".into(), "two".into())]);
         let paths: Vec<_> = index.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, vec!["a", "a~2"]);
     }

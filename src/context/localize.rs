@@ -162,7 +162,10 @@ fn tree_documents(repo: &Path, revision: &str) -> Result<Vec<(String, String)>, 
             continue;
         };
         let fields: Vec<&str> = meta.split_whitespace().collect();
-        if fields.len() == 4 && fields[1] == "blob" && fields[3].parse::<u64>().is_ok_and(|s| s <= 1_000_000) {
+        if fields.len() == 4
+            && fields[1] == "blob"
+            && fields[3].parse::<u64>().is_ok_and(|s| s <= 1_000_000)
+        {
             wanted.push((fields[2].to_string(), path.to_string()));
         }
     }
@@ -217,6 +220,9 @@ fn tree_documents(repo: &Path, revision: &str) -> Result<Vec<(String, String)>, 
     Ok(docs)
 }
 
+/// First line, last line and how a fragment was sent.
+type SentSpan = (usize, usize, Option<Resolution>);
+
 /// Runs every task at every budget.
 pub fn run_localisation(
     repo: &Path,
@@ -232,9 +238,13 @@ pub fn run_localisation(
             let start = std::time::Instant::now();
             let selection = select::select(&index, &task.query, budget, &SelectOptions::default())?;
             let seconds = start.elapsed().as_secs_f64();
-            let mut by_path: HashMap<&str, Vec<(usize, usize, Option<Resolution>)>> = HashMap::new();
+            let mut by_path: HashMap<&str, Vec<SentSpan>> = HashMap::new();
             for entry in &selection.manifest {
-                if let Some(fragment) = index.fragments.iter().find(|f| f.chunk_id == entry.chunk_id) {
+                if let Some(fragment) = index
+                    .fragments
+                    .iter()
+                    .find(|f| f.chunk_id == entry.chunk_id)
+                {
                     by_path.entry(entry.path.as_str()).or_default().push((
                         fragment.lines.0,
                         fragment.lines.1,
@@ -247,9 +257,9 @@ pub fn run_localisation(
                 .iter()
                 .filter(|gold| {
                     by_path.get(gold.as_str()).is_some_and(|frags| {
-                        frags.iter().any(|f| {
-                            matches!(f.2, Some(Resolution::Full | Resolution::Skeleton))
-                        })
+                        frags
+                            .iter()
+                            .any(|f| matches!(f.2, Some(Resolution::Full | Resolution::Skeleton)))
                     })
                 })
                 .count();
@@ -316,8 +326,11 @@ mod tests {
             "def add(a, b):\n    return a + b\n\n\ndef scale(v, k):\n    return v * k\n",
         )
         .expect("write");
-        std::fs::write(repo.path().join("io.py"), "def read(p):\n    return open(p).read()\n")
-            .expect("write");
+        std::fs::write(
+            repo.path().join("io.py"),
+            "def read(p):\n    return open(p).read()\n",
+        )
+        .expect("write");
         run(&["add", "-A"]);
         run(&["commit", "-qm", "initial"]);
         std::fs::write(
@@ -325,7 +338,11 @@ mod tests {
             "def add(a, b):\n    return a + b\n\n\ndef scale(v, k):\n    return [x * k for x in v]\n",
         )
         .expect("write");
-        run(&["commit", "-qam", "scale multiplies every element of the vector"]);
+        run(&[
+            "commit",
+            "-qam",
+            "scale multiplies every element of the vector",
+        ]);
         let tasks = mine_tasks(repo.path(), "HEAD", 10, 5).expect("mine");
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].gold_files, vec!["math.py".to_string()]);

@@ -61,7 +61,9 @@ pub enum SelectError {
         budget: usize,
         chunks: String,
     },
-    #[error("pin {pin} matches no fragment of the index (pin a chunk id like src/lib.rs#L1-20, a path, or a dir/)")]
+    #[error(
+        "pin {pin} matches no fragment of the index (pin a chunk id like src/lib.rs#L1-20, a path, or a dir/)"
+    )]
     UnknownPin { pin: String },
     #[error("the query is empty; describe what you are looking for")]
     EmptyQuery,
@@ -131,12 +133,12 @@ impl Selection {
 // Terms
 
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is",
-    "it", "its", "of", "on", "or", "that", "the", "this", "to", "with", "fn", "def", "let",
-    "mut", "pub", "self", "use", "return", "else", "var", "const", "function", "impl", "struct",
-    "class", "true", "false", "none", "null", "void", "int", "str", "string", "crate", "super",
-    "where", "which", "what", "how", "does", "do", "when", "then", "there", "we", "you", "can",
-    "will", "should", "would", "given", "code", "func", "package", "import",
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is", "it",
+    "its", "of", "on", "or", "that", "the", "this", "to", "with", "fn", "def", "let", "mut", "pub",
+    "self", "use", "return", "else", "var", "const", "function", "impl", "struct", "class", "true",
+    "false", "none", "null", "void", "int", "str", "string", "crate", "super", "where", "which",
+    "what", "how", "does", "do", "when", "then", "there", "we", "you", "can", "will", "should",
+    "would", "given", "code", "func", "package", "import",
 ];
 
 /// Lower-cased, lightly stemmed parts of an identifier: `parseHTTPHeader_v2` → parse, http,
@@ -400,11 +402,11 @@ fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
             if parts.is_empty() {
                 continue;
             }
-            let matched: f64 = parts
+            let matched: f64 = parts.iter().filter_map(|p| idfs.get(p.as_str())).sum();
+            let matched_count = parts
                 .iter()
-                .filter_map(|p| idfs.get(p.as_str()))
-                .sum();
-            let matched_count = parts.iter().filter(|p| idfs.contains_key(p.as_str())).count();
+                .filter(|p| idfs.contains_key(p.as_str()))
+                .count();
             let coverage = matched_count as f64 / parts.len() as f64;
             let mut boost = matched * coverage;
             if query_identifiers.contains(&symbol.to_lowercase()) {
@@ -678,7 +680,9 @@ pub fn select(
             options: choices,
         });
     }
-    let free: Vec<usize> = (0..candidates.len()).filter(|&i| !candidates[i].pinned).collect();
+    let free: Vec<usize> = (0..candidates.len())
+        .filter(|&i| !candidates[i].pinned)
+        .collect();
     let free_candidates: Vec<Candidate> = free
         .iter()
         .map(|&i| Candidate {
@@ -714,11 +718,7 @@ pub fn select(
         let weakest = chosen
             .iter()
             .filter(|(f, _)| !pinned_set.contains(f))
-            .min_by(|a, b| {
-                (a.1.1)
-                    .total_cmp(&b.1.1)
-                    .then(a.0.cmp(b.0))
-            })
+            .min_by(|a, b| (a.1.1).total_cmp(&b.1.1).then(a.0.cmp(b.0)))
             .map(|(f, c)| (*f, *c));
         let Some((fragment, (_, _, k))) = weakest else {
             return Err(SelectError::PinnedOverBudget {
@@ -880,15 +880,21 @@ mod tests {
     #[test]
     fn definition_outranks_mention() {
         let index = corpus();
-        let selection = select(&index, "parse duration", 4000, &SelectOptions::default())
-            .expect("select");
+        let selection =
+            select(&index, "parse duration", 4000, &SelectOptions::default()).expect("select");
         assert!(
-            selection.manifest[0].chunk_id.starts_with("src/time.rs#L3-"),
+            selection.manifest[0]
+                .chunk_id
+                .starts_with("src/time.rs#L3-"),
             "{:?}",
             selection.manifest[0]
         );
         assert_eq!(selection.manifest[0].resolution, Some(Resolution::Full));
-        assert!(selection.manifest[0].reason.contains("defines parse_duration"));
+        assert!(
+            selection.manifest[0]
+                .reason
+                .contains("defines parse_duration")
+        );
     }
 
     #[test]
@@ -896,10 +902,19 @@ mod tests {
         let index = corpus();
         let tokenizer = Tokenizer::default();
         for budget in (1..400).step_by(7).chain([500, 800, 1200, 5000]) {
-            let selection = select(&index, "edit distance strings cache lookup", budget, &SelectOptions::default())
-                .expect("select");
+            let selection = select(
+                &index,
+                "edit distance strings cache lookup",
+                budget,
+                &SelectOptions::default(),
+            )
+            .expect("select");
             assert_eq!(selection.tokens, tokenizer.count(&selection.rendered));
-            assert!(selection.tokens <= budget, "budget {budget}: {}", selection.tokens);
+            assert!(
+                selection.tokens <= budget,
+                "budget {budget}: {}",
+                selection.tokens
+            );
             assert_eq!(selection.manifest.len(), index.fragments.len());
             let inputs = selection.chunk_inputs();
             assert_eq!(inputs.len(), index.fragments.len());

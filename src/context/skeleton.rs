@@ -94,8 +94,7 @@ fn cached_query(language: Language) -> Result<&'static Query, SkeletonError> {
         Language::Cpp => 8,
         _ => 9,
     };
-    let compiled =
-        QUERIES[slot].get_or_init(|| compile_query(language).map_err(|e| e.to_string()));
+    let compiled = QUERIES[slot].get_or_init(|| compile_query(language).map_err(|e| e.to_string()));
     compiled.as_ref().map_err(|message| SkeletonError::Query {
         language,
         message: message.clone(),
@@ -204,10 +203,12 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
                 language,
                 message: e.to_string(),
             })?;
-        parser.parse(text, None).ok_or_else(|| SkeletonError::Parse {
-            language,
-            name: name.to_string(),
-        })
+        parser
+            .parse(text, None)
+            .ok_or_else(|| SkeletonError::Parse {
+                language,
+                name: name.to_string(),
+            })
     })?;
     let root = tree.root_node();
     let names = query.capture_names();
@@ -307,7 +308,11 @@ fn first_line(text: &str) -> &str {
 }
 
 /// Keeps the outermost regions, sorted; folds start after their node's first line.
-fn outermost(mut bodies: Vec<(Range<usize>, bool)>, docs: &[Range<usize>], text: &str) -> Vec<Elision> {
+fn outermost(
+    mut bodies: Vec<(Range<usize>, bool)>,
+    docs: &[Range<usize>],
+    text: &str,
+) -> Vec<Elision> {
     for (range, fold) in bodies.iter_mut() {
         if *fold {
             let line_end = text[range.clone()]
@@ -398,18 +403,28 @@ pub fn comment_lines(text: &str, lines: &LineMap, comments: &[Range<usize>]) -> 
     flags
 }
 
-/// Renders the skeleton of lines `first..=last` of a file. `marker` replaces each elided body
-/// (e.g. `{ … }`); it should name the recovery handle.
-pub fn render(
-    text: &str,
-    lines: &LineMap,
-    comment_flags: &[bool],
-    elisions: &[Elision],
-    first: usize,
-    last: usize,
-    marker: &str,
-    language: Language,
-) -> String {
+/// One parsed file, as the skeleton renderer needs it.
+#[derive(Debug, Clone, Copy)]
+pub struct SkeletonSource<'a> {
+    pub text: &'a str,
+    pub lines: &'a LineMap,
+    /// From [`comment_lines`].
+    pub comment_flags: &'a [bool],
+    /// From [`Outline::elisions`].
+    pub elisions: &'a [Elision],
+    pub language: Language,
+}
+
+/// Renders the skeleton of lines `first..=last` (0-based) of a file. `marker` is added to each
+/// elided body (usually empty; see [`marker_text`]).
+pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &str) -> String {
+    let SkeletonSource {
+        text,
+        lines,
+        comment_flags,
+        elisions,
+        language,
+    } = *source;
     let mut out = String::new();
     let start = lines.starts[first];
     // The first elision that may touch the range.
@@ -425,7 +440,9 @@ pub fn render(
         let mut cursor = span.start;
         let mut touched = false;
         let mut index = next;
-        while index < elisions.len() && elisions[index].range.start < content_end.max(span.start + 1) {
+        while index < elisions.len()
+            && elisions[index].range.start < content_end.max(span.start + 1)
+        {
             let elision = &elisions[index];
             if elision.range.end <= cursor {
                 index += 1;
@@ -549,8 +566,7 @@ mod tests {
     #[test]
     fn every_query_compiles_against_its_grammar() {
         for language in ALL {
-            let query = compile_query(language)
-                .unwrap_or_else(|e| panic!("{language}: {e}"));
+            let query = compile_query(language).unwrap_or_else(|e| panic!("{language}: {e}"));
             assert!(
                 query.capture_names().iter().any(|n| n.starts_with("item.")),
                 "{language} query captures no items"
@@ -562,16 +578,14 @@ mod tests {
         let outline = outline(language, "test", text).expect("outline");
         let lines = LineMap::new(text);
         let flags = comment_lines(text, &lines, &outline.comments);
-        render(
+        let source = SkeletonSource {
             text,
-            &lines,
-            &flags,
-            &outline.elisions,
-            0,
-            lines.len() - 1,
-            "",
+            lines: &lines,
+            comment_flags: &flags,
+            elisions: &outline.elisions,
             language,
-        )
+        };
+        render(&source, 0, lines.len() - 1, "")
     }
 
     #[test]

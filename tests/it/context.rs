@@ -76,14 +76,21 @@ fn index_select_recover_round_trip() {
         .iter()
         .find(|e| e.resolution.is_none() && e.path == "c/src/strbuf.c")
         .expect("something in strbuf.c is omitted at 400 tokens");
-    let out = run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
+    let out =
+        run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
     assert_eq!(out.code, 0, "{}", out.stderr);
-    let source = std::fs::read_to_string(root().join("fixtures/code/c/src/strbuf.c")).expect("read");
+    let source =
+        std::fs::read_to_string(root().join("fixtures/code/c/src/strbuf.c")).expect("read");
     let (first, last) = omitted
         .chunk_id
         .rsplit_once("#L")
         .and_then(|(_, lines)| lines.split_once('-'))
-        .map(|(a, b)| (a.parse::<usize>().expect("line"), b.parse::<usize>().expect("line")))
+        .map(|(a, b)| {
+            (
+                a.parse::<usize>().expect("line"),
+                b.parse::<usize>().expect("line"),
+            )
+        })
         .expect("chunk ids end in #La-b");
     let expected: String = source
         .split_inclusive('\n')
@@ -105,7 +112,11 @@ fn index_select_recover_round_trip() {
     ]));
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(out.stdout.starts_with(&selection.ctx_id), "{}", out.stdout);
-    assert!(out.stdout.contains("python/pkg/textutil.py#L"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("python/pkg/textutil.py#L"),
+        "{}",
+        out.stdout
+    );
     assert!(out.stdout.contains("svc context recover"), "{}", out.stdout);
 }
 
@@ -125,21 +136,34 @@ fn tampered_blob_and_unknown_id_fail_with_exit_2() {
     );
     let blob = state.path().join("blobs").join(&hash[..2]).join(&hash[2..]);
     std::fs::write(&blob, "tampered").expect("tamper");
-    let out = run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
+    let out =
+        run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("tampered"), "{}", out.stderr);
     assert!(out.stdout.is_empty());
 
-    let out = run(svc(state.path()).args(["context", "recover", "ctx_0123456789abcdef01234567", "x"]));
+    let out =
+        run(svc(state.path()).args(["context", "recover", "ctx_0123456789abcdef01234567", "x"]));
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("unknown context commit ctx_0123456789abcdef01234567"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("unknown context commit ctx_0123456789abcdef01234567"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
 fn zero_budget_and_oversized_pins_are_usage_errors() {
     let state = tempfile::tempdir().expect("state");
     let out = run(svc(state.path()).args([
-        "context", "select", "fixtures/code", "--query", "x", "--budget", "0",
+        "context",
+        "select",
+        "fixtures/code",
+        "--query",
+        "x",
+        "--budget",
+        "0",
     ]));
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("budget is 0"), "{}", out.stderr);
@@ -155,5 +179,9 @@ fn zero_budget_and_oversized_pins_are_usage_errors() {
         "java/",
     ]));
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("pinned content needs"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("pinned content needs"),
+        "{}",
+        out.stderr
+    );
 }
