@@ -3,6 +3,8 @@
 ;   @body         a block elided in skeletons (function bodies)
 ;   @fold         a node kept only by its first line (macro definitions)
 ;   @comment      comments (only the first line of a run survives in skeletons)
+;   @doc.marker   comments that document (other comment runs are dropped from skeletons)
+;   @drop         lines dropped from skeletons (noise attributes)
 (function_item name: (identifier) @name body: (block) @body) @item.function
 (function_signature_item name: (identifier) @name) @item.function
 (struct_item name: (type_identifier) @name) @item.struct
@@ -19,3 +21,11 @@
 (static_item value: (_) @body.multiline)
 (line_comment) @comment
 (block_comment) @comment
+; Top-level macro invocations (cfg_rt! { ... }) keep their first line.
+(source_file (macro_invocation) @fold)
+(declaration_list (macro_invocation) @fold)
+; Rust documents with ///, //!, /** and /*!; plain comments are dropped from skeletons.
+((line_comment) @doc.marker (#match? @doc.marker "^//[/!]"))
+((block_comment) @doc.marker (#match? @doc.marker "^/\\*[*!]"))
+; Attributes that say how, not what, are dropped; derive, test and repr stay.
+((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive)"))

@@ -14,9 +14,9 @@ pub const CRATES: [&str; 6] = [
     "tokio-",
     "regex-automata-",
     "regex-syntax-",
-    "axum-0",
-    "hyper-1",
-    "serde-1",
+    "axum-",
+    "hyper-",
+    "serde-",
 ];
 
 /// Queries for the latency figure: behaviour descriptions a user would type.
@@ -49,8 +49,30 @@ pub enum ContextBenchError {
     Eval(#[from] EvalError),
 }
 
-/// The newest-named directory under `registry` starting with each prefix.
+/// The newest-named directory under `registry` (or under its index subdirectories, as in
+/// `~/.cargo/registry/src/index.crates.io-*/`) starting with each prefix.
 pub fn pick_crates(registry: &Path) -> Vec<PathBuf> {
+    let found = pick_crates_in(registry);
+    if !found.is_empty() {
+        return found;
+    }
+    let Ok(entries) = std::fs::read_dir(registry) else {
+        return Vec::new();
+    };
+    let mut subdirectories: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subdirectories.sort();
+    subdirectories
+        .iter()
+        .map(|dir| pick_crates_in(dir))
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
+}
+
+fn pick_crates_in(registry: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(registry) else {
         return Vec::new();
     };

@@ -334,7 +334,7 @@ pub struct Index {
     pub fragments: Vec<Fragment>,
     pub stats: IndexStats,
     pub encoding: Encoding,
-    terms: OnceLock<super::select::TermIndex>,
+    terms: OnceLock<super::terms::TermIndex>,
 }
 
 /// How a fragment is presented, used to render pieces.
@@ -504,9 +504,9 @@ impl Index {
         self.fragments.iter().map(|f| f.text_tokens).sum()
     }
 
-    pub(crate) fn terms(&self) -> &super::select::TermIndex {
+    pub(crate) fn terms(&self) -> &super::terms::TermIndex {
         self.terms
-            .get_or_init(|| super::select::TermIndex::build(self))
+            .get_or_init(|| super::terms::TermIndex::build(self))
     }
 
     /// Builds the term index now rather than at the first selection.
@@ -687,14 +687,14 @@ struct Span {
 fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenizer) -> ParsedFile {
     let lines = LineMap::new(&text);
     let content_hash = content_hash(path, &text);
-    let mut code: Option<(Outline, Vec<bool>)> = None;
+    let mut code: Option<(Outline, Vec<skeleton::LineFlag>)> = None;
     let spans = if text.is_empty() {
         Vec::new()
     } else if language.is_code() {
         match skeleton::outline(language, path, &text) {
             Ok(outline) => {
                 let spans = code_spans(&text, &lines, &outline);
-                let flags = skeleton::comment_lines(&text, &lines, &outline.comments);
+                let flags = skeleton::line_flags(&text, &lines, &outline);
                 code = Some((outline, flags));
                 spans
             }
@@ -719,18 +719,25 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
             let body = &text[bytes.clone()];
             let text_tokens = tokenizer.count(body);
             let skeleton = match &code {
-                Some((outline, flags)) => skeleton::render(
-                    &skeleton::SkeletonSource {
-                        text: &text,
-                        lines: &lines,
-                        comment_flags: flags,
-                        elisions: &outline.elisions,
-                        language,
-                    },
-                    span.first,
-                    span.last,
-                    "",
-                ),
+                Some((outline, flags)) => {
+                    let rendered = skeleton::render(
+                        &skeleton::SkeletonSource {
+                            text: &text,
+                            lines: &lines,
+                            line_flags: flags,
+                            elisions: &outline.elisions,
+                            language,
+                        },
+                        span.first,
+                        span.last,
+                        "",
+                    );
+                    if span.kind == FragmentKind::Block {
+                        collapse_block(rendered)
+                    } else {
+                        rendered
+                    }
+                }
                 None => text_skeleton(body, &chunk_id, language, span.kind),
             };
             let skeleton_tokens = tokenizer.count(&skeleton);
@@ -758,6 +765,48 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
         text,
         fragments,
     }
+}
+
+/// Statements kept in a module-level block's skeleton besides its declarations.
+const BLOCK_STATEMENTS_KEPT: usize = 4;
+
+/// A module-level block's skeleton keeps its declarations (imports, module declarations) and
+/// its first few other lines; the rest is replaced by a line saying how many were elided.
+fn collapse_block(skeleton: String) -> String {
+    const DECLARATIONS: [&str; 12] = [
+        "use ",
+        "pub use ",
+        "pub(crate) use ",
+        "mod ",
+        "pub mod ",
+        "pub(crate) mod ",
+        "import ",
+        "from ",
+        "#include",
+        "package ",
+        "extern crate ",
+        "export ",
+    ];
+    let mut kept = String::new();
+    let mut statements = 0;
+    let mut elided = 0;
+    for line in skeleton.lines() {
+        let trimmed = line.trim_start();
+        if DECLARATIONS.iter().any(|d| trimmed.starts_with(d)) {
+            kept.push_str(line);
+            kept.push('\n');
+        } else if statements < BLOCK_STATEMENTS_KEPT {
+            statements += 1;
+            kept.push_str(line);
+            kept.push('\n');
+        } else {
+            elided += 1;
+        }
+    }
+    if elided > 0 {
+        kept.push_str(&format!("… {elided} more lines\n"));
+    }
+    kept
 }
 
 /// Skeleton of a non-code fragment: its first line (the heading, key or first log line), log
@@ -809,7 +858,10 @@ fn is_leading_line(line: &str, comment: bool) -> bool {
 /// Splits a code file into spans: definitions (with their leading docs and attributes),
 /// module-level blocks between them, and large containers into their members.
 fn code_spans(text: &str, lines: &LineMap, outline: &Outline) -> Vec<Span> {
-    let flags = skeleton::comment_lines(text, lines, &outline.comments);
+    let flags: Vec<bool> = skeleton::line_flags(text, lines, outline)
+        .into_iter()
+        .map(|f| f != skeleton::LineFlag::Code)
+        .collect();
     let items = &outline.items;
     let mut children: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
     let mut roots = Vec::new();

@@ -9,5 +9,6 @@ pub mod localize;
 pub mod select;
 pub mod skeleton;
 pub mod store;
+pub mod terms;
 
 pub use commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};

@@ -180,6 +180,9 @@ pub struct Outline {
     /// Outermost elided regions, sorted and disjoint.
     pub elisions: Vec<Elision>,
     pub comments: Vec<Range<usize>>,
+    /// Regions whose lines skeletons drop: comments that do not document (in languages whose
+    /// query marks documentation with `@doc.marker`) and `@drop` captures.
+    pub dropped: Vec<Range<usize>>,
     /// Whether the parser had to recover from syntax errors.
     pub has_errors: bool,
 }
@@ -216,6 +219,8 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
     let mut bodies: Vec<(Range<usize>, bool)> = Vec::new();
     let mut docs: Vec<Range<usize>> = Vec::new();
     let mut comments: Vec<Range<usize>> = Vec::new();
+    let mut doc_markers: Vec<Range<usize>> = Vec::new();
+    let mut dropped: Vec<Range<usize>> = Vec::new();
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(query, root, text.as_bytes());
     while let Some(found) = matches.next() {
@@ -235,6 +240,8 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
                 "fold" => bodies.push((range, true)),
                 "doc" => docs.push(range),
                 "comment" => comments.push(range),
+                "doc.marker" => doc_markers.push(range),
+                "drop" => dropped.push(range),
                 other => {
                     if let Some(kind) = ItemKind::from_capture(other) {
                         item = Some((kind, range));
@@ -295,10 +302,23 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
     }
     comments.sort_by_key(|r| (r.start, r.end));
     comments.dedup();
+    if names.contains(&"doc.marker") {
+        doc_markers.sort_by_key(|r| (r.start, r.end));
+        for comment in &comments {
+            if doc_markers
+                .binary_search_by_key(&(comment.start, comment.end), |r| (r.start, r.end))
+                .is_err()
+            {
+                dropped.push(comment.clone());
+            }
+        }
+    }
+    dropped.sort_by_key(|r| (r.start, r.end));
     Ok(Outline {
         items,
         elisions,
         comments,
+        dropped,
         has_errors: root.has_error(),
     })
 }
@@ -315,10 +335,12 @@ fn outermost(
 ) -> Vec<Elision> {
     for (range, fold) in bodies.iter_mut() {
         if *fold {
-            let line_end = text[range.clone()]
-                .find('\n')
-                .map_or(range.end, |i| range.start + i);
-            range.start = line_end;
+            // A single-line node has nothing to fold; otherwise fold from the end of the
+            // first line's content.
+            range.start = match text[range.clone()].find('\n') {
+                Some(i) => range.start + text[range.start..range.start + i].trim_end().len(),
+                None => range.end,
+            };
         }
     }
     bodies.retain(|(range, _)| range.start < range.end);
@@ -380,6 +402,35 @@ impl LineMap {
     }
 }
 
+/// How a skeleton treats a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LineFlag {
+    Code,
+    /// A comment line: the first of a run that says something survives.
+    Comment,
+    /// Never in a skeleton (plain comments where docs are marked, noise attributes).
+    Dropped,
+}
+
+/// Classifies every line of a parsed file.
+pub fn line_flags(text: &str, lines: &LineMap, outline: &Outline) -> Vec<LineFlag> {
+    let comments = comment_lines(text, lines, &outline.comments);
+    let dropped = comment_lines(text, lines, &outline.dropped);
+    comments
+        .iter()
+        .zip(&dropped)
+        .map(|(&comment, &dropped)| {
+            if dropped {
+                LineFlag::Dropped
+            } else if comment {
+                LineFlag::Comment
+            } else {
+                LineFlag::Code
+            }
+        })
+        .collect()
+}
+
 /// Which lines are comment-only (their code, ignoring whitespace, lies inside comments).
 pub fn comment_lines(text: &str, lines: &LineMap, comments: &[Range<usize>]) -> Vec<bool> {
     let mut flags = vec![false; lines.len()];
@@ -408,8 +459,8 @@ pub fn comment_lines(text: &str, lines: &LineMap, comments: &[Range<usize>]) -> 
 pub struct SkeletonSource<'a> {
     pub text: &'a str,
     pub lines: &'a LineMap,
-    /// From [`comment_lines`].
-    pub comment_flags: &'a [bool],
+    /// From [`line_flags`].
+    pub line_flags: &'a [LineFlag],
     /// From [`Outline::elisions`].
     pub elisions: &'a [Elision],
     pub language: Language,
@@ -421,7 +472,7 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
     let SkeletonSource {
         text,
         lines,
-        comment_flags,
+        line_flags,
         elisions,
         language,
     } = *source;
@@ -440,9 +491,7 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
         let mut cursor = span.start;
         let mut touched = false;
         let mut index = next;
-        while index < elisions.len()
-            && elisions[index].range.start < content_end.max(span.start + 1)
-        {
+        while index < elisions.len() && elisions[index].range.start <= content_end {
             let elision = &elisions[index];
             if elision.range.end <= cursor {
                 index += 1;
@@ -465,7 +514,11 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
         if built.trim().is_empty() {
             continue;
         }
-        let is_comment = !touched && comment_flags.get(line).copied().unwrap_or(false);
+        let flag = line_flags.get(line).copied().unwrap_or(LineFlag::Code);
+        if !touched && flag == LineFlag::Dropped {
+            continue;
+        }
+        let is_comment = !touched && flag == LineFlag::Comment;
         if is_comment {
             // Keep the first line of a run that says something (not a bare `/**`).
             if comment_kept {
@@ -577,11 +630,11 @@ mod tests {
     fn skeleton_of(language: Language, text: &str) -> String {
         let outline = outline(language, "test", text).expect("outline");
         let lines = LineMap::new(text);
-        let flags = comment_lines(text, &lines, &outline.comments);
+        let flags = line_flags(text, &lines, &outline);
         let source = SkeletonSource {
             text,
             lines: &lines,
-            comment_flags: &flags,
+            line_flags: &flags,
             elisions: &outline.elisions,
             language,
         };
