@@ -5,6 +5,7 @@
 ;   @comment      comments (only the first line of a run survives in skeletons)
 ;   @doc.marker   comments that document (other comment runs are dropped from skeletons)
 ;   @drop         lines dropped from skeletons (noise attributes)
+;   @macro.body   a macro argument re-parsed as source (Rust cfg macros wrap whole items)
 (function_item name: (identifier) @name body: (block) @body) @item.function
 (function_signature_item name: (identifier) @name) @item.function
 (struct_item name: (type_identifier) @name) @item.struct
@@ -21,9 +22,10 @@
 (static_item value: (_) @body.multiline)
 (line_comment) @comment
 (block_comment) @comment
-; Top-level macro invocations (cfg_rt! { ... }) keep their first line.
-(source_file (macro_invocation) @fold)
-(declaration_list (macro_invocation) @fold)
+; Brace arguments of item-level macros (cfg_rt! { ... }) are parsed again as items; without
+; items inside they keep only their first line.
+(source_file (macro_invocation (token_tree) @macro.body))
+(declaration_list (macro_invocation (token_tree) @macro.body))
 ; Rust documents with ///, //!, /** and /*!; plain comments are dropped from skeletons.
 ((line_comment) @doc.marker (#match? @doc.marker "^//[/!]"))
 ((block_comment) @doc.marker (#match? @doc.marker "^/\\*[*!]"))

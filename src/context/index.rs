@@ -740,6 +740,12 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
                 }
                 None => text_skeleton(body, &chunk_id, language, span.kind),
             };
+            // Everything elided (a stretch inside a folded macro): say so rather than nothing.
+            let skeleton = if skeleton.trim().is_empty() && !body.trim().is_empty() {
+                "…\n".to_string()
+            } else {
+                skeleton
+            };
             let skeleton_tokens = tokenizer.count(&skeleton);
             let header_tokens = tokenizer.count(&header_line(&chunk_id, span.context.as_deref()));
             let keep = !skeleton.is_empty() && skeleton_tokens < text_tokens;

@@ -194,71 +194,17 @@ thread_local! {
 /// Parses `text` and collects its outline.
 pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, SkeletonError> {
     let query = cached_query(language)?;
-    let grammar = grammar(language).ok_or_else(|| SkeletonError::Grammar {
-        language,
-        message: "no tree-sitter grammar for this language".into(),
-    })?;
-    let tree = PARSER.with(|parser| {
-        let mut parser = parser.borrow_mut();
-        parser
-            .set_language(&grammar)
-            .map_err(|e| SkeletonError::Grammar {
-                language,
-                message: e.to_string(),
-            })?;
-        parser
-            .parse(text, None)
-            .ok_or_else(|| SkeletonError::Parse {
-                language,
-                name: name.to_string(),
-            })
-    })?;
-    let root = tree.root_node();
+    let mut raw = RawCaptures::default();
+    let has_errors = collect(language, name, text, 0..text.len(), 0, &mut raw)?;
+    let RawCaptures {
+        mut items,
+        bodies,
+        docs,
+        mut comments,
+        mut doc_markers,
+        mut dropped,
+    } = raw;
     let names = query.capture_names();
-    let mut items: Vec<Item> = Vec::new();
-    let mut bodies: Vec<(Range<usize>, bool)> = Vec::new();
-    let mut docs: Vec<Range<usize>> = Vec::new();
-    let mut comments: Vec<Range<usize>> = Vec::new();
-    let mut doc_markers: Vec<Range<usize>> = Vec::new();
-    let mut dropped: Vec<Range<usize>> = Vec::new();
-    let mut cursor = QueryCursor::new();
-    let mut matches = cursor.matches(query, root, text.as_bytes());
-    while let Some(found) = matches.next() {
-        let mut item: Option<(ItemKind, Range<usize>)> = None;
-        let mut name_text: Option<String> = None;
-        for capture in found.captures() {
-            let range = capture.node.byte_range();
-            let capture_name = names[capture.index as usize];
-            match capture_name {
-                "name" => name_text = Some(text[range].trim().to_string()),
-                "body" => bodies.push((range, false)),
-                "body.multiline" => {
-                    if text[range.clone()].contains('\n') {
-                        bodies.push((range, false));
-                    }
-                }
-                "fold" => bodies.push((range, true)),
-                "doc" => docs.push(range),
-                "comment" => comments.push(range),
-                "doc.marker" => doc_markers.push(range),
-                "drop" => dropped.push(range),
-                other => {
-                    if let Some(kind) = ItemKind::from_capture(other) {
-                        item = Some((kind, range));
-                    }
-                }
-            }
-        }
-        if let Some((kind, range)) = item {
-            let name = name_text.map(|n| first_line(&n).to_string());
-            items.push(Item {
-                kind,
-                name,
-                range,
-                parent: None,
-            });
-        }
-    }
     // Several patterns can match one node (a named and a generic function pattern): keep one
     // item per range, preferring the one with a name.
     items.sort_by(|a, b| {
@@ -319,8 +265,121 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
         elisions,
         comments,
         dropped,
-        has_errors: root.has_error(),
+        has_errors,
     })
+}
+
+/// Captures gathered over a file and the macro bodies re-parsed inside it.
+#[derive(Default)]
+struct RawCaptures {
+    items: Vec<Item>,
+    bodies: Vec<(Range<usize>, bool)>,
+    docs: Vec<Range<usize>>,
+    comments: Vec<Range<usize>>,
+    doc_markers: Vec<Range<usize>>,
+    dropped: Vec<Range<usize>>,
+}
+
+/// How deep macro bodies are re-parsed (`cfg_rt! { cfg_net! { … } }`).
+const MACRO_DEPTH: usize = 3;
+
+/// Parses `text[part]` and adds its captures (shifted to file offsets) to `raw`. A captured
+/// `@macro.body` (a brace-delimited macro argument such as `cfg_rt! { … }`) is parsed again
+/// as source, so the definitions inside become items; when it holds none it is folded.
+fn collect(
+    language: Language,
+    name: &str,
+    text: &str,
+    part: Range<usize>,
+    depth: usize,
+    raw: &mut RawCaptures,
+) -> Result<bool, SkeletonError> {
+    let query = cached_query(language)?;
+    let grammar = grammar(language).ok_or_else(|| SkeletonError::Grammar {
+        language,
+        message: "no tree-sitter grammar for this language".into(),
+    })?;
+    let source = &text[part.clone()];
+    let base = part.start;
+    let tree = PARSER.with(|parser| {
+        let mut parser = parser.borrow_mut();
+        parser
+            .set_language(&grammar)
+            .map_err(|e| SkeletonError::Grammar {
+                language,
+                message: e.to_string(),
+            })?;
+        parser
+            .parse(source, None)
+            .ok_or_else(|| SkeletonError::Parse {
+                language,
+                name: name.to_string(),
+            })
+    })?;
+    let root = tree.root_node();
+    let mut has_errors = depth == 0 && root.has_error();
+    let names = query.capture_names();
+    let mut macro_bodies = Vec::new();
+    let mut cursor = QueryCursor::new();
+    let mut matches = cursor.matches(query, root, source.as_bytes());
+    while let Some(found) = matches.next() {
+        let mut item: Option<(ItemKind, Range<usize>)> = None;
+        let mut name_text: Option<String> = None;
+        for capture in found.captures() {
+            let local = capture.node.byte_range();
+            let range = local.start + base..local.end + base;
+            match names[capture.index as usize] {
+                "name" => name_text = Some(source[local].trim().to_string()),
+                "body" => raw.bodies.push((range, false)),
+                "body.multiline" => {
+                    if source[local].contains('\n') {
+                        raw.bodies.push((range, false));
+                    }
+                }
+                "fold" => raw.bodies.push((range, true)),
+                "macro.body" => macro_bodies.push(range),
+                "doc" => raw.docs.push(range),
+                "comment" => raw.comments.push(range),
+                "doc.marker" => raw.doc_markers.push(range),
+                "drop" => raw.dropped.push(range),
+                other => {
+                    if let Some(kind) = ItemKind::from_capture(other) {
+                        item = Some((kind, range));
+                    }
+                }
+            }
+        }
+        if let Some((kind, range)) = item {
+            let name = name_text.map(|n| first_line(&n).to_string());
+            raw.items.push(Item {
+                kind,
+                name,
+                range,
+                parent: None,
+            });
+        }
+    }
+    for body in macro_bodies {
+        let inner = &text[body.clone()];
+        if !inner.contains('\n') {
+            continue;
+        }
+        let before = raw.items.len();
+        if depth < MACRO_DEPTH && inner.starts_with('{') && inner.ends_with('}') {
+            has_errors |= collect(
+                language,
+                name,
+                text,
+                body.start + 1..body.end - 1,
+                depth + 1,
+                raw,
+            )?;
+        }
+        if raw.items.len() == before {
+            raw.bodies.push((body, true));
+        }
+    }
+    Ok(has_errors)
 }
 
 fn first_line(text: &str) -> &str {
