@@ -27,7 +27,7 @@ use crate::state;
 use crate::tokens::{Encoding, Tokenizer};
 
 /// Version of the persisted index layout; a mismatch re-parses everything.
-const PERSIST_VERSION: u32 = 1;
+const PERSIST_VERSION: u32 = 2;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
@@ -228,6 +228,8 @@ pub struct Fragment {
     pub skeleton_tokens: usize,
     /// Tokens of the full piece's header line (`>>> chunk_id (in context)`).
     pub header_tokens: usize,
+    /// Tokens of the reference piece.
+    pub reference_tokens: usize,
 }
 
 /// One indexed file (or document).
@@ -371,13 +373,17 @@ impl Index {
             None
         };
         let cached = cache_path.as_deref().map(load_cache).unwrap_or_default();
-        let tokenizer = Tokenizer::new(options.encoding);
+        // Loading the BPE ranks costs ~0.1 s: a warm build with nothing to parse skips it.
+        let tokenizer = OnceLock::new();
+        let encoding = options.encoding;
         let total = entries.len();
         let done = AtomicUsize::new(0);
         let results: Vec<FileResult> = entries
             .par_iter()
             .map(|(path, absolute)| {
-                let result = index_path(path, absolute, &cached, &tokenizer);
+                let result = index_path(path, absolute, &cached, &|| {
+                    *tokenizer.get_or_init(|| Tokenizer::new(encoding))
+                });
                 let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
                 if let Some(progress) = &options.progress {
                     progress(finished, total);
@@ -482,20 +488,12 @@ impl Index {
                 let skeleton = fragment.skeleton.as_deref()?;
                 format!(">>> {} skeleton{context}\n{skeleton}", fragment.chunk_id)
             }
-            PieceKind::Reference => {
-                let mut line = format!(
-                    ">>> {} reference: {}",
-                    fragment.chunk_id,
-                    fragment.kind.as_str()
-                );
-                if !fragment.symbols.is_empty() {
-                    line.push(' ');
-                    line.push_str(&fragment.symbols.join(", "));
-                }
-                line.push_str(&context);
-                line.push('\n');
-                line
-            }
+            PieceKind::Reference => reference_line(
+                &fragment.chunk_id,
+                fragment.kind,
+                &fragment.symbols,
+                fragment.context.as_deref(),
+            ),
         })
     }
 
@@ -513,6 +511,25 @@ impl Index {
     pub fn prepare(&self) {
         let _ = self.terms();
     }
+}
+
+/// The one-line reference piece: chunk id, kind and symbols.
+fn reference_line(
+    chunk_id: &str,
+    kind: FragmentKind,
+    symbols: &[String],
+    context: Option<&str>,
+) -> String {
+    let mut line = format!(">>> {chunk_id} reference: {}", kind.as_str());
+    if !symbols.is_empty() {
+        line.push(' ');
+        line.push_str(&symbols.join(", "));
+    }
+    if let Some(context) = context {
+        line.push_str(&format!(" (in {context})"));
+    }
+    line.push('\n');
+    line
 }
 
 /// The header line of a full piece.
@@ -600,7 +617,7 @@ fn index_path(
     path: &str,
     absolute: &Path,
     cached: &HashMap<String, PersistedFile>,
-    tokenizer: &Tokenizer,
+    tokenizer: &(dyn Fn() -> Tokenizer + Sync),
 ) -> FileResult {
     let skip = |reason: String| {
         FileResult::Skipped(Skipped {
@@ -633,7 +650,7 @@ fn index_path(
     }
     let language = Language::from_name(path);
     FileResult::Indexed {
-        file: parse_file(path, language, text, tokenizer),
+        file: parse_file(path, language, text, &tokenizer()),
         reused: false,
     }
 }
@@ -749,6 +766,12 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
             let skeleton_tokens = tokenizer.count(&skeleton);
             let header_tokens = tokenizer.count(&header_line(&chunk_id, span.context.as_deref()));
             let keep = !skeleton.is_empty() && skeleton_tokens < text_tokens;
+            let reference_tokens = tokenizer.count(&reference_line(
+                &chunk_id,
+                span.kind,
+                &span.symbols,
+                span.context.as_deref(),
+            ));
             Fragment {
                 chunk_id,
                 file: 0,
@@ -761,6 +784,7 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
                 skeleton: keep.then_some(skeleton),
                 skeleton_tokens: if keep { skeleton_tokens } else { 0 },
                 header_tokens,
+                reference_tokens,
             }
         })
         .collect();
@@ -1299,9 +1323,9 @@ struct PersistedFile {
 struct PersistedFragment {
     #[serde(rename = "k")]
     kind: FragmentKind,
-    /// First and last line (1-based), text, skeleton and header tokens.
+    /// First and last line (1-based), text, skeleton, header and reference tokens.
     #[serde(rename = "n")]
-    numbers: [usize; 5],
+    numbers: [usize; 6],
     #[serde(rename = "s", default, skip_serializing_if = "Vec::is_empty")]
     symbols: Vec<String>,
     #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
@@ -1317,7 +1341,14 @@ impl PersistedFile {
             .fragments
             .iter()
             .map(|f| {
-                let [first, last, text_tokens, skeleton_tokens, header_tokens] = f.numbers;
+                let [
+                    first,
+                    last,
+                    text_tokens,
+                    skeleton_tokens,
+                    header_tokens,
+                    reference_tokens,
+                ] = f.numbers;
                 let start = lines.starts[(first - 1).min(lines.len())];
                 let end = lines.starts[last.min(lines.len())];
                 Fragment {
@@ -1332,6 +1363,7 @@ impl PersistedFile {
                     skeleton: f.skeleton.clone(),
                     skeleton_tokens,
                     header_tokens,
+                    reference_tokens,
                 }
             })
             .collect();
@@ -1363,6 +1395,7 @@ fn persist_bytes(index: &Index) -> Vec<u8> {
                         f.text_tokens,
                         f.skeleton_tokens,
                         f.header_tokens,
+                        f.reference_tokens,
                     ],
                     symbols: f.symbols.clone(),
                     context: f.context.clone(),

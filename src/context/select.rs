@@ -258,13 +258,11 @@ pub fn select(
                 value: weight * SKELETON_VALUE,
             });
         }
-        if let Some(reference) = index.piece(f, PieceKind::Reference) {
-            choices.push(Choice {
-                kind: PieceKind::Reference,
-                cost: tokenizer.count(&reference),
-                value: weight * REFERENCE_VALUE,
-            });
-        }
+        choices.push(Choice {
+            kind: PieceKind::Reference,
+            cost: f.reference_tokens,
+            value: weight * REFERENCE_VALUE,
+        });
         candidates.push(Candidate {
             fragment,
             pinned: false,
@@ -326,10 +324,15 @@ pub fn select(
         }
     };
 
-    let mut order: Vec<(u32, f64)> = (0..index.fragments.len() as u32)
-        .map(|f| (f, scores.get(&f).map_or(0.0, |s| s.score)))
-        .collect();
-    sort_by_score(index, &mut order);
+    // Scored fragments first (already ranked), then the rest in index order, which is path
+    // and offset order: the same order a full sort would give, without sorting everything.
+    let mut order: Vec<(u32, f64)> = Vec::with_capacity(index.fragments.len());
+    order.extend(ranked.iter().filter(|r| r.1 > 0.0).copied());
+    order.extend(
+        (0..index.fragments.len() as u32)
+            .filter(|f| scores.get(f).is_none_or(|s| s.score <= 0.0))
+            .map(|f| (f, 0.0)),
+    );
     let mut manifest = Vec::with_capacity(order.len());
     let mut texts = Vec::with_capacity(order.len());
     for (fragment, fragment_score) in order {
