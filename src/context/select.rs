@@ -28,6 +28,8 @@ pub const DP_CAPACITY: usize = 4096;
 /// Value of a resolution relative to sending the fragment in full.
 const SKELETON_VALUE: f64 = 0.4;
 const REFERENCE_VALUE: f64 = 0.08;
+/// Fragments scoring below this share of the best score stay out of the knapsack.
+const MIN_RELATIVE: f64 = 0.03;
 
 /// Settings of a selection.
 #[derive(Debug, Clone)]
@@ -42,7 +44,7 @@ impl Default for SelectOptions {
     fn default() -> Self {
         Self {
             pinned: Vec::new(),
-            max_candidates: 400,
+            max_candidates: 300,
         }
     }
 }
@@ -240,7 +242,9 @@ pub fn select(
     let pinned_set: HashSet<u32> = pinned.iter().copied().collect();
     for &(fragment, fragment_score) in ranked
         .iter()
-        .filter(|(f, s)| *s > 0.0 && !pinned_set.contains(f))
+        // Below MIN_RELATIVE of the best score a fragment's value (relative²) is noise next to
+        // the fragments above it; leaving it out keeps the DP small.
+        .filter(|(f, s)| *s > max_score * MIN_RELATIVE && !pinned_set.contains(f))
         .take(options.max_candidates)
     {
         let f = &index.fragments[fragment as usize];
