@@ -342,16 +342,16 @@ pub fn localisation_figures(
         );
         figures.push(Figure {
             name: format!("localisation gold-file recall ({}K)", budget / 1000),
-            value: recall,
-            unit: "share".into(),
-            target: (budget == 8_000).then(|| ">= 0.97".into()),
+            value: 100.0 * recall,
+            unit: "%".into(),
+            target: (budget == 8_000).then(|| ">= 97".into()),
             detail: detail.clone(),
         });
         figures.push(Figure {
             name: format!("localisation changed-line coverage ({}K)", budget / 1000),
-            value: coverage,
-            unit: "share".into(),
-            target: (budget == 8_000).then(|| ">= 0.60".into()),
+            value: 100.0 * coverage,
+            unit: "%".into(),
+            target: (budget == 8_000).then(|| ">= 60".into()),
             detail,
         });
     }

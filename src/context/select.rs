@@ -28,6 +28,10 @@ pub const DP_CAPACITY: usize = 4096;
 /// Value of a resolution relative to sending the fragment in full.
 const SKELETON_VALUE: f64 = 0.4;
 const REFERENCE_VALUE: f64 = 0.08;
+/// Weight of a fragment's size (log2 of hundreds of tokens) in the value of sending it full.
+/// Measured on 40 tasks mined from this repository's history: 0 gave 40% changed-line
+/// coverage at 8K, 0.5 gave 51%, 1.0 gave 54% but lost gold-file recall.
+const SIZE_BONUS: f64 = 0.5;
 /// Fragments scoring below this share of the best score stay out of the knapsack.
 const MIN_RELATIVE: f64 = 0.03;
 
@@ -249,11 +253,14 @@ pub fn select(
     {
         let f = &index.fragments[fragment as usize];
         let relative = fragment_score / max_score;
+        // Sending a bigger fragment in full carries more of what the query may need; the
+        // logarithm keeps one large fragment from outweighing several relevant small ones.
+        let size_bonus = 1.0 + SIZE_BONUS * (f.text_tokens as f64 / 100.0 + 1.0).log2();
         let weight = relative * relative * 1000.0;
         let mut choices = vec![Choice {
             kind: PieceKind::Full,
             cost: full_cost(f),
-            value: weight,
+            value: weight * size_bonus,
         }];
         if f.skeleton.is_some() {
             choices.push(Choice {
