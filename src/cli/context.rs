@@ -211,38 +211,49 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
             println!("{}", serde_json::to_string_pretty(&output)?);
         }
         Format::Text => {
-            let mut out = std::io::stdout().lock();
-            let sent = selection.sent().count();
-            writeln!(
-                out,
-                "{} · {} of {} tokens · {} sent, {} omitted",
-                receipt.ctx_id,
-                selection.tokens,
-                selection.budget,
-                sent,
-                selection.manifest.len() - sent
-            )?;
-            writeln!(out, "resolution  tokens    score  chunk  reason")?;
-            for entry in selection.sent() {
-                write_entry(&mut out, entry)?;
+            let written = write_manifest(&receipt.ctx_id, &selection, args.show_omitted);
+            // A reader that stops early (`| head`) is not an error.
+            if let Err(error) = written
+                && error.kind() != std::io::ErrorKind::BrokenPipe
+            {
+                return Err(error.into());
             }
-            let omitted: Vec<_> = selection
-                .manifest
-                .iter()
-                .filter(|e| e.resolution.is_none() && e.score > 0.0)
-                .take(args.show_omitted)
-                .collect();
-            for entry in &omitted {
-                write_entry(&mut out, entry)?;
-            }
-            writeln!(
-                out,
-                "recover any chunk: svc context recover {} CHUNK",
-                receipt.ctx_id
-            )?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn write_manifest(
+    ctx_id: &str,
+    selection: &select::Selection,
+    show_omitted: usize,
+) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    let sent = selection.sent().count();
+    writeln!(
+        out,
+        "{} · {} of {} tokens · {} sent, {} omitted",
+        ctx_id,
+        selection.tokens,
+        selection.budget,
+        sent,
+        selection.manifest.len() - sent
+    )?;
+    writeln!(out, "resolution  tokens    score  chunk  reason")?;
+    for entry in selection.sent() {
+        write_entry(&mut out, entry)?;
+    }
+    let omitted: Vec<_> = selection
+        .manifest
+        .iter()
+        .filter(|e| e.resolution.is_none() && e.score > 0.0)
+        .take(show_omitted)
+        .collect();
+    for entry in &omitted {
+        write_entry(&mut out, entry)?;
+    }
+    writeln!(out, "recover any chunk: svc context recover {ctx_id} CHUNK")?;
+    Ok(())
 }
 
 fn write_entry(out: &mut impl Write, entry: &ManifestEntry) -> std::io::Result<()> {
@@ -263,7 +274,9 @@ fn recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
         .recover(&args.ctx_id, &args.chunk)
         .with_context(|| format!("recovering {} from {}", args.chunk, args.ctx_id))?;
     let mut out = std::io::stdout().lock();
-    out.write_all(text.as_bytes())?;
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    match written {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => Err(error.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }

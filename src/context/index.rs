@@ -1555,6 +1555,7 @@ mod tests {
         std::fs::write(tree.path().join("a.rs"), "fn a() {}\n").expect("write");
         std::fs::write(tree.path().join("b.py"), "def b():\n    return 1\n").expect("write");
         std::fs::write(tree.path().join("blob.bin"), [0u8, 1, 2, 3]).expect("write");
+        std::fs::write(tree.path().join("latin1.txt"), b"caf\xe9\n").expect("write");
         std::fs::write(tree.path().join("ignored.rs"), "fn x() {}\n").expect("write");
         std::fs::write(tree.path().join(".svcignore"), "ignored.rs\n").expect("write");
         let options = IndexOptions {
@@ -1563,7 +1564,18 @@ mod tests {
         };
         let first = Index::build(tree.path(), &options).expect("build");
         assert_eq!((first.stats.parsed, first.stats.reused), (2, 0));
-        assert_eq!(first.stats.skipped.len(), 1, "{:?}", first.stats.skipped);
+        let reasons: Vec<_> = first
+            .stats
+            .skipped
+            .iter()
+            .map(|s| {
+                (
+                    s.path.as_str(),
+                    s.reason.split(' ').next().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(reasons, vec![("blob.bin", "binary"), ("latin1.txt", "not")]);
         assert!(first.files.iter().all(|f| f.path != "ignored.rs"));
         std::fs::write(tree.path().join("a.rs"), "fn a() { 2 }\n").expect("write");
         let second = Index::build(tree.path(), &options).expect("rebuild");
