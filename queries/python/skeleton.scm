@@ -5,3 +5,4 @@
 (function_definition body: (block . (expression_statement (string) @doc)))
 (class_definition body: (block . (expression_statement (string) @doc)))
 (comment) @comment
+(module . (expression_statement (string) @doc))
