@@ -11,7 +11,7 @@
 //! so a second build re-parses only changed files. The persisted form holds fragment boundaries,
 //! counts and skeletons, never the file text (that is re-read and re-hashed).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -1428,15 +1428,6 @@ fn load_cache(path: &Path) -> HashMap<String, PersistedFile> {
     }
 }
 
-/// Symbols defined anywhere in the index, lower-cased: used to tell definitions from mentions.
-pub fn defined_symbols(index: &Index) -> HashSet<String> {
-    index
-        .fragments
-        .iter()
-        .flat_map(|f| f.symbols.iter().map(|s| s.to_lowercase()))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1453,7 +1444,8 @@ mod tests {
                 .collect();
             assert_eq!(joined, &*file.text, "fragments of {} rebuild it", file.path);
         }
-        let ids: HashSet<_> = index.fragments.iter().map(|f| &f.chunk_id).collect();
+        let ids: std::collections::HashSet<_> =
+            index.fragments.iter().map(|f| &f.chunk_id).collect();
         assert_eq!(ids.len(), index.fragments.len(), "chunk ids are unique");
     }
 
