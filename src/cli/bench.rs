@@ -47,6 +47,13 @@ pub struct BenchArgs {
     /// Answers verified per evidence text in the witness benchmark (4 verifiable claims each).
     #[arg(long, default_value_t = 400)]
     witness_answers: usize,
+    /// Git repository whose history the file-localisation figures are mined from [default:
+    /// this source tree's repository, all branches].
+    #[arg(long)]
+    localize_repo: Option<PathBuf>,
+    /// Tasks mined for the file-localisation figures.
+    #[arg(long, default_value_t = 40)]
+    localize_tasks: usize,
 }
 
 /// Benchmark groups.
@@ -54,6 +61,8 @@ pub struct BenchArgs {
 enum Group {
     Records,
     Tokens,
+    /// Index, selection, skeleton ratio, memory, needle and localisation figures.
+    Context,
     Witness,
     Compress,
     Harness,
@@ -92,6 +101,32 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             );
             figures.push(bench::token_count(&corpus, encoding));
         }
+    }
+    if wants(Group::Context) {
+        eprintln!(
+            "bench: context engine on crates under {}…",
+            corpus_root.display()
+        );
+        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
+        figures.extend(svc::context::bench::context_figures(
+            &corpus_root,
+            &fixtures,
+        )?);
+        let repo = args
+            .localize_repo
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+        let revision = if args.localize_repo.is_some() {
+            "HEAD"
+        } else {
+            "--all"
+        };
+        eprintln!("bench: file localisation on {} history…", repo.display());
+        figures.extend(svc::context::bench::localisation_figures(
+            &repo,
+            revision,
+            args.localize_tasks,
+        )?);
     }
     if wants(Group::Compress) {
         eprintln!(

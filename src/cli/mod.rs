@@ -2,6 +2,7 @@
 
 mod bench;
 mod compress;
+mod context;
 mod records;
 mod run;
 mod runners;
@@ -50,6 +51,9 @@ enum Command {
     /// List and check model runners.
     #[command(subcommand)]
     Runners(runners::RunnersCommand),
+    /// Index a tree, select context under a token budget, recover exact chunks of a commit.
+    #[command(subcommand)]
+    Context(context::ContextCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -65,6 +69,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(args),
         Command::Workloads(command) => workloads::run(command),
         Command::Runners(command) => runners::run(command),
+        Command::Context(command) => context::run(command),
     }
 }
 

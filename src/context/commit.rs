@@ -230,21 +230,32 @@ impl CommitStore {
         tokenizer: &Tokenizer,
     ) -> Result<ContextReceipt, CommitError> {
         let mut seen = std::collections::HashSet::new();
-        let mut receipt_chunks = Vec::with_capacity(chunks.len());
-        let mut entries = Vec::with_capacity(chunks.len());
         for chunk in chunks {
             if !seen.insert(chunk.chunk_id.as_str()) {
                 return Err(CommitError::DuplicateChunk {
                     chunk_id: chunk.chunk_id.clone(),
                 });
             }
-            let content_hash = self.blobs.put(chunk.full_text.as_bytes())?;
+        }
+        let bytes: Vec<&[u8]> = chunks.iter().map(|c| c.full_text.as_bytes()).collect();
+        let hashes = self.blobs.put_many(&bytes)?;
+        // Counting every chunk is the commit's CPU cost on large trees: spread it over cores.
+        let counts: Vec<usize> = {
+            use rayon::prelude::*;
+            chunks
+                .par_iter()
+                .map(|c| tokenizer.count(&c.full_text))
+                .collect()
+        };
+        let mut receipt_chunks = Vec::with_capacity(chunks.len());
+        let mut entries = Vec::with_capacity(chunks.len());
+        for ((chunk, content_hash), receipt_token_count) in chunks.iter().zip(hashes).zip(counts) {
             receipt_chunks.push(ReceiptChunk {
                 chunk_id: chunk.chunk_id.clone(),
                 source: chunk.source.clone(),
                 resolution: chunk.resolution,
                 fingerprint: fingerprint(&chunk.chunk_id, chunk.full_text.as_bytes()),
-                receipt_token_count: tokenizer.count(&chunk.full_text),
+                receipt_token_count,
                 sent_token_count: chunk.sent_tokens,
             });
             entries.push(BundleEntry {

@@ -1,9 +1,16 @@
 //! The context engine: index a repository or documents, select and compress under a token
 //! budget, and commit the selection so omitted text stays exactly recoverable.
 
+pub mod bench;
 pub mod commit;
 pub mod compress;
 pub mod distill;
+pub mod eval;
+pub mod index;
+pub mod localize;
+pub mod select;
+pub mod skeleton;
 pub mod store;
+pub mod terms;
 
 pub use commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};

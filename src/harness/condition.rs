@@ -7,13 +7,16 @@
 //!   (`context_commit_id` = `ctx_…`);
 //! - `combined`: native compaction at twice the budget (the client's own threshold), then svc.
 //!
-//! The selector is a seam: the context engine plugs in through [`default_selector`].
+//! The selector is a seam ([`ContextSelector`]) so engine tests can script it; trials use the
+//! context engine through [`default_selector`].
 
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::workload::{Task, TaskContext, Turn, render_turns};
+use crate::context::index::Index;
+use crate::context::select::{self, SelectOptions};
 use crate::context::{ChunkInput, CommitStore};
 use crate::digest;
 use crate::tokens::Tokenizer;
@@ -39,23 +42,33 @@ pub trait ContextSelector: Send + Sync {
     ) -> Result<SelectedContext, String>;
 }
 
-/// The selector the CLI uses. The single place the context engine is plugged in.
+/// The selector trials use: the context engine's selector over an in-memory index of the
+/// task's documents.
 pub fn default_selector() -> Arc<dyn ContextSelector> {
-    Arc::new(UnavailableSelector {
-        reason: "the svc condition needs the context engine".into(),
-    })
+    Arc::new(EngineSelector::default())
 }
 
-/// A selector that always fails with its reason: `svc` and `combined` trials then become error
-/// records (with a commit of what was available) instead of aborting the run.
-#[derive(Debug, Clone)]
-pub struct UnavailableSelector {
-    pub reason: String,
+/// `svc::context::select` over `Index::from_documents`.
+#[derive(Debug, Default)]
+pub struct EngineSelector {
+    pub options: SelectOptions,
 }
 
-impl ContextSelector for UnavailableSelector {
-    fn select(&self, _: &[(String, String)], _: &str, _: usize) -> Result<SelectedContext, String> {
-        Err(self.reason.clone())
+impl ContextSelector for EngineSelector {
+    fn select(
+        &self,
+        docs: &[(String, String)],
+        query: &str,
+        budget: usize,
+    ) -> Result<SelectedContext, String> {
+        let index = Index::from_documents(docs);
+        let selection =
+            select::select(&index, query, budget, &self.options).map_err(|e| e.to_string())?;
+        Ok(SelectedContext {
+            tokens: selection.tokens,
+            chunks: selection.chunk_inputs(),
+            rendered: selection.rendered,
+        })
     }
 }
 
@@ -561,6 +574,22 @@ pub(crate) mod tests {
         assert!(tokenizer.count(&render_turns(kept)) <= 50);
     }
 
+    /// A selector that always fails, like an engine error would.
+    struct UnavailableSelector {
+        reason: String,
+    }
+
+    impl ContextSelector for UnavailableSelector {
+        fn select(
+            &self,
+            _: &[(String, String)],
+            _: &str,
+            _: usize,
+        ) -> Result<SelectedContext, String> {
+            Err(self.reason.clone())
+        }
+    }
+
     #[test]
     fn svc_commits_the_selection_and_failures_still_commit() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -577,9 +606,11 @@ pub(crate) mod tests {
         let combined = build(Condition::Combined, &task, &full, 60, &env).expect("combined");
         assert!(combined.context_commit_id.is_some());
 
-        let unavailable = default_selector();
+        let unavailable = UnavailableSelector {
+            reason: "the svc condition needs the context engine".into(),
+        };
         let env = ConditionEnv {
-            selector: unavailable.as_ref(),
+            selector: &unavailable,
             ..env
         };
         let failure = build(Condition::Svc, &task, &full, 60, &env).expect_err("no engine");

@@ -1,0 +1,33 @@
+; Skeleton query for Rust. Captures:
+;   @item.<kind>  a definition that becomes a fragment; @name its symbol
+;   @body         a block elided in skeletons (function bodies)
+;   @fold         a node kept only by its first line (macro definitions)
+;   @comment      comments (only the first line of a run survives in skeletons)
+;   @doc.marker   comments that document (other comment runs are dropped from skeletons)
+;   @drop         lines dropped from skeletons (noise attributes)
+;   @macro.body   a macro argument re-parsed as source (Rust cfg macros wrap whole items)
+(function_item name: (identifier) @name body: (block) @body) @item.function
+(function_signature_item name: (identifier) @name) @item.function
+(struct_item name: (type_identifier) @name) @item.struct
+(union_item name: (type_identifier) @name) @item.struct
+(enum_item name: (type_identifier) @name) @item.enum
+(trait_item name: (type_identifier) @name) @item.trait
+(impl_item type: (_) @name) @item.impl
+(mod_item name: (identifier) @name) @item.module
+(type_item name: (type_identifier) @name) @item.type
+(const_item name: (identifier) @name) @item.const
+(static_item name: (identifier) @name) @item.const
+(macro_definition name: (identifier) @name) @item.macro @fold
+(const_item value: (_) @body.multiline)
+(static_item value: (_) @body.multiline)
+(line_comment) @comment
+(block_comment) @comment
+; Brace arguments of item-level macros (cfg_rt! { ... }) are parsed again as items; without
+; items inside they keep only their first line.
+(source_file (macro_invocation (token_tree) @macro.body))
+(declaration_list (macro_invocation (token_tree) @macro.body))
+; Rust documents with ///, //!, /** and /*!; plain comments are dropped from skeletons.
+((line_comment) @doc.marker (#match? @doc.marker "^//[/!]"))
+((block_comment) @doc.marker (#match? @doc.marker "^/\\*[*!]"))
+; Attributes that say how, not what, are dropped; derive, test and repr stay.
+((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive)"))

@@ -1,0 +1,363 @@
+//! The `context` group of `svc bench`: index, re-index, selection latency, skeleton ratio,
+//! memory, persisted size and needle quality on real crate sources.
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use super::eval::{self, EvalError};
+use super::index::{Index, IndexError, IndexOptions};
+use super::select::{self, SelectError, SelectOptions};
+use crate::bench::Figure;
+
+/// Crates measured when present under the registry source directory, in this order.
+pub const CRATES: [&str; 6] = [
+    "tokio-",
+    "regex-automata-",
+    "regex-syntax-",
+    "axum-",
+    "hyper-",
+    "serde-",
+];
+
+/// Queries for the latency figure: behaviour descriptions a user would type.
+const QUERIES: [&str; 12] = [
+    "spawn a task on the runtime and await its join handle",
+    "minimize a DFA using Hopcroft's algorithm",
+    "parse a regex character class into an AST",
+    "route an HTTP request to a handler with path parameters",
+    "read a chunked transfer encoded body",
+    "deserialize a struct from a map of fields",
+    "timer wheel that fires expired sleeps",
+    "mpsc channel send when the receiver is dropped",
+    "case insensitive literal prefix search",
+    "extract json body and reject wrong content type",
+    "graceful shutdown of the server on signal",
+    "utf8 decoding of invalid byte sequences",
+];
+
+#[derive(Debug, thiserror::Error)]
+pub enum ContextBenchError {
+    #[error("no crates from {wanted:?} under {root}; pass --corpus pointing at a registry src dir")]
+    NoCorpus { root: PathBuf, wanted: Vec<String> },
+    #[error("copying the corpus: {0}")]
+    Io(#[from] std::io::Error),
+    #[error(transparent)]
+    Index(#[from] IndexError),
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    #[error(transparent)]
+    Eval(#[from] EvalError),
+}
+
+/// The newest-named directory under `registry` (or under its index subdirectories, as in
+/// `~/.cargo/registry/src/index.crates.io-*/`) starting with each prefix.
+pub fn pick_crates(registry: &Path) -> Vec<PathBuf> {
+    let found = pick_crates_in(registry);
+    if !found.is_empty() {
+        return found;
+    }
+    let Ok(entries) = std::fs::read_dir(registry) else {
+        return Vec::new();
+    };
+    let mut subdirectories: Vec<PathBuf> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect();
+    subdirectories.sort();
+    subdirectories
+        .iter()
+        .map(|dir| pick_crates_in(dir))
+        .max_by_key(Vec::len)
+        .unwrap_or_default()
+}
+
+fn pick_crates_in(registry: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(registry) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    CRATES
+        .iter()
+        .filter_map(|prefix| {
+            names
+                .iter()
+                .rfind(|n| {
+                    n.starts_with(prefix)
+                        && n[prefix.len()..].starts_with(|c: char| c.is_ascii_digit())
+                })
+                .map(|n| registry.join(n))
+        })
+        .collect()
+}
+
+fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else if kind.is_file() {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+/// CPU seconds (user + system) this process has used, from /proc/self/stat (100 ticks/s).
+fn cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return f64::NAN;
+    };
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The 1-minute load average: other work competing for the cores while measuring.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Measures the context figures on the crates under `registry` and the needles under
+/// `fixtures` (a directory with `needles.json`).
+pub fn context_figures(registry: &Path, fixtures: &Path) -> Result<Vec<Figure>, ContextBenchError> {
+    let crates = pick_crates(registry);
+    if crates.is_empty() {
+        return Err(ContextBenchError::NoCorpus {
+            root: registry.to_path_buf(),
+            wanted: CRATES.iter().map(|c| c.to_string()).collect(),
+        });
+    }
+    let names: Vec<String> = crates
+        .iter()
+        .filter_map(|c| c.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let work = tempfile::tempdir()?;
+    let tree = work.path().join("corpus");
+    for (path, name) in crates.iter().zip(&names) {
+        copy_tree(path, &tree.join(name))?;
+    }
+    let options = IndexOptions {
+        state_home: Some(work.path().join("state")),
+        ..IndexOptions::default()
+    };
+    let load = load_average();
+    let cpu_start = cpu_seconds();
+    let start = Instant::now();
+    let cold = Index::build(&tree, &options)?;
+    let cold_seconds = start.elapsed().as_secs_f64();
+    let cold_cpu = cpu_seconds() - cpu_start;
+    let rss = peak_rss_mb();
+    let tokens = cold.stats.tokens;
+    let million = tokens as f64 / 1e6;
+    let corpus = format!(
+        "{} ({} files, {tokens} o200k tokens, {:.1} MB)",
+        names.join(", "),
+        cold.stats.files,
+        cold.stats.bytes as f64 / 1e6
+    );
+    let mut figures = vec![Figure {
+        name: "context cold index".into(),
+        value: cold_seconds / million.max(1e-9),
+        unit: "s per 1M tokens".into(),
+        target: Some("<= 2".into()),
+        detail: format!(
+            "{cold_seconds:.2} s wall, {cold_cpu:.2} s CPU over {corpus}, {} threads, load average {load}",
+            rayon::current_num_threads()
+        ),
+    }];
+    let persisted = cold.stats.persisted_bytes;
+    let (skeleton, full) = eval::skeleton_ratio(&cold);
+    drop(cold);
+
+    let warm_cpu_start = cpu_seconds();
+    let start = Instant::now();
+    let warm = Index::build(&tree, &options)?;
+    let warm_ms = start.elapsed().as_secs_f64() * 1e3;
+    let warm_cpu_ms = (cpu_seconds() - warm_cpu_start) * 1e3;
+    figures.push(Figure {
+        name: "context warm re-index".into(),
+        value: warm_ms,
+        unit: "ms".into(),
+        target: Some("<= 200".into()),
+        detail: format!(
+            "{} files unchanged, {} re-parsed; read + hash + load index; {warm_cpu_ms:.0} ms CPU, load average {}",
+            warm.stats.reused,
+            warm.stats.parsed,
+            load_average()
+        ),
+    });
+    let start = Instant::now();
+    warm.prepare();
+    let terms_ms = start.elapsed().as_secs_f64() * 1e3;
+    let mut latencies = Vec::new();
+    let mut over = 0;
+    let select_cpu_start = cpu_seconds();
+    for round in 0..3 {
+        for query in QUERIES {
+            let start = Instant::now();
+            let selection = select::select(&warm, query, 8_000, &SelectOptions::default())?;
+            latencies.push(start.elapsed().as_secs_f64() * 1e3);
+            if round == 0 && selection.tokens > 8_000 {
+                over += 1;
+            }
+        }
+    }
+    let select_cpu_ms = (cpu_seconds() - select_cpu_start) * 1e3 / latencies.len().max(1) as f64;
+    latencies.sort_by(f64::total_cmp);
+    let p50 = latencies[latencies.len() / 2];
+    let p95 = latencies[latencies.len() * 95 / 100];
+    figures.push(Figure {
+        name: "context select p50 (8K budget)".into(),
+        value: p50,
+        unit: "ms".into(),
+        target: Some("<= 30".into()),
+        detail: format!(
+            "p95 {p95:.1} ms, mean CPU {select_cpu_ms:.1} ms over {} selections on the warm index (load average {}); term index built once in {terms_ms:.0} ms; {over} over budget",
+            latencies.len(),
+            load_average()
+        ),
+    });
+    figures.push(Figure {
+        name: "context skeleton ratio".into(),
+        value: 100.0 * skeleton as f64 / full.max(1) as f64,
+        unit: "% of code tokens".into(),
+        target: Some("<= 15".into()),
+        detail: format!("{skeleton} skeleton tokens of {full} code tokens"),
+    });
+    figures.push(Figure {
+        name: "context peak RSS while indexing".into(),
+        value: rss.unwrap_or(f64::NAN),
+        unit: "MB".into(),
+        target: Some("<= 600".into()),
+        detail: "VmHWM of the bench process after the cold index".into(),
+    });
+    figures.push(Figure {
+        name: "context persisted index size".into(),
+        value: persisted as f64 / warm.stats.bytes.max(1) as f64,
+        unit: "x corpus bytes".into(),
+        target: Some("<= 2".into()),
+        detail: format!(
+            "{:.1} MB index for {:.1} MB of text",
+            persisted as f64 / 1e6,
+            warm.stats.bytes as f64 / 1e6
+        ),
+    });
+    drop(warm);
+
+    // Needles: the fixture trees among the corpus as distractors.
+    let needles = eval::load_needles(&fixtures.join("needles.json"))?;
+    let mut docs: Vec<(String, String)> = Vec::new();
+    collect_documents(fixtures, "fixtures/", fixtures, &mut docs);
+    collect_documents(&tree, "", &tree, &mut docs);
+    let haystack = Index::from_documents(&docs);
+    let outcomes = eval::run_needles(&haystack, &needles, "fixtures/", 4_000)?;
+    let hits = outcomes.iter().filter(|o| o.hit).count();
+    let misses: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.hit)
+        .map(|o| o.symbol.as_str())
+        .collect();
+    figures.push(Figure {
+        name: "context needles (4K budget)".into(),
+        value: hits as f64,
+        unit: format!("hits of {}", outcomes.len()),
+        target: Some(format!("{} of {}", outcomes.len(), outcomes.len())),
+        detail: format!(
+            "defining fragment sent full; fixtures/code among {} tokens of crate sources; missed: {}",
+            haystack.stats.tokens,
+            if misses.is_empty() { "none".to_string() } else { misses.join(", ") }
+        ),
+    });
+    Ok(figures)
+}
+
+fn collect_documents(dir: &Path, prefix: &str, root: &Path, out: &mut Vec<(String, String)>) {
+    let walker = ignore::WalkBuilder::new(dir)
+        .require_git(false)
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    for entry in walker.flatten() {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(relative) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let name = format!("{prefix}{}", relative.to_string_lossy().replace('\\', "/"));
+        if name.ends_with(".json") || name.ends_with(".skeleton") {
+            continue;
+        }
+        if let Ok(text) = std::fs::read_to_string(entry.path())
+            && text.len() <= 1_000_000
+        {
+            out.push((name, text));
+        }
+    }
+}
+
+/// File-localisation figures on tasks mined from `repo`'s history (see [`super::localize`]).
+pub fn localisation_figures(
+    repo: &Path,
+    revision: &str,
+    max_tasks: usize,
+) -> Result<Vec<Figure>, super::localize::LocalizeError> {
+    use super::localize;
+    let tasks = localize::mine_tasks(repo, revision, max_tasks, 8)?;
+    let budgets = [4_000, 8_000];
+    let outcomes = localize::run_localisation(repo, &tasks, &budgets)?;
+    let mut figures = Vec::new();
+    for budget in budgets {
+        let at: Vec<_> = outcomes.iter().filter(|o| o.budget == budget).collect();
+        let n = at.len().max(1) as f64;
+        let recall = at.iter().map(|o| o.gold_recall).sum::<f64>() / n;
+        let coverage = at.iter().map(|o| o.line_coverage).sum::<f64>() / n;
+        let seconds = at.iter().map(|o| o.seconds).sum::<f64>() / n;
+        let detail = format!(
+            "{} tasks mined from {} ({revision}); mean {:.0} ms per selection",
+            at.len(),
+            repo.display(),
+            seconds * 1e3
+        );
+        figures.push(Figure {
+            name: format!("localisation gold-file recall ({}K)", budget / 1000),
+            value: 100.0 * recall,
+            unit: "%".into(),
+            target: (budget == 8_000).then(|| ">= 97".into()),
+            detail: detail.clone(),
+        });
+        figures.push(Figure {
+            name: format!("localisation changed-line coverage ({}K)", budget / 1000),
+            value: 100.0 * coverage,
+            unit: "%".into(),
+            target: (budget == 8_000).then(|| ">= 60".into()),
+            detail,
+        });
+    }
+    Ok(figures)
+}

@@ -1,0 +1,1581 @@
+//! The index: walk a tree (or take in-memory documents), split every file into fragments, and
+//! give each fragment its exact token count and skeleton.
+//!
+//! Fragments partition each file by whole lines, so the exact bytes of every fragment together
+//! are the file; a fragment's chunk id (`path#Lfirst-last`) is its recovery handle. Code is split
+//! by tree-sitter definitions (functions, methods, classes, impls, structs, module-level blocks;
+//! large containers are split into their members), Markdown by sections, JSON/YAML/TOML by
+//! top-level keys, logs by line groups and prose by paragraphs.
+//!
+//! A disk index is persisted under `<state>/index/` keyed by each file's path and content hash,
+//! so a second build re-parses only changed files. The persisted form holds fragment boundaries,
+//! counts and skeletons, never the file text (that is re-read and re-hashed).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::skeleton::{self, ItemKind, LineMap, Outline};
+use crate::digest;
+use crate::state;
+use crate::tokens::{Encoding, Tokenizer};
+
+/// Version of the persisted index layout; a mismatch re-parses everything.
+const PERSIST_VERSION: u32 = 2;
+/// A container larger than this (bytes) is split into its members.
+const SPLIT_BYTES: usize = 2_000;
+/// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
+/// this many lines.
+const MAX_BLOCK_LINES: usize = 60;
+/// Prose paragraphs are merged until a fragment holds at least this many bytes.
+const MIN_PARAGRAPH_BYTES: usize = 400;
+
+/// A file's language, detected from its name (and for documents, its text).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Language {
+    Rust,
+    Python,
+    Javascript,
+    Typescript,
+    Tsx,
+    Go,
+    Java,
+    C,
+    Cpp,
+    Markdown,
+    Json,
+    Yaml,
+    Toml,
+    Log,
+    Text,
+}
+
+impl Language {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::Python => "python",
+            Language::Javascript => "javascript",
+            Language::Typescript => "typescript",
+            Language::Tsx => "tsx",
+            Language::Go => "go",
+            Language::Java => "java",
+            Language::C => "c",
+            Language::Cpp => "cpp",
+            Language::Markdown => "markdown",
+            Language::Json => "json",
+            Language::Yaml => "yaml",
+            Language::Toml => "toml",
+            Language::Log => "log",
+            Language::Text => "text",
+        }
+    }
+
+    /// Detects the language from a file name's extension.
+    pub fn from_name(name: &str) -> Language {
+        let file = name.rsplit('/').next().unwrap_or(name);
+        let extension = file
+            .rsplit_once('.')
+            .map(|(_, e)| e.to_ascii_lowercase())
+            .unwrap_or_default();
+        match extension.as_str() {
+            "rs" => Language::Rust,
+            "py" | "pyi" => Language::Python,
+            "js" | "mjs" | "cjs" | "jsx" => Language::Javascript,
+            "ts" | "mts" | "cts" => Language::Typescript,
+            "tsx" => Language::Tsx,
+            "go" => Language::Go,
+            "java" => Language::Java,
+            "c" | "h" => Language::C,
+            "cc" | "cpp" | "cxx" | "hpp" | "hh" | "hxx" | "c++" | "h++" => Language::Cpp,
+            "md" | "markdown" | "mdx" => Language::Markdown,
+            "json" => Language::Json,
+            "yaml" | "yml" => Language::Yaml,
+            "toml" => Language::Toml,
+            "log" => Language::Log,
+            _ => Language::Text,
+        }
+    }
+
+    /// Whether the language is source code with a tree-sitter grammar.
+    pub fn is_code(self) -> bool {
+        skeleton::has_grammar(self)
+    }
+}
+
+impl fmt::Display for Language {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a fragment is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FragmentKind {
+    Function,
+    Method,
+    Class,
+    Struct,
+    Enum,
+    Trait,
+    Interface,
+    Impl,
+    Module,
+    Type,
+    Const,
+    Macro,
+    /// Module-level code between definitions (imports, statements).
+    Block,
+    /// A Markdown section.
+    Section,
+    /// A top-level key of a JSON, YAML or TOML file.
+    Key,
+    /// A group of log lines.
+    LogGroup,
+    /// Prose paragraphs.
+    Paragraph,
+}
+
+impl FragmentKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FragmentKind::Function => "fn",
+            FragmentKind::Method => "method",
+            FragmentKind::Class => "class",
+            FragmentKind::Struct => "struct",
+            FragmentKind::Enum => "enum",
+            FragmentKind::Trait => "trait",
+            FragmentKind::Interface => "interface",
+            FragmentKind::Impl => "impl",
+            FragmentKind::Module => "module",
+            FragmentKind::Type => "type",
+            FragmentKind::Const => "const",
+            FragmentKind::Macro => "macro",
+            FragmentKind::Block => "block",
+            FragmentKind::Section => "section",
+            FragmentKind::Key => "key",
+            FragmentKind::LogGroup => "log",
+            FragmentKind::Paragraph => "paragraph",
+        }
+    }
+
+    /// Whether the fragment defines its symbols (rather than only being a stretch of text).
+    pub fn is_definition(self) -> bool {
+        !matches!(
+            self,
+            FragmentKind::Block | FragmentKind::LogGroup | FragmentKind::Paragraph
+        )
+    }
+
+    fn from_item(kind: ItemKind) -> Self {
+        match kind {
+            ItemKind::Function => FragmentKind::Function,
+            ItemKind::Method => FragmentKind::Method,
+            ItemKind::Class => FragmentKind::Class,
+            ItemKind::Struct => FragmentKind::Struct,
+            ItemKind::Enum => FragmentKind::Enum,
+            ItemKind::Trait => FragmentKind::Trait,
+            ItemKind::Interface => FragmentKind::Interface,
+            ItemKind::Impl => FragmentKind::Impl,
+            ItemKind::Module => FragmentKind::Module,
+            ItemKind::Type => FragmentKind::Type,
+            ItemKind::Const => FragmentKind::Const,
+            ItemKind::Macro => FragmentKind::Macro,
+        }
+    }
+}
+
+/// One fragment: a whole-line span of one file.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Fragment {
+    /// `path#Lfirst-last`: the recovery handle used in commits.
+    pub chunk_id: String,
+    /// Index into [`Index::files`].
+    pub file: usize,
+    pub kind: FragmentKind,
+    /// Symbols this fragment defines.
+    pub symbols: Vec<String>,
+    /// The enclosing definition's header (`impl Foo`, `class Bar`), for members.
+    pub context: Option<String>,
+    /// Byte range in the file.
+    pub bytes: Range<usize>,
+    /// First and last line, 1-based, inclusive.
+    pub lines: (usize, usize),
+    /// Tokens of the exact bytes.
+    pub text_tokens: usize,
+    /// The skeleton, when it is shorter than the text.
+    pub skeleton: Option<String>,
+    pub skeleton_tokens: usize,
+    /// Tokens of the full piece's header line (`>>> chunk_id (in context)`).
+    pub header_tokens: usize,
+    /// Tokens of the reference piece.
+    pub reference_tokens: usize,
+}
+
+/// One indexed file (or document).
+#[derive(Debug, Clone)]
+pub struct IndexedFile {
+    /// Path relative to the root with `/` separators, or the document name.
+    pub path: String,
+    pub language: Language,
+    /// SHA-256 of the path and the exact bytes: the cache key.
+    pub content_hash: String,
+    /// The exact text, shared with selections so they can hand out exact bytes cheaply.
+    pub text: Arc<str>,
+    /// Indexes into [`Index::fragments`].
+    pub fragments: Range<usize>,
+}
+
+/// A file the walk did not index, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+/// What a build did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct IndexStats {
+    pub files: usize,
+    pub fragments: usize,
+    /// Files parsed in this build.
+    pub parsed: usize,
+    /// Files whose fragments came from the persisted index.
+    pub reused: usize,
+    pub bytes: usize,
+    /// Tokens of all indexed text.
+    pub tokens: usize,
+    pub skipped: Vec<Skipped>,
+    /// Where the index was persisted, if it was.
+    pub persisted: Option<PathBuf>,
+    /// Size of the persisted index in bytes.
+    pub persisted_bytes: usize,
+}
+
+/// Progress callback: `(files done, files total)`.
+pub type ProgressFn = Arc<dyn Fn(usize, usize) + Send + Sync>;
+
+/// Settings of an index build.
+#[derive(Clone)]
+pub struct IndexOptions {
+    /// Files larger than this are skipped (and listed in [`IndexStats::skipped`]).
+    pub max_file_bytes: u64,
+    /// State directory for the persisted index; `None` means [`state::home`].
+    pub state_home: Option<PathBuf>,
+    /// Whether to read and write the persisted index.
+    pub persist: bool,
+    pub encoding: Encoding,
+    pub progress: Option<ProgressFn>,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        Self {
+            max_file_bytes: 1_000_000,
+            state_home: None,
+            persist: true,
+            encoding: Encoding::default(),
+            progress: None,
+        }
+    }
+}
+
+impl fmt::Debug for IndexOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("IndexOptions")
+            .field("max_file_bytes", &self.max_file_bytes)
+            .field("state_home", &self.state_home)
+            .field("persist", &self.persist)
+            .field("encoding", &self.encoding)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IndexError {
+    #[error("{path} is not a directory; `svc context index` takes a directory to walk")]
+    NotADirectory { path: PathBuf },
+    #[error("cannot walk {path}: {message}")]
+    Walk { path: PathBuf, message: String },
+    #[error("cannot write the index {path}: {source}")]
+    Persist {
+        path: PathBuf,
+        #[source]
+        source: state::StateError,
+    },
+    #[error(transparent)]
+    State(#[from] state::StateError),
+}
+
+/// A built index.
+#[derive(Debug)]
+pub struct Index {
+    /// The walked directory (`None` for in-memory documents).
+    pub root: Option<PathBuf>,
+    pub files: Vec<IndexedFile>,
+    pub fragments: Vec<Fragment>,
+    pub stats: IndexStats,
+    pub encoding: Encoding,
+    terms: OnceLock<super::terms::TermIndex>,
+}
+
+/// How a fragment is presented, used to render pieces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PieceKind {
+    Full,
+    Skeleton,
+    Reference,
+}
+
+impl Index {
+    /// Walks `root` (honouring .gitignore and .svcignore), reusing the persisted index for
+    /// unchanged files, and persists the result.
+    pub fn build(root: &Path, options: &IndexOptions) -> Result<Index, IndexError> {
+        if !root.is_dir() {
+            return Err(IndexError::NotADirectory {
+                path: root.to_path_buf(),
+            });
+        }
+        let (entries, mut skipped) = walk(root, options.max_file_bytes)?;
+        let cache_path = if options.persist {
+            let home = match &options.state_home {
+                Some(home) => home.clone(),
+                None => state::home()?,
+            };
+            let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+            let key = digest::sha256_hex(format!(
+                "{}\n{}",
+                canonical.display(),
+                options.encoding.as_str()
+            ));
+            Some(home.join("index").join(format!("{}.json", &key[..20])))
+        } else {
+            None
+        };
+        let cached = cache_path.as_deref().map(load_cache).unwrap_or_default();
+        // Loading the BPE ranks costs ~0.1 s: a warm build with nothing to parse skips it.
+        let tokenizer = OnceLock::new();
+        let encoding = options.encoding;
+        let total = entries.len();
+        let done = AtomicUsize::new(0);
+        let results: Vec<FileResult> = entries
+            .par_iter()
+            .map(|(path, absolute)| {
+                let result = index_path(path, absolute, &cached, &|| {
+                    *tokenizer.get_or_init(|| Tokenizer::new(encoding))
+                });
+                let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+                if let Some(progress) = &options.progress {
+                    progress(finished, total);
+                }
+                result
+            })
+            .collect();
+        let mut parsed_files = Vec::new();
+        let mut reused = 0;
+        let mut parsed = 0;
+        for result in results {
+            match result {
+                FileResult::Indexed { file, reused: hit } => {
+                    if hit {
+                        reused += 1;
+                    } else {
+                        parsed += 1;
+                    }
+                    parsed_files.push(file);
+                }
+                FileResult::Skipped(skip) => skipped.push(skip),
+            }
+        }
+        skipped.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut index = assemble(Some(root.to_path_buf()), parsed_files, options.encoding);
+        index.stats.parsed = parsed;
+        index.stats.reused = reused;
+        index.stats.skipped = skipped;
+        if let Some(path) = cache_path {
+            let bytes = persist_bytes(&index);
+            let unchanged = parsed == 0 && cached.len() == index.files.len();
+            if !unchanged {
+                state::atomic_write(&path, &bytes).map_err(|source| IndexError::Persist {
+                    path: path.clone(),
+                    source,
+                })?;
+            }
+            index.stats.persisted_bytes = bytes.len();
+            index.stats.persisted = Some(path);
+        }
+        Ok(index)
+    }
+
+    /// An index over in-memory `(name, text)` documents. Names ending in a known extension are
+    /// parsed as that language; other text with Markdown headings is split by section, the rest
+    /// by paragraph. Duplicate names get a `~2`, `~3`… suffix.
+    pub fn from_documents(docs: &[(String, String)]) -> Index {
+        let tokenizer = Tokenizer::default();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        let mut names = Vec::with_capacity(docs.len());
+        for (name, _) in docs {
+            let count = seen.entry(name.as_str()).or_insert(0);
+            *count += 1;
+            names.push(if *count == 1 {
+                name.clone()
+            } else {
+                format!("{name}~{count}")
+            });
+        }
+        let files: Vec<ParsedFile> = docs
+            .par_iter()
+            .zip(names.par_iter())
+            .map(|((_, text), name)| {
+                let mut language = Language::from_name(name);
+                if language == Language::Text && looks_like_markdown(text) {
+                    language = Language::Markdown;
+                }
+                parse_file(name, language, text.clone(), &tokenizer)
+            })
+            .collect();
+        assemble(None, files, Encoding::default())
+    }
+
+    /// The exact text of a fragment.
+    pub fn text(&self, fragment: &Fragment) -> &str {
+        &self.files[fragment.file].text[fragment.bytes.clone()]
+    }
+
+    pub fn path(&self, fragment: &Fragment) -> &str {
+        &self.files[fragment.file].path
+    }
+
+    /// Renders a fragment as it appears in a selection. `None` when the fragment has no
+    /// skeleton and `kind` is [`PieceKind::Skeleton`].
+    pub fn piece(&self, fragment: &Fragment, kind: PieceKind) -> Option<String> {
+        let context = fragment
+            .context
+            .as_deref()
+            .map(|c| format!(" (in {c})"))
+            .unwrap_or_default();
+        Some(match kind {
+            PieceKind::Full => {
+                let text = self.text(fragment);
+                let mut piece = header_line(&fragment.chunk_id, fragment.context.as_deref());
+                piece.push_str(text);
+                if !text.ends_with('\n') {
+                    piece.push('\n');
+                }
+                piece
+            }
+            PieceKind::Skeleton => {
+                let skeleton = fragment.skeleton.as_deref()?;
+                format!(">>> {} skeleton{context}\n{skeleton}", fragment.chunk_id)
+            }
+            PieceKind::Reference => reference_line(
+                &fragment.chunk_id,
+                fragment.kind,
+                &fragment.symbols,
+                fragment.context.as_deref(),
+            ),
+        })
+    }
+
+    /// Tokens of all indexed text.
+    pub fn total_tokens(&self) -> usize {
+        self.fragments.iter().map(|f| f.text_tokens).sum()
+    }
+
+    pub(crate) fn terms(&self) -> &super::terms::TermIndex {
+        self.terms
+            .get_or_init(|| super::terms::TermIndex::build(self))
+    }
+
+    /// Builds the term index now rather than at the first selection.
+    pub fn prepare(&self) {
+        let _ = self.terms();
+    }
+}
+
+/// The one-line reference piece: chunk id, kind and symbols.
+fn reference_line(
+    chunk_id: &str,
+    kind: FragmentKind,
+    symbols: &[String],
+    context: Option<&str>,
+) -> String {
+    let mut line = format!(">>> {chunk_id} reference: {}", kind.as_str());
+    if !symbols.is_empty() {
+        line.push(' ');
+        line.push_str(&symbols.join(", "));
+    }
+    if let Some(context) = context {
+        line.push_str(&format!(" (in {context})"));
+    }
+    line.push('\n');
+    line
+}
+
+/// The header line of a full piece.
+fn header_line(chunk_id: &str, context: Option<&str>) -> String {
+    match context {
+        Some(context) => format!(">>> {chunk_id} (in {context})\n"),
+        None => format!(">>> {chunk_id}\n"),
+    }
+}
+
+/// Whether text reads as Markdown (has ATX headings).
+fn looks_like_markdown(text: &str) -> bool {
+    text.lines().any(|l| {
+        let hashes = l.bytes().take_while(|&b| b == b'#').count();
+        (1..=6).contains(&hashes) && l[hashes..].starts_with(' ')
+    })
+}
+
+/// Files to index as `(relative path, absolute path)`, and the files skipped by size.
+type Walked = (Vec<(String, PathBuf)>, Vec<Skipped>);
+
+fn walk(root: &Path, max_bytes: u64) -> Result<Walked, IndexError> {
+    let mut entries = Vec::new();
+    let mut skipped = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .require_git(false)
+        .add_custom_ignore_filename(".svcignore")
+        .sort_by_file_name(|a, b| a.cmp(b))
+        .build();
+    for entry in walker {
+        let entry = entry.map_err(|e| IndexError::Walk {
+            path: root.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let absolute = entry.path().to_path_buf();
+        let relative = absolute
+            .strip_prefix(root)
+            .unwrap_or(&absolute)
+            .components()
+            .map(|c| c.as_os_str().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join("/");
+        let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        if size > max_bytes {
+            skipped.push(Skipped {
+                path: relative,
+                reason: format!(
+                    "{size} bytes is over the {max_bytes}-byte limit (--max-file-bytes)"
+                ),
+            });
+            continue;
+        }
+        entries.push((relative, absolute));
+    }
+    entries.sort();
+    Ok((entries, skipped))
+}
+
+enum FileResult {
+    Indexed { file: ParsedFile, reused: bool },
+    Skipped(Skipped),
+}
+
+/// A file with its fragments, before the index is assembled.
+struct ParsedFile {
+    path: String,
+    language: Language,
+    content_hash: String,
+    text: String,
+    fragments: Vec<Fragment>,
+}
+
+fn content_hash(path: &str, text: &str) -> String {
+    let mut material = Vec::with_capacity(path.len() + text.len() + 1);
+    material.extend_from_slice(path.as_bytes());
+    material.push(0);
+    material.extend_from_slice(text.as_bytes());
+    digest::sha256_hex(&material)
+}
+
+fn index_path(
+    path: &str,
+    absolute: &Path,
+    cached: &HashMap<String, PersistedFile>,
+    tokenizer: &(dyn Fn() -> Tokenizer + Sync),
+) -> FileResult {
+    let skip = |reason: String| {
+        FileResult::Skipped(Skipped {
+            path: path.to_string(),
+            reason,
+        })
+    };
+    let bytes = match std::fs::read(absolute) {
+        Ok(bytes) => bytes,
+        Err(e) => return skip(format!("unreadable: {e}")),
+    };
+    if bytes[..bytes.len().min(8_000)].contains(&0) {
+        return skip("binary (contains NUL bytes)".into());
+    }
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            return skip(format!(
+                "not UTF-8 (invalid byte at offset {}); convert it or list it in .svcignore",
+                e.utf8_error().valid_up_to()
+            ));
+        }
+    };
+    let hash = content_hash(path, &text);
+    if let Some(entry) = cached.get(path).filter(|e| e.hash == hash) {
+        return FileResult::Indexed {
+            file: entry.restore(path, text),
+            reused: true,
+        };
+    }
+    let language = Language::from_name(path);
+    FileResult::Indexed {
+        file: parse_file(path, language, text, &tokenizer()),
+        reused: false,
+    }
+}
+
+fn assemble(root: Option<PathBuf>, parsed: Vec<ParsedFile>, encoding: Encoding) -> Index {
+    let mut files = Vec::with_capacity(parsed.len());
+    let mut fragments = Vec::new();
+    let mut bytes = 0;
+    for (number, file) in parsed.into_iter().enumerate() {
+        let start = fragments.len();
+        bytes += file.text.len();
+        for mut fragment in file.fragments {
+            fragment.file = number;
+            fragments.push(fragment);
+        }
+        files.push(IndexedFile {
+            path: file.path,
+            language: file.language,
+            content_hash: file.content_hash,
+            text: Arc::from(file.text),
+            fragments: start..fragments.len(),
+        });
+    }
+    let stats = IndexStats {
+        files: files.len(),
+        fragments: fragments.len(),
+        bytes,
+        tokens: fragments.iter().map(|f: &Fragment| f.text_tokens).sum(),
+        ..IndexStats::default()
+    };
+    Index {
+        root,
+        files,
+        fragments,
+        stats,
+        encoding,
+        terms: OnceLock::new(),
+    }
+}
+
+/// A fragment before token counting: whole lines `first..=last` (0-based).
+#[derive(Debug, Clone)]
+struct Span {
+    kind: FragmentKind,
+    first: usize,
+    last: usize,
+    symbols: Vec<String>,
+    context: Option<String>,
+}
+
+fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenizer) -> ParsedFile {
+    let lines = LineMap::new(&text);
+    let content_hash = content_hash(path, &text);
+    let mut code: Option<(Outline, Vec<skeleton::LineFlag>)> = None;
+    let spans = if text.is_empty() {
+        Vec::new()
+    } else if language.is_code() {
+        match skeleton::outline(language, path, &text) {
+            Ok(outline) => {
+                let spans = code_spans(&text, &lines, &outline);
+                let flags = skeleton::line_flags(&text, &lines, &outline);
+                code = Some((outline, flags));
+                spans
+            }
+            // A grammar that cannot parse the file still leaves it searchable as text.
+            Err(_) => block_spans(&text, &lines, 0, lines.len() - 1, FragmentKind::Block),
+        }
+    } else {
+        match language {
+            Language::Markdown => markdown_spans(&text, &lines),
+            Language::Json => json_spans(&text, &lines),
+            Language::Yaml => yaml_spans(&text, &lines),
+            Language::Toml => toml_spans(&text, &lines),
+            Language::Log => log_spans(&lines),
+            _ => paragraph_spans(&text, &lines),
+        }
+    };
+    let fragments = spans
+        .into_iter()
+        .map(|span| {
+            let bytes = lines.starts[span.first]..lines.starts[span.last + 1];
+            let chunk_id = format!("{path}#L{}-{}", span.first + 1, span.last + 1);
+            let body = &text[bytes.clone()];
+            let text_tokens = tokenizer.count(body);
+            let skeleton = match &code {
+                Some((outline, flags)) => {
+                    let rendered = skeleton::render(
+                        &skeleton::SkeletonSource {
+                            text: &text,
+                            lines: &lines,
+                            line_flags: flags,
+                            elisions: &outline.elisions,
+                            language,
+                        },
+                        span.first,
+                        span.last,
+                        "",
+                    );
+                    if span.kind == FragmentKind::Block {
+                        collapse_block(rendered)
+                    } else {
+                        rendered
+                    }
+                }
+                None => text_skeleton(body, &chunk_id, language, span.kind),
+            };
+            // Everything elided (a stretch inside a folded macro): say so rather than nothing.
+            let skeleton = if skeleton.trim().is_empty() && !body.trim().is_empty() {
+                "…\n".to_string()
+            } else {
+                skeleton
+            };
+            let skeleton_tokens = tokenizer.count(&skeleton);
+            let header_tokens = tokenizer.count(&header_line(&chunk_id, span.context.as_deref()));
+            let keep = !skeleton.is_empty() && skeleton_tokens < text_tokens;
+            let reference_tokens = tokenizer.count(&reference_line(
+                &chunk_id,
+                span.kind,
+                &span.symbols,
+                span.context.as_deref(),
+            ));
+            Fragment {
+                chunk_id,
+                file: 0,
+                kind: span.kind,
+                symbols: span.symbols,
+                context: span.context,
+                bytes,
+                lines: (span.first + 1, span.last + 1),
+                text_tokens,
+                skeleton: keep.then_some(skeleton),
+                skeleton_tokens: if keep { skeleton_tokens } else { 0 },
+                header_tokens,
+                reference_tokens,
+            }
+        })
+        .collect();
+    ParsedFile {
+        path: path.to_string(),
+        language,
+        content_hash,
+        text,
+        fragments,
+    }
+}
+
+/// Statements kept in a module-level block's skeleton besides its declarations.
+const BLOCK_STATEMENTS_KEPT: usize = 4;
+
+/// A module-level block's skeleton keeps its declarations (imports, module declarations) and
+/// its first few other lines; the rest is replaced by a line saying how many were elided.
+fn collapse_block(skeleton: String) -> String {
+    const DECLARATIONS: [&str; 12] = [
+        "use ",
+        "pub use ",
+        "pub(crate) use ",
+        "mod ",
+        "pub mod ",
+        "pub(crate) mod ",
+        "import ",
+        "from ",
+        "#include",
+        "package ",
+        "extern crate ",
+        "export ",
+    ];
+    let mut kept = String::new();
+    let mut statements = 0;
+    let mut elided = 0;
+    for line in skeleton.lines() {
+        let trimmed = line.trim_start();
+        if DECLARATIONS.iter().any(|d| trimmed.starts_with(d)) {
+            kept.push_str(line);
+            kept.push('\n');
+        } else if statements < BLOCK_STATEMENTS_KEPT {
+            statements += 1;
+            kept.push_str(line);
+            kept.push('\n');
+        } else {
+            elided += 1;
+        }
+    }
+    if elided > 0 {
+        kept.push_str(&format!("… {elided} more lines\n"));
+    }
+    kept
+}
+
+/// Skeleton of a non-code fragment: its first line (the heading, key or first log line), log
+/// lines that report errors or warnings, and a marker naming the chunk.
+fn text_skeleton(body: &str, chunk_id: &str, language: Language, kind: FragmentKind) -> String {
+    let mut lines = body.lines().filter(|l| !l.trim().is_empty());
+    let Some(first) = lines.next() else {
+        return String::new();
+    };
+    let mut out = String::new();
+    if kind == FragmentKind::Paragraph {
+        // The first sentence of a paragraph.
+        let sentence_end = first
+            .find(". ")
+            .map_or(first.len(), |i| i + 1)
+            .min(first.len());
+        out.push_str(&first[..sentence_end]);
+        out.push_str(&format!(" … [{chunk_id}]\n"));
+        return out;
+    }
+    out.push_str(first.trim_end());
+    out.push('\n');
+    if language == Language::Markdown
+        && let Some(line) = lines.next()
+    {
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    if kind == FragmentKind::LogGroup {
+        let notable = lines.filter(|l| {
+            let lower = l.to_ascii_lowercase();
+            lower.contains("error") || lower.contains("warn") || lower.contains("fail")
+        });
+        for line in notable.take(5) {
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!("… [{chunk_id}]\n"));
+    out
+}
+
+/// Whether a line belongs with the definition below it (doc comments and attributes).
+fn is_leading_line(line: &str, comment: bool) -> bool {
+    let trimmed = line.trim_start();
+    comment || trimmed.starts_with("#[") || trimmed.starts_with('@')
+}
+
+/// Splits a code file into spans: definitions (with their leading docs and attributes),
+/// module-level blocks between them, and large containers into their members.
+fn code_spans(text: &str, lines: &LineMap, outline: &Outline) -> Vec<Span> {
+    let flags: Vec<bool> = skeleton::line_flags(text, lines, outline)
+        .into_iter()
+        .map(|f| f != skeleton::LineFlag::Code)
+        .collect();
+    let items = &outline.items;
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); items.len()];
+    let mut roots = Vec::new();
+    for (index, item) in items.iter().enumerate() {
+        match item.parent {
+            Some(parent) => children[parent].push(index),
+            None => roots.push(index),
+        }
+    }
+    let builder = SpanBuilder {
+        text,
+        lines,
+        outline,
+        flags: &flags,
+        children: &children,
+    };
+    let mut spans = Vec::new();
+    builder.partition(&roots, 0, lines.len() - 1, None, &mut spans);
+    spans
+}
+
+struct SpanBuilder<'a> {
+    text: &'a str,
+    lines: &'a LineMap,
+    outline: &'a Outline,
+    flags: &'a [bool],
+    children: &'a [Vec<usize>],
+}
+
+impl SpanBuilder<'_> {
+    fn line_text(&self, line: usize) -> &str {
+        &self.text[self.lines.span(line)]
+    }
+
+    fn is_blank(&self, line: usize) -> bool {
+        self.line_text(line).trim().is_empty()
+    }
+
+    /// First line of an item including the docs and attributes directly above it.
+    fn extended_start(&self, item: usize, floor: usize) -> usize {
+        let mut first = self.lines.line_of(self.outline.items[item].range.start);
+        while first > floor
+            && !self.is_blank(first - 1)
+            && is_leading_line(self.line_text(first - 1), self.flags[first - 1])
+        {
+            first -= 1;
+        }
+        first
+    }
+
+    fn item_last(&self, item: usize) -> usize {
+        let range = &self.outline.items[item].range;
+        self.lines
+            .line_of(range.end.saturating_sub(1).max(range.start))
+    }
+
+    fn header(&self, item: usize) -> String {
+        let start = self.outline.items[item].range.start;
+        let line = self.lines.line_of(start);
+        let mut header = self.text[start..self.lines.span(line).end]
+            .trim()
+            .trim_end_matches(['{', ':'])
+            .trim()
+            .to_string();
+        if header.len() > 80 {
+            let mut cut = 80;
+            while !header.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            header.truncate(cut);
+            header.push('…');
+        }
+        header
+    }
+
+    fn member_names(&self, item: usize, out: &mut Vec<String>) {
+        if !self.outline.items[item].kind.is_container() {
+            return;
+        }
+        for &member in &self.children[item] {
+            if let Some(name) = &self.outline.items[member].name
+                && !out.contains(name)
+            {
+                out.push(name.clone());
+            }
+            self.member_names(member, out);
+        }
+    }
+
+    fn partition(
+        &self,
+        items: &[usize],
+        low: usize,
+        high: usize,
+        context: Option<&str>,
+        out: &mut Vec<Span>,
+    ) {
+        let mut cursor = low;
+        for &item in items {
+            let last = self.item_last(item).min(high);
+            if last < cursor {
+                // Shares a line with the previous fragment: that fragment defines it too.
+                if let (Some(span), Some(name)) =
+                    (out.last_mut(), self.outline.items[item].name.clone())
+                {
+                    span.symbols.push(name);
+                }
+                continue;
+            }
+            let first = self.extended_start(item, cursor).max(cursor);
+            if first > cursor {
+                self.gap(cursor, first - 1, context, out);
+            }
+            let node = &self.outline.items[item];
+            let kind = FragmentKind::from_item(node.kind);
+            let symbols: Vec<String> = node.name.iter().cloned().collect();
+            let members = &self.children[item];
+            let size = self.lines.starts[last + 1] - self.lines.starts[first];
+            if node.kind.is_container() && !members.is_empty() && size > SPLIT_BYTES {
+                let member_first = self.extended_start(members[0], first + 1).max(first + 1);
+                out.push(Span {
+                    kind,
+                    first,
+                    last: member_first - 1,
+                    symbols,
+                    context: context.map(str::to_string),
+                });
+                let header = match context {
+                    Some(outer) => format!("{outer} > {}", self.header(item)),
+                    None => self.header(item),
+                };
+                let before = out.len();
+                self.partition(members, member_first, last, Some(&header), out);
+                if out.len() == before
+                    && let Some(span) = out.last_mut()
+                {
+                    span.last = last;
+                }
+            } else {
+                // An unsplit container defines its members too.
+                let mut symbols = symbols;
+                self.member_names(item, &mut symbols);
+                out.push(Span {
+                    kind,
+                    first,
+                    last,
+                    symbols,
+                    context: context.map(str::to_string),
+                });
+            }
+            cursor = last + 1;
+        }
+        if cursor <= high {
+            self.gap(cursor, high, context, out);
+        }
+    }
+
+    /// Lines between definitions: blank lines and closing braces join the fragment above;
+    /// anything else becomes module-level blocks.
+    fn gap(&self, first: usize, last: usize, context: Option<&str>, out: &mut Vec<Span>) {
+        let trivial = (first..=last).all(|line| {
+            let content = self.line_text(line).trim();
+            content.is_empty() || content.bytes().all(|b| b"{}()[];,".contains(&b))
+        });
+        if trivial && let Some(previous) = out.last_mut() {
+            previous.last = last;
+            return;
+        }
+        if trivial {
+            out.push(Span {
+                kind: FragmentKind::Block,
+                first,
+                last,
+                symbols: Vec::new(),
+                context: context.map(str::to_string),
+            });
+            return;
+        }
+        for mut span in block_spans(self.text, self.lines, first, last, FragmentKind::Block) {
+            span.context = context.map(str::to_string);
+            out.push(span);
+        }
+    }
+}
+
+/// Cuts lines `first..=last` into blocks of at most [`MAX_BLOCK_LINES`], preferring to cut
+/// after a blank line.
+fn block_spans(
+    text: &str,
+    lines: &LineMap,
+    first: usize,
+    last: usize,
+    kind: FragmentKind,
+) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut start = first;
+    while start <= last {
+        let mut end = (start + MAX_BLOCK_LINES - 1).min(last);
+        if end < last {
+            let window_start = start + MAX_BLOCK_LINES / 2;
+            if let Some(blank) = (window_start..=end)
+                .rev()
+                .find(|&l| text[lines.span(l)].trim().is_empty())
+            {
+                end = blank;
+            }
+        }
+        spans.push(Span {
+            kind,
+            first: start,
+            last: end,
+            symbols: Vec::new(),
+            context: None,
+        });
+        start = end + 1;
+    }
+    spans
+}
+
+fn markdown_spans(text: &str, lines: &LineMap) -> Vec<Span> {
+    let mut heads: Vec<(usize, String)> = Vec::new();
+    let mut fenced = false;
+    for line in 0..lines.len() {
+        let content = &text[lines.span(line)];
+        let trimmed = content.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            fenced = !fenced;
+            continue;
+        }
+        if fenced {
+            continue;
+        }
+        let hashes = content.bytes().take_while(|&b| b == b'#').count();
+        if (1..=6).contains(&hashes) && content[hashes..].starts_with(' ') {
+            heads.push((line, content[hashes..].trim().to_string()));
+        }
+    }
+    let mut spans = Vec::new();
+    let first_head = heads.first().map_or(lines.len(), |h| h.0);
+    if first_head > 0 {
+        spans.extend(paragraph_spans_range(text, lines, 0, first_head - 1));
+    }
+    for (i, (line, title)) in heads.iter().enumerate() {
+        let end = heads.get(i + 1).map_or(lines.len(), |h| h.0) - 1;
+        let size = lines.starts[end + 1] - lines.starts[*line];
+        if size > SPLIT_BYTES * 2 {
+            let mut parts = block_spans(text, lines, *line, end, FragmentKind::Section);
+            for part in &mut parts {
+                part.symbols = vec![title.clone()];
+            }
+            spans.extend(parts);
+        } else {
+            spans.push(Span {
+                kind: FragmentKind::Section,
+                first: *line,
+                last: end,
+                symbols: vec![title.clone()],
+                context: None,
+            });
+        }
+    }
+    spans
+}
+
+fn paragraph_spans(text: &str, lines: &LineMap) -> Vec<Span> {
+    paragraph_spans_range(text, lines, 0, lines.len() - 1)
+}
+
+/// Paragraphs (runs separated by blank lines), merged until each holds
+/// [`MIN_PARAGRAPH_BYTES`]; long runs are cut at [`MAX_BLOCK_LINES`].
+fn paragraph_spans_range(text: &str, lines: &LineMap, first: usize, last: usize) -> Vec<Span> {
+    let mut spans: Vec<Span> = Vec::new();
+    let mut start = first;
+    let mut line = first;
+    while line <= last {
+        let blank = text[lines.span(line)].trim().is_empty();
+        let size = lines.starts[line + 1] - lines.starts[start];
+        let long = line + 1 - start >= MAX_BLOCK_LINES;
+        if (blank && size >= MIN_PARAGRAPH_BYTES) || long || line == last {
+            spans.push(Span {
+                kind: FragmentKind::Paragraph,
+                first: start,
+                last: line,
+                symbols: Vec::new(),
+                context: None,
+            });
+            start = line + 1;
+        }
+        line += 1;
+    }
+    spans
+}
+
+fn log_spans(lines: &LineMap) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut start = 0;
+    while start < lines.len() {
+        let end = (start + 40 - 1).min(lines.len() - 1);
+        spans.push(Span {
+            kind: FragmentKind::LogGroup,
+            first: start,
+            last: end,
+            symbols: Vec::new(),
+            context: None,
+        });
+        start = end + 1;
+    }
+    spans
+}
+
+/// Spans starting at each `(line, key)`; text before the first key joins the first span.
+fn keyed_spans(text: &str, lines: &LineMap, keys: Vec<(usize, String)>) -> Vec<Span> {
+    if keys.is_empty() {
+        return block_spans(text, lines, 0, lines.len() - 1, FragmentKind::Key);
+    }
+    let mut spans = Vec::new();
+    for (i, (line, key)) in keys.iter().enumerate() {
+        let first = if i == 0 { 0 } else { *line };
+        let last = keys.get(i + 1).map_or(lines.len(), |k| k.0) - 1;
+        spans.push(Span {
+            kind: FragmentKind::Key,
+            first,
+            last,
+            symbols: vec![key.clone()],
+            context: None,
+        });
+    }
+    spans
+}
+
+/// Top-level keys of a JSON object, found by a string-aware scan.
+fn json_spans(text: &str, lines: &LineMap) -> Vec<Span> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut keys = Vec::new();
+    let mut i = 0;
+    let mut expect_key = false;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    if bytes[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+                if depth == 1 && expect_key {
+                    let key = text.get(start + 1..i.min(text.len())).unwrap_or_default();
+                    let line = lines.line_of(start);
+                    if keys.last().is_none_or(|(l, _): &(usize, String)| *l < line) {
+                        keys.push((line, key.to_string()));
+                    }
+                    expect_key = false;
+                }
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                expect_key = depth == 1 && bytes[i] == b'{';
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b',' if depth == 1 => expect_key = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    keyed_spans(text, lines, keys)
+}
+
+fn yaml_spans(text: &str, lines: &LineMap) -> Vec<Span> {
+    let keys = (0..lines.len())
+        .filter_map(|line| {
+            let content = &text[lines.span(line)];
+            let first = content.chars().next()?;
+            if first.is_whitespace() || matches!(first, '#' | '-' | '\'' | '"' | '{' | '[') {
+                return None;
+            }
+            let (key, _) = content.split_once(':')?;
+            Some((line, key.trim().to_string()))
+        })
+        .collect();
+    keyed_spans(text, lines, keys)
+}
+
+fn toml_spans(text: &str, lines: &LineMap) -> Vec<Span> {
+    let mut keys: Vec<(usize, String)> = (0..lines.len())
+        .filter_map(|line| {
+            let content = text[lines.span(line)].trim();
+            let table = content.strip_prefix('[')?;
+            let name = table.trim_start_matches('[').split(']').next()?.trim();
+            Some((line, name.to_string()))
+        })
+        .collect();
+    if keys.first().is_some_and(|(line, _)| *line > 0) {
+        let root_has_keys = (0..keys[0].0).any(|l| {
+            let c = text[lines.span(l)].trim();
+            !c.is_empty() && !c.starts_with('#')
+        });
+        if root_has_keys {
+            keys.insert(0, (0, "(top level)".to_string()));
+        }
+    }
+    keyed_spans(text, lines, keys)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Persistence
+
+#[derive(Serialize, Deserialize)]
+struct PersistedIndex {
+    version: u32,
+    files: Vec<PersistedFile>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct PersistedFile {
+    #[serde(rename = "p")]
+    path: String,
+    #[serde(rename = "h")]
+    hash: String,
+    #[serde(rename = "l")]
+    language: Language,
+    #[serde(rename = "f")]
+    fragments: Vec<PersistedFragment>,
+}
+
+#[derive(Serialize, Deserialize, Clone)]
+struct PersistedFragment {
+    #[serde(rename = "k")]
+    kind: FragmentKind,
+    /// First and last line (1-based), text, skeleton, header and reference tokens.
+    #[serde(rename = "n")]
+    numbers: [usize; 6],
+    #[serde(rename = "s", default, skip_serializing_if = "Vec::is_empty")]
+    symbols: Vec<String>,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    context: Option<String>,
+    #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
+    skeleton: Option<String>,
+}
+
+impl PersistedFile {
+    fn restore(&self, path: &str, text: String) -> ParsedFile {
+        let lines = LineMap::new(&text);
+        let fragments = self
+            .fragments
+            .iter()
+            .map(|f| {
+                let [
+                    first,
+                    last,
+                    text_tokens,
+                    skeleton_tokens,
+                    header_tokens,
+                    reference_tokens,
+                ] = f.numbers;
+                let start = lines.starts[(first - 1).min(lines.len())];
+                let end = lines.starts[last.min(lines.len())];
+                Fragment {
+                    chunk_id: format!("{path}#L{first}-{last}"),
+                    file: 0,
+                    kind: f.kind,
+                    symbols: f.symbols.clone(),
+                    context: f.context.clone(),
+                    bytes: start..end,
+                    lines: (first, last),
+                    text_tokens,
+                    skeleton: f.skeleton.clone(),
+                    skeleton_tokens,
+                    header_tokens,
+                    reference_tokens,
+                }
+            })
+            .collect();
+        ParsedFile {
+            path: path.to_string(),
+            language: self.language,
+            content_hash: self.hash.clone(),
+            text,
+            fragments,
+        }
+    }
+}
+
+fn persist_bytes(index: &Index) -> Vec<u8> {
+    let files = index
+        .files
+        .iter()
+        .map(|file| PersistedFile {
+            path: file.path.clone(),
+            hash: file.content_hash.clone(),
+            language: file.language,
+            fragments: index.fragments[file.fragments.clone()]
+                .iter()
+                .map(|f| PersistedFragment {
+                    kind: f.kind,
+                    numbers: [
+                        f.lines.0,
+                        f.lines.1,
+                        f.text_tokens,
+                        f.skeleton_tokens,
+                        f.header_tokens,
+                        f.reference_tokens,
+                    ],
+                    symbols: f.symbols.clone(),
+                    context: f.context.clone(),
+                    skeleton: f.skeleton.clone(),
+                })
+                .collect(),
+        })
+        .collect();
+    // Serialising plain structs of strings and numbers cannot fail.
+    serde_json::to_vec(&PersistedIndex {
+        version: PERSIST_VERSION,
+        files,
+    })
+    .unwrap_or_default()
+}
+
+/// The persisted index, by path. A missing, unreadable or outdated file is an empty cache:
+/// the build then re-parses everything and rewrites it.
+fn load_cache(path: &Path) -> HashMap<String, PersistedFile> {
+    let Ok(bytes) = std::fs::read(path) else {
+        return HashMap::new();
+    };
+    match serde_json::from_slice::<PersistedIndex>(&bytes) {
+        Ok(index) if index.version == PERSIST_VERSION => index
+            .files
+            .into_iter()
+            .map(|f| (f.path.clone(), f))
+            .collect(),
+        _ => HashMap::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc_index(name: &str, text: &str) -> Index {
+        Index::from_documents(&[(name.to_string(), text.to_string())])
+    }
+
+    fn assert_partition(index: &Index) {
+        for file in &index.files {
+            let joined: String = index.fragments[file.fragments.clone()]
+                .iter()
+                .map(|f| index.text(f))
+                .collect();
+            assert_eq!(joined, &*file.text, "fragments of {} rebuild it", file.path);
+        }
+        let ids: std::collections::HashSet<_> =
+            index.fragments.iter().map(|f| &f.chunk_id).collect();
+        assert_eq!(ids.len(), index.fragments.len(), "chunk ids are unique");
+    }
+
+    #[test]
+    fn rust_file_splits_into_definitions() {
+        let text = "use std::io;\n\n/// Parses.\nfn parse(x: &str) -> u32 {\n    let trimmed = x.trim();\n    let digits = trimmed.trim_end_matches(|c: char| !c.is_ascii_digit());\n    digits.parse().unwrap_or_default()\n}\n\nstruct A {\n    b: u32,\n}\n";
+        let index = doc_index("src/lib.rs", text);
+        assert_partition(&index);
+        let kinds: Vec<_> = index
+            .fragments
+            .iter()
+            .map(|f| (f.kind, f.symbols.clone(), f.lines))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (FragmentKind::Block, vec![], (1, 2)),
+                (FragmentKind::Function, vec!["parse".to_string()], (3, 9)),
+                (FragmentKind::Struct, vec!["A".to_string()], (10, 12)),
+            ]
+        );
+        let parse = &index.fragments[1];
+        assert_eq!(
+            parse.skeleton.as_deref(),
+            Some("/// Parses.\nfn parse(x: &str) -> u32 { … }\n")
+        );
+    }
+
+    #[test]
+    fn large_impls_split_into_methods() {
+        let mut text = String::from("impl Big {\n");
+        for i in 0..30 {
+            text.push_str(&format!(
+                "    /// Method {i}.\n    pub fn method_{i}(&self) -> usize {{\n        {i} + self.value * 2 + 1\n    }}\n\n"
+            ));
+        }
+        text.push_str("}\n");
+        let index = doc_index("big.rs", &text);
+        assert_partition(&index);
+        assert_eq!(index.fragments[0].kind, FragmentKind::Impl);
+        assert_eq!(index.fragments.len(), 31);
+        let method = &index.fragments[5];
+        assert_eq!(method.kind, FragmentKind::Method);
+        assert_eq!(method.context.as_deref(), Some("impl Big"));
+        assert!(index.text(method).starts_with("    /// Method 4."));
+        assert!(
+            index
+                .text(index.fragments.last().expect("last"))
+                .ends_with("}\n")
+        );
+    }
+
+    #[test]
+    fn documents_split_by_section_key_and_paragraph() {
+        let md =
+            "# Title\nIntro.\n\n## Install\nRun it.\n```\n# not a heading\n```\n## Use\nCall it.\n";
+        let index = doc_index("guide", md);
+        assert_partition(&index);
+        let symbols: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
+        assert_eq!(symbols, vec!["Title", "Install", "Use"]);
+
+        let json =
+            "{\n  \"name\": \"x\",\n  \"deps\": {\n    \"a\": 1\n  },\n  \"list\": [1, 2]\n}\n";
+        let index = doc_index("package.json", json);
+        assert_partition(&index);
+        let keys: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
+        assert_eq!(keys, vec!["name", "deps", "list"]);
+
+        let toml = "name = 1\n\n[dependencies]\na = 1\n[[bin]]\nname = \"x\"\n";
+        let index = doc_index("Cargo.toml", toml);
+        assert_partition(&index);
+        let keys: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
+        assert_eq!(keys, vec!["(top level)", "dependencies", "bin"]);
+
+        let prose = "First paragraph is here. It has two sentences.\n\nSecond.\n".repeat(20);
+        let index = doc_index("notes", &prose);
+        assert_partition(&index);
+        assert!(index.fragments.len() > 1);
+        assert!(
+            index
+                .fragments
+                .iter()
+                .all(|f| f.kind == FragmentKind::Paragraph)
+        );
+    }
+
+    #[test]
+    fn duplicate_document_names_get_suffixes() {
+        let index =
+            Index::from_documents(&[("a".into(), "one".into()), ("a".into(), "two".into())]);
+        let paths: Vec<_> = index.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, vec!["a", "a~2"]);
+    }
+
+    #[test]
+    fn second_build_reuses_unchanged_files_and_skips_binaries() {
+        let tree = tempfile::tempdir().expect("tree");
+        let home = tempfile::tempdir().expect("home");
+        std::fs::write(tree.path().join("a.rs"), "fn a() {}\n").expect("write");
+        std::fs::write(tree.path().join("b.py"), "def b():\n    return 1\n").expect("write");
+        std::fs::write(tree.path().join("blob.bin"), [0u8, 1, 2, 3]).expect("write");
+        std::fs::write(tree.path().join("latin1.txt"), b"caf\xe9\n").expect("write");
+        std::fs::write(tree.path().join("ignored.rs"), "fn x() {}\n").expect("write");
+        std::fs::write(tree.path().join(".svcignore"), "ignored.rs\n").expect("write");
+        let options = IndexOptions {
+            state_home: Some(home.path().to_path_buf()),
+            ..IndexOptions::default()
+        };
+        let first = Index::build(tree.path(), &options).expect("build");
+        assert_eq!((first.stats.parsed, first.stats.reused), (2, 0));
+        let reasons: Vec<_> = first
+            .stats
+            .skipped
+            .iter()
+            .map(|s| {
+                (
+                    s.path.as_str(),
+                    s.reason.split(' ').next().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(reasons, vec![("blob.bin", "binary"), ("latin1.txt", "not")]);
+        assert!(first.files.iter().all(|f| f.path != "ignored.rs"));
+        std::fs::write(tree.path().join("a.rs"), "fn a() { 2 }\n").expect("write");
+        let second = Index::build(tree.path(), &options).expect("rebuild");
+        assert_eq!((second.stats.parsed, second.stats.reused), (1, 1));
+        assert_eq!(second.fragments, {
+            let third = Index::build(tree.path(), &options).expect("third");
+            assert_eq!((third.stats.parsed, third.stats.reused), (0, 2));
+            third.fragments
+        });
+    }
+}

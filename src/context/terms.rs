@@ -1,0 +1,453 @@
+//! The searchable form of an index and query scoring.
+//!
+//! Terms are identifier parts (camelCase and snake_case split, lower-cased, lightly stemmed)
+//! from each fragment's text, its path and (weighted double) the symbols it defines. Terms and
+//! whole identifiers are kept as 64-bit FNV hashes rather than strings: building the index for
+//! a million-token tree then allocates almost nothing per word, and a collision (about one in
+//! 10^19 per pair) could at worst blur one term's score.
+//!
+//! Scoring is BM25 plus structure: a definition named after queried words (or named verbatim)
+//! gains the idf of the words it matches, and the best fragments lend a share of their score to
+//! what they call, what calls them and their own file.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use rayon::prelude::*;
+
+use super::index::{Fragment, Index};
+
+const K1: f64 = 1.2;
+const B: f64 = 0.75;
+
+const STOPWORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is", "it",
+    "its", "of", "on", "or", "that", "the", "this", "to", "with", "fn", "def", "let", "mut", "pub",
+    "self", "use", "return", "else", "var", "const", "function", "impl", "struct", "class", "true",
+    "false", "none", "null", "void", "int", "str", "string", "crate", "super", "where", "which",
+    "what", "how", "does", "do", "when", "then", "there", "we", "you", "can", "will", "should",
+    "would", "given", "code", "func", "package", "import",
+];
+
+/// Passes 64-bit hashes through unchanged (keys are already FNV hashes).
+#[derive(Default, Clone, Copy)]
+pub struct IdentityHasher(u64);
+
+impl Hasher for IdentityHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
+
+/// FNV-1a of the ASCII-lower-cased bytes.
+fn fnv(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b.to_ascii_lowercase());
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// Hash of a term or identifier, case-insensitive.
+pub fn term_hash(text: &str) -> u64 {
+    fnv(text.as_bytes())
+}
+
+/// Calls `f` with each lower-cased, stemmed part of an identifier: `parseHTTPHeaders_v2` →
+/// pars, http, header, v2. Parts shorter than two characters and stopwords are skipped.
+fn for_each_part(word: &str, buffer: &mut String, mut f: impl FnMut(&str)) {
+    let bytes = word.as_bytes();
+    let ascii = word.is_ascii();
+    let mut start = 0;
+    let emit = |part: &str, buffer: &mut String, f: &mut dyn FnMut(&str)| {
+        if part.is_empty() {
+            return;
+        }
+        buffer.clear();
+        for c in part.chars() {
+            buffer.extend(c.to_lowercase());
+        }
+        stem_in_place(buffer);
+        if buffer.len() >= 2 && !STOPWORDS.contains(&buffer.as_str()) {
+            f(buffer);
+        }
+    };
+    if !ascii {
+        // Rare outside identifiers in prose: split on underscores only.
+        for part in word.split(['_', '-']) {
+            emit(part, buffer, &mut f);
+        }
+        return;
+    }
+    for i in 0..bytes.len() {
+        let c = bytes[i];
+        if c == b'_' || c == b'-' {
+            emit(&word[start..i], buffer, &mut f);
+            start = i + 1;
+            continue;
+        }
+        if i > start {
+            let previous = bytes[i - 1];
+            let boundary = (previous.is_ascii_lowercase() && c.is_ascii_uppercase())
+                || (previous.is_ascii_uppercase()
+                    && c.is_ascii_uppercase()
+                    && bytes.get(i + 1).is_some_and(|n| n.is_ascii_lowercase()));
+            if boundary {
+                emit(&word[start..i], buffer, &mut f);
+                start = i;
+            }
+        }
+    }
+    emit(&word[start..], buffer, &mut f);
+}
+
+/// Lower-cased, stemmed parts of an identifier (see [`for_each_part`]).
+pub fn identifier_parts(word: &str, out: &mut Vec<String>) {
+    let mut buffer = String::new();
+    for_each_part(word, &mut buffer, |part| out.push(part.to_string()));
+}
+
+/// A light suffix stemmer so `parse`, `parses`, `parsing` and `parsed` all meet at `pars`.
+fn stem_in_place(word: &mut String) {
+    if !word.is_ascii() || word.len() <= 3 {
+        return;
+    }
+    if word.ends_with("ies") && word.len() >= 5 {
+        word.truncate(word.len() - 3);
+        word.push('y');
+        return;
+    }
+    for suffix in ["ing", "ed", "es", "s"] {
+        if word.ends_with(suffix) {
+            let base = word.len() - suffix.len();
+            if base >= 3 && !(suffix == "s" && word.as_bytes()[base - 1] == b's') {
+                word.truncate(base);
+                break;
+            }
+        }
+    }
+    if word.len() > 3 && word.ends_with('e') {
+        word.pop();
+    }
+}
+
+/// Words of a text: maximal runs of letters, digits and underscores.
+pub fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty() && w.len() <= 64)
+}
+
+/// The searchable form of an index, built on first use.
+#[derive(Debug, Default)]
+pub struct TermIndex {
+    /// Per term hash: `(fragment, term frequency)`.
+    postings: HashKeyed<Vec<(u32, u32)>>,
+    lengths: Vec<u32>,
+    average_length: f64,
+    /// Per identifier hash: fragments mentioning it.
+    mentioned_by: HashKeyed<Vec<u32>>,
+    /// Per fragment: identifier hashes it mentions.
+    mentions: Vec<Vec<u64>>,
+    /// Lower-cased symbol hash → definition fragments.
+    defined_by: HashKeyed<Vec<u32>>,
+    /// Per fragment, per defined symbol: its part hashes.
+    symbol_parts: Vec<Vec<Vec<u64>>>,
+}
+
+struct FragmentTerms {
+    terms: Vec<(u64, u32)>,
+    identifiers: Vec<u64>,
+    symbol_parts: Vec<Vec<u64>>,
+    length: u32,
+}
+
+fn fragment_terms(index: &Index, fragment: &Fragment) -> FragmentTerms {
+    let mut hashes: Vec<u64> = Vec::with_capacity(fragment.text_tokens);
+    let mut identifiers: Vec<u64> = Vec::new();
+    let mut buffer = String::new();
+    for word in words(index.text(fragment)) {
+        if word.len() >= 3 && !word.as_bytes()[0].is_ascii_digit() {
+            identifiers.push(term_hash(word));
+        }
+        for_each_part(word, &mut buffer, |part| hashes.push(term_hash(part)));
+    }
+    // The path and the defined symbols count as text too: a file named after the query, or a
+    // definition named after it, is about it.
+    for word in words(index.path(fragment)) {
+        for_each_part(word, &mut buffer, |part| hashes.push(term_hash(part)));
+    }
+    let mut symbol_parts = Vec::with_capacity(fragment.symbols.len());
+    for symbol in &fragment.symbols {
+        let mut mine = Vec::new();
+        for word in words(symbol) {
+            for_each_part(word, &mut buffer, |part| mine.push(term_hash(part)));
+        }
+        hashes.extend_from_slice(&mine);
+        hashes.extend_from_slice(&mine);
+        symbol_parts.push(mine);
+    }
+    let length = hashes.len() as u32;
+    hashes.sort_unstable();
+    let mut terms: Vec<(u64, u32)> = Vec::new();
+    for hash in hashes {
+        match terms.last_mut() {
+            Some((last, count)) if *last == hash => *count += 1,
+            _ => terms.push((hash, 1)),
+        }
+    }
+    identifiers.sort_unstable();
+    identifiers.dedup();
+    FragmentTerms {
+        terms,
+        identifiers,
+        symbol_parts,
+        length,
+    }
+}
+
+impl TermIndex {
+    pub(crate) fn build(index: &Index) -> TermIndex {
+        let per_fragment: Vec<FragmentTerms> = index
+            .fragments
+            .par_iter()
+            .map(|f| fragment_terms(index, f))
+            .collect();
+        let mut terms = TermIndex::default();
+        let mut total_length = 0u64;
+        for (number, fragment_terms) in per_fragment.into_iter().enumerate() {
+            let number = number as u32;
+            for (hash, frequency) in fragment_terms.terms {
+                terms
+                    .postings
+                    .entry(hash)
+                    .or_default()
+                    .push((number, frequency));
+            }
+            for &identifier in &fragment_terms.identifiers {
+                terms
+                    .mentioned_by
+                    .entry(identifier)
+                    .or_default()
+                    .push(number);
+            }
+            terms.mentions.push(fragment_terms.identifiers);
+            terms.lengths.push(fragment_terms.length);
+            total_length += u64::from(fragment_terms.length);
+            terms.symbol_parts.push(fragment_terms.symbol_parts);
+        }
+        for (number, fragment) in index.fragments.iter().enumerate() {
+            if fragment.kind.is_definition() {
+                for symbol in &fragment.symbols {
+                    terms
+                        .defined_by
+                        .entry(term_hash(symbol))
+                        .or_default()
+                        .push(number as u32);
+                }
+            }
+        }
+        terms.average_length = total_length as f64 / index.fragments.len().max(1) as f64;
+        terms
+    }
+
+    fn idf(&self, postings: usize) -> f64 {
+        let n = self.lengths.len() as f64;
+        let df = postings as f64;
+        (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+    }
+}
+
+/// A fragment's score and how it was earned.
+#[derive(Debug, Clone, Default)]
+pub struct Scored {
+    pub score: f64,
+    pub reason: Vec<String>,
+}
+
+/// Scores every fragment that matches `query` (fragments not in the map score 0).
+pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
+    let terms = index.terms();
+    let mut query_terms: Vec<u64> = Vec::new();
+    let mut query_identifiers: HashSet<u64> = HashSet::new();
+    let mut buffer = String::new();
+    for word in words(query) {
+        for_each_part(word, &mut buffer, |part| query_terms.push(term_hash(part)));
+        // Only identifier-shaped words (snake_case, camelCase, paths) count as naming a symbol
+        // verbatim; plain English words match through their parts.
+        let shaped = word.contains('_')
+            || word
+                .as_bytes()
+                .windows(2)
+                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase());
+        if shaped {
+            query_identifiers.insert(term_hash(word));
+        }
+    }
+    query_terms.sort_unstable();
+    query_terms.dedup();
+    let mut scores: HashMap<u32, Scored> = HashMap::new();
+    let mut idfs: HashMap<u64, f64> = HashMap::new();
+    for term in &query_terms {
+        let Some(postings) = terms.postings.get(term) else {
+            continue;
+        };
+        let idf = terms.idf(postings.len());
+        idfs.insert(*term, idf);
+        for &(fragment, frequency) in postings {
+            let tf = f64::from(frequency);
+            let length = f64::from(terms.lengths[fragment as usize]);
+            let bm25 = idf * tf * (K1 + 1.0)
+                / (tf + K1 * (1.0 - B + B * length / terms.average_length.max(1.0)));
+            scores.entry(fragment).or_default().score += bm25;
+        }
+    }
+    let max_idf = idfs.values().copied().fold(1.0, f64::max);
+    for (fragment, scored) in scores.iter_mut() {
+        scored.reason.push(format!("bm25 {:.2}", scored.score));
+        let number = *fragment as usize;
+        let definition = &index.fragments[number];
+        if !definition.kind.is_definition() {
+            continue;
+        }
+        // Structure: a definition whose name is made of queried words, or named verbatim.
+        let mut best: f64 = 0.0;
+        let mut best_symbol = None;
+        for (symbol, parts) in definition.symbols.iter().zip(&terms.symbol_parts[number]) {
+            if parts.is_empty() {
+                continue;
+            }
+            let matched: Vec<f64> = parts.iter().filter_map(|p| idfs.get(p).copied()).collect();
+            let coverage = matched.len() as f64 / parts.len() as f64;
+            // One matched word is weak evidence (`run`, `new`); two or more name the thing.
+            let strength = (matched.len().min(2) as f64) / 2.0;
+            let mut boost = matched.iter().sum::<f64>() * coverage * strength;
+            if query_identifiers.contains(&term_hash(symbol)) {
+                boost += 2.0 * max_idf;
+            }
+            if boost > best {
+                best = boost;
+                best_symbol = Some(symbol.as_str());
+            }
+        }
+        if let Some(symbol) = best_symbol {
+            scored.score += best;
+            scored.reason.push(format!("defines {symbol} +{best:.2}"));
+        }
+    }
+    graph_boost(index, &mut scores);
+    scores
+}
+
+/// The best fragments lend score to their neighbours in the reference graph: what they use
+/// (definitions of identifiers they mention), what uses them, and their own file.
+fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>) {
+    const SEEDS: usize = 8;
+    let terms = index.terms();
+    let mut seeds: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
+    sort_by_score(index, &mut seeds);
+    seeds.truncate(SEEDS);
+    let mut extra: HashMap<u32, (f64, String)> = HashMap::new();
+    let mut lend = |target: u32, amount: f64, why: &dyn Fn() -> String| {
+        let slot = extra.entry(target).or_insert((0.0, String::new()));
+        if amount > slot.0 {
+            *slot = (amount, why());
+        }
+    };
+    for &(seed, seed_score) in &seeds {
+        let seed_fragment = &index.fragments[seed as usize];
+        // Callers: fragments mentioning what the seed defines (unless it is everywhere).
+        for symbol in &seed_fragment.symbols {
+            if let Some(callers) = terms.mentioned_by.get(&term_hash(symbol))
+                && callers.len() <= 50
+            {
+                for &caller in callers {
+                    if caller != seed {
+                        lend(caller, 0.15 * seed_score, &|| {
+                            format!("uses {symbol} from {}", seed_fragment.chunk_id)
+                        });
+                    }
+                }
+            }
+        }
+        // Callees: definitions of identifiers the seed mentions, when few fragments define them.
+        for identifier in &terms.mentions[seed as usize] {
+            if let Some(definers) = terms.defined_by.get(identifier)
+                && definers.len() <= 3
+            {
+                for &definer in definers {
+                    if definer != seed {
+                        lend(definer, 0.25 * seed_score, &|| {
+                            let name = index.fragments[definer as usize]
+                                .symbols
+                                .iter()
+                                .find(|s| term_hash(s) == *identifier)
+                                .map_or("it", String::as_str);
+                            format!("defines {name} used by {}", seed_fragment.chunk_id)
+                        });
+                    }
+                }
+            }
+        }
+        // The seed's file: its header, imports and neighbours.
+        let file = &index.files[seed_fragment.file];
+        for other in file.fragments.clone() {
+            let other = other as u32;
+            if other != seed {
+                lend(other, 0.05 * seed_score, &|| {
+                    format!("same file as {}", seed_fragment.chunk_id)
+                });
+            }
+        }
+    }
+    for (target, (amount, why)) in extra {
+        let scored = scores.entry(target).or_default();
+        scored.score += amount;
+        scored.reason.push(format!("{why} +{amount:.2}"));
+    }
+}
+
+/// Best score first; ties by path, then offset.
+pub fn sort_by_score(index: &Index, items: &mut [(u32, f64)]) {
+    items.sort_by(|a, b| {
+        b.1.total_cmp(&a.1).then_with(|| {
+            let fa = &index.fragments[a.0 as usize];
+            let fb = &index.fragments[b.0 as usize];
+            index
+                .path(fa)
+                .cmp(index.path(fb))
+                .then(fa.bytes.start.cmp(&fb.bytes.start))
+        })
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_split_and_stem() {
+        let mut parts = Vec::new();
+        identifier_parts("parseHTTPHeaders_v2", &mut parts);
+        assert_eq!(parts, vec!["pars", "http", "header", "v2"]);
+        parts.clear();
+        for word in ["parsing", "parsed", "parses", "parse", "Parse", "libraries"] {
+            identifier_parts(word, &mut parts);
+        }
+        assert_eq!(
+            parts,
+            vec!["pars", "pars", "pars", "pars", "pars", "library"]
+        );
+        assert_eq!(term_hash("Parse"), term_hash("parse"));
+    }
+}

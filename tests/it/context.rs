@@ -1,0 +1,187 @@
+//! `svc context`: index a fixture tree, select under a budget, read the manifest, recover an
+//! omitted chunk byte for byte, and fail loudly on tampered blobs and unknown ids.
+
+use serde::Deserialize;
+
+use crate::harness::{assert_text_eq, root, run, svc};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SelectOutput {
+    ctx_id: String,
+    query: String,
+    budget: usize,
+    tokens: usize,
+    rendered: String,
+    manifest: Vec<Entry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    chunk_id: String,
+    path: String,
+    kind: String,
+    resolution: Option<String>,
+    score: f64,
+    reason: String,
+    tokens: usize,
+    full_tokens: usize,
+}
+
+fn select_json(state: &std::path::Path, query: &str, budget: usize) -> SelectOutput {
+    let out = run(svc(state).args([
+        "context",
+        "select",
+        "fixtures/code",
+        "--query",
+        query,
+        "--budget",
+        &budget.to_string(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("select prints its JSON shape")
+}
+
+#[test]
+fn index_select_recover_round_trip() {
+    let state = tempfile::tempdir().expect("state");
+    let out = run(svc(state.path()).args(["context", "index", "fixtures/code"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.contains("parsed"), "{}", out.stdout);
+    let again = run(svc(state.path()).args(["context", "index", "fixtures/code"]));
+    assert!(again.stdout.contains("(0 parsed"), "{}", again.stdout);
+
+    let selection = select_json(state.path(), "edit distance between two strings", 400);
+    assert_eq!(selection.query, "edit distance between two strings");
+    assert_eq!(selection.budget, 400);
+    assert!(selection.tokens <= 400, "{} tokens", selection.tokens);
+    assert_eq!(
+        selection.tokens,
+        svc::tokens::count(&selection.rendered),
+        "the reported count is the real count"
+    );
+    assert!(selection.ctx_id.starts_with("ctx_"));
+    let top = &selection.manifest[0];
+    assert_eq!(top.path, "python/pkg/textutil.py");
+    assert_eq!(top.resolution.as_deref(), Some("full"));
+    assert!(top.reason.contains("levenshtein"), "{}", top.reason);
+    assert!(top.score > 0.0 && top.tokens > 0 && top.full_tokens > 0 && !top.kind.is_empty());
+
+    // An omitted chunk comes back byte for byte.
+    let omitted = selection
+        .manifest
+        .iter()
+        .find(|e| e.resolution.is_none() && e.path == "c/src/strbuf.c")
+        .expect("something in strbuf.c is omitted at 400 tokens");
+    let out =
+        run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let source =
+        std::fs::read_to_string(root().join("fixtures/code/c/src/strbuf.c")).expect("read");
+    let (first, last) = omitted
+        .chunk_id
+        .rsplit_once("#L")
+        .and_then(|(_, lines)| lines.split_once('-'))
+        .map(|(a, b)| {
+            (
+                a.parse::<usize>().expect("line"),
+                b.parse::<usize>().expect("line"),
+            )
+        })
+        .expect("chunk ids end in #La-b");
+    let expected: String = source
+        .split_inclusive('\n')
+        .skip(first - 1)
+        .take(last - first + 1)
+        .collect();
+    assert_text_eq(&expected, &out.stdout);
+    assert_eq!(expected.as_bytes(), out.stdout.as_bytes());
+
+    // The text manifest names the commit and how to recover.
+    let out = run(svc(state.path()).args([
+        "context",
+        "select",
+        "fixtures/code",
+        "--query",
+        "edit distance between two strings",
+        "--budget",
+        "400",
+    ]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stdout.starts_with(&selection.ctx_id), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("python/pkg/textutil.py#L"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("svc context recover"), "{}", out.stdout);
+}
+
+#[test]
+fn tampered_blob_and_unknown_id_fail_with_exit_2() {
+    let state = tempfile::tempdir().expect("state");
+    let selection = select_json(state.path(), "crc32 checksum", 300);
+    let omitted = selection
+        .manifest
+        .iter()
+        .find(|e| e.resolution.is_none())
+        .expect("an omitted chunk");
+    let hash = svc::digest::sha256_hex(
+        run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]))
+            .stdout
+            .as_bytes(),
+    );
+    let blob = state.path().join("blobs").join(&hash[..2]).join(&hash[2..]);
+    std::fs::write(&blob, "tampered").expect("tamper");
+    let out =
+        run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("tampered"), "{}", out.stderr);
+    assert!(out.stdout.is_empty());
+
+    let out =
+        run(svc(state.path()).args(["context", "recover", "ctx_0123456789abcdef01234567", "x"]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("unknown context commit ctx_0123456789abcdef01234567"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn zero_budget_and_oversized_pins_are_usage_errors() {
+    let state = tempfile::tempdir().expect("state");
+    let out = run(svc(state.path()).args([
+        "context",
+        "select",
+        "fixtures/code",
+        "--query",
+        "x",
+        "--budget",
+        "0",
+    ]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("budget is 0"), "{}", out.stderr);
+    let out = run(svc(state.path()).args([
+        "context",
+        "select",
+        "fixtures/code",
+        "--query",
+        "x",
+        "--budget",
+        "50",
+        "--pin",
+        "java/",
+    ]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("pinned content needs"),
+        "{}",
+        out.stderr
+    );
+}
