@@ -13,7 +13,6 @@ use svc::context::CommitStore;
 use svc::context::index::{Index, IndexOptions, IndexStats};
 use svc::context::select::{self, ManifestEntry, SelectOptions};
 use svc::state;
-use svc::tokens::Tokenizer;
 
 use super::Format;
 
@@ -174,25 +173,7 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
     };
     let selection = select::select(&index, &args.query, args.budget, &options)?;
     let store = CommitStore::new(&state::home()?);
-    let root = args
-        .walk
-        .path
-        .canonicalize()
-        .unwrap_or_else(|_| args.walk.path.clone());
-    let parameters = serde_json::json!({
-        "query": args.query,
-        "budget": args.budget,
-        "root": root.display().to_string(),
-        "pinned": args.pins,
-        "encoding": index.encoding.as_str(),
-    });
-    let receipt = store
-        .commit(
-            &selection.chunk_inputs(),
-            parameters,
-            &selection.rendered,
-            &Tokenizer::new(index.encoding),
-        )
+    let receipt = select::commit_selection(&index, &selection, &options, &store)
         .context("committing the selection")?;
     if let Some(path) = &args.output {
         std::fs::write(path, &selection.rendered)

@@ -191,6 +191,7 @@ pub fn fingerprint(chunk_id: &str, bytes: &[u8]) -> String {
 /// Commits and recovers selections under a state directory.
 #[derive(Debug, Clone)]
 pub struct CommitStore {
+    home: PathBuf,
     commits: PathBuf,
     blobs: BlobStore,
 }
@@ -199,9 +200,15 @@ impl CommitStore {
     /// A store under `state_home` (see [`crate::state::home`]).
     pub fn new(state_home: &Path) -> Self {
         Self {
+            home: state_home.to_path_buf(),
             commits: state_home.join("commits"),
             blobs: BlobStore::new(state_home.join("blobs")),
         }
+    }
+
+    /// The state directory this store lives in.
+    pub fn state_home(&self) -> &Path {
+        &self.home
     }
 
     pub fn blobs(&self) -> &BlobStore {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use super::commit::{ChunkInput, Resolution};
+use super::commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};
 use super::index::{Fragment, Index, PieceKind};
 use super::terms::{score, sort_by_score};
 use crate::tokens::Tokenizer;
@@ -464,6 +464,33 @@ fn pinned_list(index: &Index, pinned: &[u32]) -> String {
         return format!("{} and {more} more", names.join(", "));
     }
     names.join(", ")
+}
+
+/// Commits a selection of `index` (every fragment, sent or omitted) with the parameters that
+/// produced it, so the `ctx_` id is reproducible and every omitted chunk recoverable.
+pub fn commit_selection(
+    index: &Index,
+    selection: &Selection,
+    options: &SelectOptions,
+    store: &CommitStore,
+) -> Result<ContextReceipt, CommitError> {
+    let root = index
+        .root
+        .as_ref()
+        .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()));
+    let parameters = serde_json::json!({
+        "query": selection.query,
+        "budget": selection.budget,
+        "root": root.map(|r| r.display().to_string()),
+        "pinned": options.pinned,
+        "encoding": index.encoding.as_str(),
+    });
+    store.commit(
+        &selection.chunk_inputs(),
+        parameters,
+        &selection.rendered,
+        &Tokenizer::new(index.encoding),
+    )
 }
 
 #[cfg(test)]

@@ -403,6 +403,7 @@ fn batch_jsonl_with_a_bad_line() {
         "{\"id\": \"broken\", \"txt\": \"typo\"}".to_string(),
         serde_json::json!({"id": "chat", "messages": conversation["messages"]}).to_string(),
         serde_json::json!({"id": "tree", "path": "."}).to_string(),
+        serde_json::json!({"id": "code", "path": root().join("fixtures/code"), "query": "parse a duration"}).to_string(),
     ];
     fs::write(&jobs, lines.join("\n") + "\n").expect("write");
     let out = run(svc(state.path())
@@ -421,6 +422,7 @@ fn batch_jsonl_with_a_bad_line() {
     );
     assert!(out.stdout.contains("| note | prose |"));
     assert!(out.stdout.contains("| chat | messages | 16935 |"));
+    assert!(out.stdout.contains("| code | tree |"), "{}", out.stdout);
     assert!(
         out.stdout
             .contains("| line 3 | - | - | - | - | error | - |")
@@ -432,13 +434,12 @@ fn batch_jsonl_with_a_bad_line() {
         out.stderr
     );
     assert!(
-        out.stderr
-            .contains("directory jobs need `svc context select"),
+        out.stderr.contains("a directory job needs a `query`"),
         "{}",
         out.stderr
     );
     assert!(
-        out.stdout.contains("5 jobs: 3 ok, 0 over budget, 2 errors"),
+        out.stdout.contains("6 jobs: 4 ok, 0 over budget, 2 errors"),
         "{}",
         out.stdout
     );

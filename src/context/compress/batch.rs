@@ -15,12 +15,14 @@ use super::{
     CompressError, CompressOptions, ContentKind, Message, compress_bytes, compress_messages,
 };
 use crate::context::commit::CommitStore;
+use crate::context::index::{Index, IndexOptions};
+use crate::context::select::{self, SelectError, SelectOptions};
 use crate::tokens::Tokenizer;
 
 /// What a job compresses.
 #[derive(Debug, Clone, PartialEq)]
 pub enum JobInput {
-    /// A file (a directory is the selector's job: `svc context select`).
+    /// A file (compressed) or a directory (indexed and selected against the job's query).
     Path(PathBuf),
     Text(String),
     Messages(Vec<Message>),
@@ -362,14 +364,7 @@ pub fn run_job(
     let outcome = match &job.input {
         JobInput::Path(path) => {
             if path.is_dir() {
-                return failed(
-                    JobStatus::Error,
-                    format!(
-                        "{} is a directory: directory jobs need `svc context select {} --budget N`",
-                        path.display(),
-                        path.display()
-                    ),
-                );
+                return run_tree_job(job, path, budget, store);
             }
             let bytes = match fs::read(path) {
                 Ok(bytes) => bytes,
@@ -452,6 +447,59 @@ pub fn run_job(
     }
 }
 
+/// A directory job: index the tree and select against the job's query under the budget, as
+/// `svc context select` does; the selection is committed so every omitted chunk is recoverable.
+fn run_tree_job(job: &BatchJob, root: &Path, budget: usize, store: &CommitStore) -> BatchRecord {
+    let failed = |status, error: String| {
+        let mut record = BatchRecord::failed(&job.id, &job.location, budget, status, error);
+        record.kind = Some("tree".into());
+        record
+    };
+    let Some(query) = job.query.as_deref().filter(|q| !q.trim().is_empty()) else {
+        return failed(
+            JobStatus::Error,
+            format!(
+                "{} is a directory: a directory job needs a `query` to select against",
+                root.display()
+            ),
+        );
+    };
+    let index_options = IndexOptions {
+        state_home: Some(store.state_home().to_path_buf()),
+        ..IndexOptions::default()
+    };
+    let index = match Index::build(root, &index_options) {
+        Ok(index) => index,
+        Err(error) => return failed(JobStatus::Error, error.to_string()),
+    };
+    let options = SelectOptions::default();
+    let selection = match select::select(&index, query, budget, &options) {
+        Ok(selection) => selection,
+        Err(error @ SelectError::PinnedOverBudget { .. }) => {
+            return failed(JobStatus::OverBudget, error.to_string());
+        }
+        Err(error) => return failed(JobStatus::Error, error.to_string()),
+    };
+    let receipt = match select::commit_selection(&index, &selection, &options, store) {
+        Ok(receipt) => receipt,
+        Err(error) => return failed(JobStatus::Error, error.to_string()),
+    };
+    let before = index.total_tokens();
+    BatchRecord {
+        id: job.id.clone(),
+        kind: Some("tree".into()),
+        tokens_before: Some(before),
+        tokens_after: Some(selection.tokens),
+        ratio: Some(before as f64 / selection.tokens.max(1) as f64),
+        status: JobStatus::Ok,
+        elisions: receipt.recoverable().count(),
+        ctx_id: Some(receipt.ctx_id),
+        budget,
+        location: job.location.clone(),
+        error: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -506,7 +554,7 @@ mod tests {
     }
 
     #[test]
-    fn directory_walk_honours_gitignore_and_directory_jobs_are_errors() {
+    fn directory_walk_honours_gitignore_and_directory_jobs_select_against_the_query() {
         let dir = tempfile::tempdir().expect("tempdir");
         fs::write(dir.path().join(".gitignore"), "ignored.log\n").expect("write");
         fs::write(dir.path().join("kept.log"), "2024-01-01 10:00:00 INFO hi\n").expect("write");
@@ -524,7 +572,7 @@ mod tests {
         assert_eq!(found.skipped_binary, vec![dir.path().join("image.png")]);
 
         let store = CommitStore::new(&dir.path().join("state"));
-        let job = BatchJob {
+        let mut job = BatchJob {
             id: "tree".into(),
             query: None,
             input: JobInput::Path(dir.path().join("sub")),
@@ -538,7 +586,19 @@ mod tests {
             record
                 .error
                 .as_deref()
-                .is_some_and(|e| e.contains("svc context select"))
+                .is_some_and(|e| e.contains("needs a `query`")),
+            "{record:?}"
+        );
+        job.query = Some("prose".into());
+        let record = run_job(&job, 100, &store, &Tokenizer::default());
+        assert_eq!(record.status, JobStatus::Ok, "{record:?}");
+        assert_eq!(record.kind.as_deref(), Some("tree"));
+        let ctx_id = record.ctx_id.expect("committed");
+        let receipt = store.receipt(&ctx_id).expect("receipt");
+        let chunk = &receipt.chunks[0].chunk_id;
+        assert_eq!(
+            store.recover(&ctx_id, chunk).expect("recover"),
+            "Some prose.\n"
         );
     }
 }
