@@ -2,6 +2,7 @@
 
 mod bench;
 mod records;
+mod report;
 
 use std::process::ExitCode;
 
@@ -23,6 +24,10 @@ enum Command {
     Records(records::RecordsCommand),
     /// Measure throughput figures (record validation, token counting, ...) and print a table.
     Bench(bench::BenchArgs),
+    /// Aggregate trial records, compare conditions pairwise, and write report.md, CSV, JSON, SVG.
+    Report(report::ReportArgs),
+    /// Gate runs against a stored baseline summary: exit 1 naming each breach.
+    Gate(report::GateArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -31,6 +36,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Records(command) => records::run(command),
         Command::Bench(args) => bench::run(args),
+        Command::Report(args) => report::run_report(args),
+        Command::Gate(args) => report::run_gate(args),
     }
 }
 

@@ -1,0 +1,386 @@
+//! Reading trial records for a report: resolving inputs (files, run directories, shard
+//! folders), validating every record with the trial module's rules, and keeping a compact
+//! columnar view of the valid ones. Invalid records are excluded, counted and remembered with
+//! `file:line` and the first broken rule.
+//!
+//! Records are parsed in parallel batches: the typed parse (`TrialRecord`'s own checks plus the
+//! response-hash integrity rule) is the fast path; only a record that fails it goes through the
+//! JSON Schema validator, to name the broken rule the way `svc records validate` does.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::{Metric, ReportError};
+use crate::trial::read::{RawRecord, RecordReader};
+use crate::trial::record::{Condition, CostSource, Outcome, TrialRecord};
+use crate::trial::validate::RecordValidator;
+
+const BATCH: usize = 16_384;
+/// Invalid records listed individually; the rest are counted.
+pub const INVALID_LISTED_MAX: usize = 100;
+
+/// One input file and what it held.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileSummary {
+    pub path: String,
+    pub valid: u64,
+    pub invalid: u64,
+    /// The budget from the run's `manifest.json`, when it names exactly one.
+    pub budget: Option<u64>,
+}
+
+/// An excluded record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvalidRecord {
+    pub file: String,
+    pub line: usize,
+    pub message: String,
+}
+
+/// One valid record, reduced to what the report needs.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// Index into [`Dataset::pairing_units`].
+    pub unit: u32,
+    pub condition: Condition,
+    pub workload: u32,
+    pub model: u32,
+    pub budget: Option<u64>,
+    pub success: bool,
+    pub reasoning_tokens: u64,
+    /// Indexed by [`Metric::index`].
+    pub values: [f64; Metric::COUNT],
+}
+
+/// The pairing unit, owned: (workload, workload_version, task_id, provider, model, replicate,
+/// scorer), plus the budget the record ran at, since trials at different budgets are not pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PairingUnit {
+    pub workload: String,
+    pub workload_version: String,
+    pub task_id: String,
+    pub provider: String,
+    pub model: String,
+    pub replicate: u64,
+    pub scorer: String,
+    pub budget: Option<u64>,
+}
+
+impl std::fmt::Display for PairingUnit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}@{}/{} {}/{} replicate {} scorer {}",
+            self.workload,
+            self.workload_version,
+            self.task_id,
+            self.provider,
+            self.model,
+            self.replicate,
+            self.scorer
+        )?;
+        if let Some(budget) = self.budget {
+            write!(f, " budget {budget}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The valid records of all inputs, plus the account of what was left out.
+#[derive(Debug, Default)]
+pub struct Dataset {
+    pub files: Vec<FileSummary>,
+    pub rows: Vec<Row>,
+    pub invalid: Vec<InvalidRecord>,
+    pub invalid_count: u64,
+    /// Records per `schema_version` value, including invalid records that carry one.
+    pub schema_versions: BTreeMap<String, u64>,
+    pub pairing_units: Vec<PairingUnit>,
+    pub workloads: Vec<String>,
+    pub models: Vec<String>,
+    /// Valid records whose cost is a zero-cost fixture (so real cost is unknown).
+    pub zero_cost_records: u64,
+}
+
+/// Expands inputs into record files: a file is used as is; a directory contributes every
+/// `*.jsonl`/`*.ndjson` file below it (a run directory's `trials.jsonl`, shard files, or a
+/// whole `runs/` tree), sorted so reports are reproducible.
+pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
+    if inputs.is_empty() {
+        return Err(ReportError::NoInputs);
+    }
+    let mut files = Vec::new();
+    for input in inputs {
+        let metadata = std::fs::metadata(input).map_err(|source| ReportError::Io {
+            path: input.clone(),
+            source,
+        })?;
+        if metadata.is_dir() {
+            let before = files.len();
+            collect_record_files(input, &mut files)?;
+            if files.len() == before {
+                return Err(ReportError::NoRecordFiles {
+                    path: input.clone(),
+                });
+            }
+        } else {
+            files.push(input.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn collect_record_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReportError> {
+    let io_error = |source| ReportError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io_error)?
+        .map(|entry| entry.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(io_error)?;
+    entries.sort();
+    for path in entries {
+        if path.is_dir() {
+            collect_record_files(&path, out)?;
+        } else if path
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| e == "jsonl" || e == "ndjson")
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// The single budget a run ran at, from `manifest.json` beside the records (`budget: N` or
+/// `budgets: [N]`). Several budgets in one file cannot be told apart per record, so they give
+/// `None`.
+fn manifest_budget(file: &Path) -> Option<u64> {
+    let manifest = file.parent()?.join("manifest.json");
+    let text = std::fs::read_to_string(manifest).ok()?;
+    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    if let Some(budget) = value.get("budget").and_then(serde_json::Value::as_u64) {
+        return Some(budget);
+    }
+    match value.get("budgets")?.as_array()?.as_slice() {
+        [single] => single.as_u64(),
+        _ => None,
+    }
+}
+
+enum Parsed {
+    Valid(Box<TrialRecord>),
+    Invalid {
+        line: usize,
+        message: String,
+        schema_version: Option<String>,
+    },
+}
+
+fn parse(raw: RawRecord, validator: &RecordValidator) -> Parsed {
+    let text = match raw.text {
+        Ok(text) => text,
+        Err(message) => {
+            return Parsed::Invalid {
+                line: raw.line,
+                message,
+                schema_version: None,
+            };
+        }
+    };
+    match serde_json::from_str::<TrialRecord>(&text) {
+        Ok(record) => match record.integrity_error() {
+            None => Parsed::Valid(Box::new(record)),
+            Some(expected) => Parsed::Invalid {
+                line: raw.line,
+                schema_version: Some(record.schema_version),
+                message: format!(
+                    "/response_sha256: integrity: is not the SHA-256 of response_text (expected {expected})"
+                ),
+            },
+        },
+        Err(error) => {
+            let problems = validator.check_str(&text);
+            let message = match problems.first() {
+                Some(problem) => {
+                    let more = match problems.len() {
+                        1 => String::new(),
+                        n => format!(" (and {} more)", n - 1),
+                    };
+                    format!(
+                        "{}: {}: {}{more}",
+                        if problem.pointer.is_empty() {
+                            "/"
+                        } else {
+                            &problem.pointer
+                        },
+                        problem.rule_id,
+                        problem.message
+                    )
+                }
+                None => error.to_string(),
+            };
+            let schema_version = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("schema_version")?.as_str().map(str::to_string));
+            Parsed::Invalid {
+                line: raw.line,
+                message,
+                schema_version,
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Interner {
+    ids: HashMap<String, u32>,
+    names: Vec<String>,
+}
+
+impl Interner {
+    fn id(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.ids.get(name) {
+            return *id;
+        }
+        let id = self.names.len() as u32;
+        self.ids.insert(name.to_string(), id);
+        self.names.push(name.to_string());
+        id
+    }
+}
+
+/// Reads and validates every record of `files`.
+pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
+    let validator = RecordValidator::new()?;
+    let mut dataset = Dataset::default();
+    let mut units: HashMap<PairingUnit, u32> = HashMap::new();
+    let (mut workloads, mut models) = (Interner::default(), Interner::default());
+    for path in files {
+        let io_error = |source| ReportError::Io {
+            path: path.clone(),
+            source,
+        };
+        let file = File::open(path).map_err(io_error)?;
+        let name = path.to_string_lossy().to_string();
+        let reader = RecordReader::new(
+            Box::new(BufReader::with_capacity(1 << 20, file)),
+            path.file_name().and_then(|n| n.to_str()),
+        )
+        .map_err(io_error)?;
+        let budget = manifest_budget(path);
+        let mut summary = FileSummary {
+            path: name.clone(),
+            valid: 0,
+            invalid: 0,
+            budget,
+        };
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut reader = reader.peekable();
+        while reader.peek().is_some() {
+            batch.clear();
+            for item in reader.by_ref().take(BATCH) {
+                batch.push(item.map_err(io_error)?);
+            }
+            let parsed: Vec<Parsed> = std::mem::take(&mut batch)
+                .into_par_iter()
+                .map(|raw| parse(raw, &validator))
+                .collect();
+            for item in parsed {
+                match item {
+                    Parsed::Valid(record) => {
+                        summary.valid += 1;
+                        if record.cost_source == CostSource::ZeroCostFixture {
+                            dataset.zero_cost_records += 1;
+                        }
+                        *dataset
+                            .schema_versions
+                            .entry(record.schema_version.clone())
+                            .or_default() += 1;
+                        let unit = PairingUnit {
+                            workload: record.workload.clone(),
+                            workload_version: record.workload_version.clone(),
+                            task_id: record.task_id.clone(),
+                            provider: record.provider.clone(),
+                            model: record.model.clone(),
+                            replicate: record.replicate,
+                            scorer: record.scorer.clone(),
+                            budget,
+                        };
+                        let next = units.len() as u32;
+                        let unit = match units.get(&unit) {
+                            Some(id) => *id,
+                            None => {
+                                dataset.pairing_units.push(unit.clone());
+                                units.insert(unit, next);
+                                next
+                            }
+                        };
+                        dataset.rows.push(row(
+                            &record,
+                            unit,
+                            workloads.id(&record.workload),
+                            models.id(&record.model),
+                            budget,
+                        ));
+                    }
+                    Parsed::Invalid {
+                        line,
+                        message,
+                        schema_version,
+                    } => {
+                        summary.invalid += 1;
+                        dataset.invalid_count += 1;
+                        if let Some(version) = schema_version {
+                            *dataset.schema_versions.entry(version).or_default() += 1;
+                        }
+                        if dataset.invalid.len() < INVALID_LISTED_MAX {
+                            dataset.invalid.push(InvalidRecord {
+                                file: name.clone(),
+                                line,
+                                message,
+                            });
+                        }
+                    }
+                }
+            }
+        }
+        dataset.files.push(summary);
+    }
+    dataset.workloads = workloads.names;
+    dataset.models = models.names;
+    Ok(dataset)
+}
+
+fn row(record: &TrialRecord, unit: u32, workload: u32, model: u32, budget: Option<u64>) -> Row {
+    let mut values = [0.0; Metric::COUNT];
+    for metric in Metric::ALL {
+        values[metric.index()] = match metric {
+            Metric::TaskScore => record.task_score,
+            Metric::EvidenceRecall => record.evidence_recall,
+            Metric::UnsupportedClaimRate => record.unsupported_claim_rate,
+            Metric::ContextTokens => record.context_tokens as f64,
+            Metric::OutputTokens => record.output_tokens as f64,
+            Metric::BilledCostUsd => record.billed_cost_usd,
+            Metric::LatencyMs => record.latency_ms,
+        };
+    }
+    Row {
+        unit,
+        condition: record.condition,
+        workload,
+        model,
+        budget,
+        success: record.outcome == Outcome::Success,
+        reasoning_tokens: record.reasoning_tokens,
+        values,
+    }
+}
