@@ -5,7 +5,7 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -65,7 +65,7 @@ pub struct ReportArgs {
     #[arg(required = true)]
     runs: Vec<PathBuf>,
     /// Output directory for report.md, summary.csv, comparisons.csv, summary.json and SVGs.
-    #[arg(long, default_value = "reports/latest")]
+    #[arg(long, default_value = "reports/out")]
     out: PathBuf,
     /// A stored summary.json to compare per-condition means with.
     #[arg(long)]
@@ -178,9 +178,7 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     };
     warn_about_inputs(&report);
     if report.inputs.valid_records == 0 {
-        return Ok(usage_error(anyhow::anyhow!(
-            "no valid records to gate on"
-        )));
+        return Ok(usage_error(anyhow::anyhow!("no valid records to gate on")));
     }
     if args.update_baseline {
         let json = serde_json::to_string_pretty(&report)? + "\n";
@@ -193,8 +191,7 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         println!("baseline written: {}", args.baseline.display());
         return Ok(ExitCode::SUCCESS);
     }
-    let thresholds = if args.thresholds.exists()
-        || args.thresholds != PathBuf::from(DEFAULT_THRESHOLDS)
+    let thresholds = if args.thresholds.exists() || args.thresholds != Path::new(DEFAULT_THRESHOLDS)
     {
         match Thresholds::load(&args.thresholds) {
             Ok(thresholds) => thresholds,
@@ -229,7 +226,8 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_generate(args: GenerateArgs) -> anyhow::Result<ExitCode> {
-    let file = File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let file =
+        File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
     let mut out = BufWriter::with_capacity(1 << 20, file);
     report::generate::write_records(&mut out, args.n, args.seed)
         .with_context(|| format!("writing {}", args.out.display()))?;

@@ -58,7 +58,9 @@ fn frame(dataset: &Dataset, pricing: Option<&PricingSnapshot>) -> PolarsResult<D
     let mut columns: Vec<Column> = vec![
         Column::new(
             "condition".into(),
-            rows.iter().map(|r| r.condition.as_str()).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|r| r.condition.as_str())
+                .collect::<Vec<_>>(),
         ),
         Column::new(
             "workload".into(),
@@ -78,7 +80,9 @@ fn frame(dataset: &Dataset, pricing: Option<&PricingSnapshot>) -> PolarsResult<D
         ),
         Column::new(
             "success".into(),
-            rows.iter().map(|r| u64::from(r.success)).collect::<Vec<_>>(),
+            rows.iter()
+                .map(|r| u64::from(r.success))
+                .collect::<Vec<_>>(),
         ),
     ];
     for metric in Metric::ALL {
@@ -106,7 +110,10 @@ fn frame(dataset: &Dataset, pricing: Option<&PricingSnapshot>) -> PolarsResult<D
 fn aggregations() -> Vec<Expr> {
     let mut out = vec![
         len().cast(DataType::UInt64).alias("n"),
-        col("success").sum().cast(DataType::UInt64).alias("successes"),
+        col("success")
+            .sum()
+            .cast(DataType::UInt64)
+            .alias("successes"),
         col("projected_cost_usd").mean().alias("projected_mean"),
     ];
     for metric in Metric::ALL {
@@ -130,7 +137,10 @@ fn grouped(frame: &DataFrame, keys: &[&str]) -> PolarsResult<DataFrame> {
         .lazy()
         .group_by(by)
         .agg(aggregations())
-        .sort(sort_by, SortMultipleOptions::default().with_nulls_last(true))
+        .sort(
+            sort_by,
+            SortMultipleOptions::default().with_nulls_last(true),
+        )
         .collect()
 }
 

@@ -114,17 +114,11 @@ pub fn evaluate(comparison: &SummaryComparison, thresholds: &Thresholds) -> Vec<
             ),
             Metric::ContextTokens => (
                 growth(row.baseline, row.current) > thresholds.context_tokens_growth,
-                format!(
-                    "growth > {:.1}%",
-                    thresholds.context_tokens_growth * 100.0
-                ),
+                format!("growth > {:.1}%", thresholds.context_tokens_growth * 100.0),
             ),
             Metric::BilledCostUsd => (
                 growth(row.baseline, row.current) > thresholds.billed_cost_usd_growth,
-                format!(
-                    "growth > {:.1}%",
-                    thresholds.billed_cost_usd_growth * 100.0
-                ),
+                format!("growth > {:.1}%", thresholds.billed_cost_usd_growth * 100.0),
             ),
             Metric::OutputTokens | Metric::LatencyMs => (false, String::new()),
         };
@@ -196,7 +190,11 @@ mod tests {
                 Some(Metric::BilledCostUsd)
             ]
         );
-        assert!(breaches[1].message.starts_with("svc: evidence_recall 0.9000 -> 0.8500"));
+        assert!(
+            breaches[1]
+                .message
+                .starts_with("svc: evidence_recall 0.9000 -> 0.8500")
+        );
     }
 
     #[test]

@@ -77,18 +77,18 @@ pub fn records(n: usize, seed: u64) -> impl Iterator<Item = TrialRecord> {
         } else {
             (quality * 100.0).round() / 100.0
         };
-        let unsupported =
-            (clamp01(base_unsupported + unsupported_shift + noise.normal(0.0, 0.02)) * 100.0)
-                .round()
-                / 100.0;
+        let unsupported = (clamp01(base_unsupported + unsupported_shift + noise.normal(0.0, 0.02))
+            * 100.0)
+            .round()
+            / 100.0;
         let output_tokens = if error {
             0.0
         } else {
             noise.normal(160.0, 40.0).clamp(1.0, 2000.0).round()
         };
-        let latency = (150.0 + context_tokens * 0.02 + output_tokens * 12.0
-            + noise.normal(0.0, 30.0))
-        .max(1.0);
+        let latency =
+            (150.0 + context_tokens * 0.02 + output_tokens * 12.0 + noise.normal(0.0, 30.0))
+                .max(1.0);
         let cost = (context_tokens * INPUT_PER_MTOK + output_tokens * OUTPUT_PER_MTOK) / 1e6;
         let response = (!error).then(|| format!("Answer for task {unit} under {condition}."));
         TrialRecord {
@@ -152,8 +152,16 @@ mod tests {
         // Four conditions share each pairing key.
         assert_eq!(a[0].pairing_key(), a[3].pairing_key());
         assert_ne!(a[0].pairing_key(), a[4].pairing_key());
-        let svc_tokens: u64 = a.iter().filter(|r| r.condition == Condition::Svc).map(|r| r.context_tokens).sum();
-        let raw_tokens: u64 = a.iter().filter(|r| r.condition == Condition::Raw).map(|r| r.context_tokens).sum();
+        let svc_tokens: u64 = a
+            .iter()
+            .filter(|r| r.condition == Condition::Svc)
+            .map(|r| r.context_tokens)
+            .sum();
+        let raw_tokens: u64 = a
+            .iter()
+            .filter(|r| r.condition == Condition::Raw)
+            .map(|r| r.context_tokens)
+            .sum();
         assert!(svc_tokens * 2 < raw_tokens);
     }
 }

@@ -37,7 +37,17 @@ pub const SUMMARY_SCHEMA_JSON: &str = include_str!("../../schemas/report-summary
 
 /// The per-trial numbers a report summarises, in a fixed order.
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, clap::ValueEnum,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
 )]
 #[serde(rename_all = "snake_case")]
 #[value(rename_all = "snake_case")]
@@ -242,17 +252,20 @@ pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Repor
         .map(|(condition, baseline)| paired::compare(&dataset, condition, baseline, options))
         .collect();
     let pareto_frontier = pareto(&conditions);
-    let pricing = options.pricing.as_ref().map(|(snapshot, path)| PricingInfo {
-        source: snapshot.source.clone(),
-        path: path.to_string_lossy().to_string(),
-        zero_cost_records: dataset.zero_cost_records,
-        models_without_price: dataset
-            .models
-            .iter()
-            .filter(|m| snapshot.price(m).is_none())
-            .cloned()
-            .collect(),
-    });
+    let pricing = options
+        .pricing
+        .as_ref()
+        .map(|(snapshot, path)| PricingInfo {
+            source: snapshot.source.clone(),
+            path: path.to_string_lossy().to_string(),
+            zero_cost_records: dataset.zero_cost_records,
+            models_without_price: dataset
+                .models
+                .iter()
+                .filter(|m| snapshot.price(m).is_none())
+                .cloned()
+                .collect(),
+        });
     Ok(Report {
         schema_version: SUMMARY_SCHEMA_VERSION.into(),
         settings: ReportSettings {

@@ -290,11 +290,7 @@ pub fn paired_test(baseline: &[f64], condition: &[f64]) -> TestResult {
         }
         return stats::mcnemar_exact(b, c);
     }
-    let differences: Vec<f64> = condition
-        .iter()
-        .zip(baseline)
-        .map(|(y, x)| y - x)
-        .collect();
+    let differences: Vec<f64> = condition.iter().zip(baseline).map(|(y, x)| y - x).collect();
     stats::wilcoxon_signed_rank(&differences)
 }
 

@@ -112,9 +112,14 @@ mod tests {
     fn negative_price_names_the_field() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("p.toml");
-        std::fs::write(&path, "[models.m]\ninput_per_mtok = -1\noutput_per_mtok = 1\n")
-            .expect("write");
-        let error = PricingSnapshot::load(&path).expect_err("negative").to_string();
+        std::fs::write(
+            &path,
+            "[models.m]\ninput_per_mtok = -1\noutput_per_mtok = 1\n",
+        )
+        .expect("write");
+        let error = PricingSnapshot::load(&path)
+            .expect_err("negative")
+            .to_string();
         assert!(error.contains("models.\"m\".input_per_mtok"), "{error}");
     }
 }

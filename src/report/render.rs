@@ -172,7 +172,7 @@ fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report
     if comparison.missing_baseline + comparison.missing_condition > 0 {
         let _ = writeln!(
             out,
-            "Incomplete: {} pairing units have {c} but no {b}, {} have {b} but no {c}; they are left out of this comparison.\n",
+            "Incomplete: {} pairing unit(s) have {c} but no {b}, {} have {b} but no {c}; they are left out of this comparison.\n",
             comparison.missing_baseline, comparison.missing_condition
         );
     }
@@ -190,7 +190,11 @@ fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report
         let (estimate, ci) = match delta.delta {
             Some(e) => (
                 signed(metric, e.estimate),
-                format!("[{}, {}]", signed(metric, e.ci_low), signed(metric, e.ci_high)),
+                format!(
+                    "[{}, {}]",
+                    signed(metric, e.ci_low),
+                    signed(metric, e.ci_high)
+                ),
             ),
             None => ("-".into(), "-".into()),
         };
@@ -292,7 +296,11 @@ pub fn markdown(report: &Report) -> String {
     if inputs.invalid_records > 0 {
         out.push_str("### Excluded records\n\n");
         for invalid in &inputs.invalid {
-            let _ = writeln!(out, "- `{}:{}`: {}", invalid.file, invalid.line, invalid.message);
+            let _ = writeln!(
+                out,
+                "- `{}:{}`: {}",
+                invalid.file, invalid.line, invalid.message
+            );
         }
         let unlisted = inputs.invalid_records - inputs.invalid.len() as u64;
         if unlisted > 0 {
@@ -351,7 +359,9 @@ pub fn markdown(report: &Report) -> String {
     out.push_str("## Paired comparisons\n\n");
     out.push_str("Pairs share (workload, workload_version, task_id, provider, model, replicate, scorer) and budget; every trial counts, errors included. Deltas are condition − baseline means with percentile-bootstrap intervals over pairs; p-values are two-sided (exact McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The verdict requires task-score and evidence-recall CI lower bounds ≥ −tolerance, an unsupported-claim-rate CI upper bound ≤ tolerance and a context-token reduction CI lower bound > 0.\n\n");
     if report.comparisons.is_empty() {
-        out.push_str("No comparisons: the records hold no `raw` condition (or only one condition).\n\n");
+        out.push_str(
+            "No comparisons: the records hold no `raw` condition (or only one condition).\n\n",
+        );
     }
     for comparison in &report.comparisons {
         comparison_section(&mut out, comparison, report);
@@ -406,9 +416,19 @@ pub fn markdown(report: &Report) -> String {
     out
 }
 
+/// Ten decimals, trailing zeros trimmed: enough for any metric here, and immune to last-bit
+/// differences in summation order between machines (golden files stay stable).
 fn csv_number(value: Option<f64>) -> String {
     match value {
-        Some(v) if v.is_finite() => format!("{v}"),
+        Some(v) if v.is_finite() => {
+            let text = format!("{v:.10}");
+            let text = text.trim_end_matches('0').trim_end_matches('.');
+            if text == "-0" {
+                "0".into()
+            } else {
+                text.into()
+            }
+        }
         _ => String::new(),
     }
 }
@@ -485,8 +505,8 @@ pub fn comparisons_csv(report: &Report) -> String {
                 csv_number(delta.delta.map(|e| e.estimate)),
                 csv_number(delta.delta.map(|e| e.ci_low)),
                 csv_number(delta.delta.map(|e| e.ci_high)),
-                delta.test.statistic,
-                delta.test.p_value,
+                csv_number(Some(delta.test.statistic)),
+                csv_number(Some(delta.test.p_value)),
                 delta.significant
             );
         }
@@ -566,19 +586,17 @@ pub fn comparison_table(report: &Report) -> String {
         "verdict".into(),
     ]];
     let delta = |c: &Comparison, metric: Metric| {
-        c.metric(metric)
-            .and_then(|d| d.delta)
-            .map_or_else(
-                || "-".into(),
-                |e| {
-                    format!(
-                        "{} [{}, {}]",
-                        signed(metric, e.estimate),
-                        signed(metric, e.ci_low),
-                        signed(metric, e.ci_high)
-                    )
-                },
-            )
+        c.metric(metric).and_then(|d| d.delta).map_or_else(
+            || "-".into(),
+            |e| {
+                format!(
+                    "{} [{}, {}]",
+                    signed(metric, e.estimate),
+                    signed(metric, e.ci_low),
+                    signed(metric, e.ci_high)
+                )
+            },
+        )
     };
     for c in &report.comparisons {
         rows.push([

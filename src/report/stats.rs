@@ -346,10 +346,9 @@ pub fn pareto_frontier(points: &[Vec<f64>], directions: &[Direction]) -> Vec<usi
     (0..points.len())
         .filter(|&i| points[i].iter().all(|v| !v.is_nan()))
         .filter(|&i| {
-            !points
-                .iter()
-                .enumerate()
-                .any(|(j, other)| j != i && other.iter().all(|v| !v.is_nan()) && dominates(other, &points[i]))
+            !points.iter().enumerate().any(|(j, other)| {
+                j != i && other.iter().all(|v| !v.is_nan()) && dominates(other, &points[i])
+            })
         })
         .collect()
 }
@@ -453,7 +452,7 @@ mod tests {
         let points = vec![
             vec![0.9, 100.0],
             vec![0.8, 50.0],
-            vec![0.8, 60.0], // dominated by the second point
+            vec![0.8, 60.0],  // dominated by the second point
             vec![0.9, 100.0], // equal to the first: neither dominates
             vec![f64::NAN, 1.0],
         ];

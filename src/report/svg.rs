@@ -44,7 +44,11 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
         return (0.0, 1.0);
     }
     if high - low < 1e-12 {
-        let pad = if low.abs() > 1e-12 { low.abs() * 0.1 } else { 1.0 };
+        let pad = if low.abs() > 1e-12 {
+            low.abs() * 0.1
+        } else {
+            1.0
+        };
         return (low - pad, high + pad);
     }
     let pad = (high - low) * 0.05;
