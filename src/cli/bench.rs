@@ -21,6 +21,9 @@ pub struct BenchArgs {
     /// Megabytes of source text for the token-counting benchmark.
     #[arg(long, default_value_t = 8)]
     corpus_mb: usize,
+    /// Records generated for the report benchmark (aggregate + paired stats); 0 skips it.
+    #[arg(long, default_value_t = 1_000_000)]
+    report_records: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -43,6 +46,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             corpus_root.display()
         );
         figures.push(bench::token_count(&corpus, encoding));
+    }
+    if args.report_records > 0 {
+        eprintln!("bench: report ({} generated records)…", args.report_records);
+        let dir = tempfile::tempdir()?;
+        figures.push(svc::report::bench_figure(args.report_records, dir.path())?);
     }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&figures)?),

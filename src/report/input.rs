@@ -176,8 +176,17 @@ fn manifest_budget(file: &Path) -> Option<u64> {
     }
 }
 
+/// A valid record split, on the parallel side, into its pairing unit (strings moved, not
+/// copied) and the row without its interned ids.
+struct ValidRecord {
+    unit: PairingUnit,
+    row: Row,
+    zero_cost: bool,
+    schema_version: String,
+}
+
 enum Parsed {
-    Valid(Box<TrialRecord>),
+    Valid(Box<ValidRecord>),
     Invalid {
         line: usize,
         message: String,
@@ -185,7 +194,7 @@ enum Parsed {
     },
 }
 
-fn parse(raw: RawRecord, validator: &RecordValidator) -> Parsed {
+fn parse(raw: RawRecord, validator: &RecordValidator, budget: Option<u64>) -> Parsed {
     let text = match raw.text {
         Ok(text) => text,
         Err(message) => {
@@ -198,7 +207,7 @@ fn parse(raw: RawRecord, validator: &RecordValidator) -> Parsed {
     };
     match serde_json::from_str::<TrialRecord>(&text) {
         Ok(record) => match record.integrity_error() {
-            None => Parsed::Valid(Box::new(record)),
+            None => Parsed::Valid(Box::new(split(record, budget))),
             Some(expected) => Parsed::Invalid {
                 line: raw.line,
                 schema_version: Some(record.schema_version),
@@ -292,45 +301,39 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
             }
             let parsed: Vec<Parsed> = std::mem::take(&mut batch)
                 .into_par_iter()
-                .map(|raw| parse(raw, &validator))
+                .map(|raw| parse(raw, &validator, budget))
                 .collect();
             for item in parsed {
                 match item {
-                    Parsed::Valid(record) => {
+                    Parsed::Valid(valid) => {
+                        let ValidRecord {
+                            unit,
+                            mut row,
+                            zero_cost,
+                            schema_version,
+                        } = *valid;
                         summary.valid += 1;
-                        if record.cost_source == CostSource::ZeroCostFixture {
+                        if zero_cost {
                             dataset.zero_cost_records += 1;
                         }
-                        *dataset
-                            .schema_versions
-                            .entry(record.schema_version.clone())
-                            .or_default() += 1;
-                        let unit = PairingUnit {
-                            workload: record.workload.clone(),
-                            workload_version: record.workload_version.clone(),
-                            task_id: record.task_id.clone(),
-                            provider: record.provider.clone(),
-                            model: record.model.clone(),
-                            replicate: record.replicate,
-                            scorer: record.scorer.clone(),
-                            budget,
-                        };
-                        let next = units.len() as u32;
-                        let unit = match units.get(&unit) {
+                        match dataset.schema_versions.get_mut(&schema_version) {
+                            Some(count) => *count += 1,
+                            None => {
+                                dataset.schema_versions.insert(schema_version, 1);
+                            }
+                        }
+                        row.workload = workloads.id(&unit.workload);
+                        row.model = models.id(&unit.model);
+                        row.unit = match units.get(&unit) {
                             Some(id) => *id,
                             None => {
+                                let id = units.len() as u32;
                                 dataset.pairing_units.push(unit.clone());
-                                units.insert(unit, next);
-                                next
+                                units.insert(unit, id);
+                                id
                             }
                         };
-                        dataset.rows.push(row(
-                            &record,
-                            unit,
-                            workloads.id(&record.workload),
-                            models.id(&record.model),
-                            budget,
-                        ));
+                        dataset.rows.push(row);
                     }
                     Parsed::Invalid {
                         line,
@@ -360,7 +363,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
     Ok(dataset)
 }
 
-fn row(record: &TrialRecord, unit: u32, workload: u32, model: u32, budget: Option<u64>) -> Row {
+fn split(record: TrialRecord, budget: Option<u64>) -> ValidRecord {
     let mut values = [0.0; Metric::COUNT];
     for metric in Metric::ALL {
         values[metric.index()] = match metric {
@@ -373,14 +376,82 @@ fn row(record: &TrialRecord, unit: u32, workload: u32, model: u32, budget: Optio
             Metric::LatencyMs => record.latency_ms,
         };
     }
-    Row {
-        unit,
+    let row = Row {
+        // Interned ids are assigned on the sequential side.
+        unit: 0,
         condition: record.condition,
-        workload,
-        model,
+        workload: 0,
+        model: 0,
         budget,
         success: record.outcome == Outcome::Success,
         reasoning_tokens: record.reasoning_tokens,
         values,
+    };
+    ValidRecord {
+        zero_cost: record.cost_source == CostSource::ZeroCostFixture,
+        schema_version: record.schema_version,
+        unit: PairingUnit {
+            workload: record.workload,
+            workload_version: record.workload_version,
+            task_id: record.task_id,
+            provider: record.provider,
+            model: record.model,
+            replicate: record.replicate,
+            scorer: record.scorer,
+            budget,
+        },
+        row,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_budget_needs_exactly_one_budget() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("trials.jsonl");
+        assert_eq!(manifest_budget(&file), None);
+        let manifest = dir.path().join("manifest.json");
+        std::fs::write(&manifest, r#"{"budgets":[512]}"#).expect("write");
+        assert_eq!(manifest_budget(&file), Some(512));
+        std::fs::write(&manifest, r#"{"budgets":[256,512]}"#).expect("write");
+        assert_eq!(manifest_budget(&file), None);
+        std::fs::write(&manifest, r#"{"budget":128}"#).expect("write");
+        assert_eq!(manifest_budget(&file), Some(128));
+    }
+
+    #[test]
+    fn directories_contribute_their_jsonl_files_sorted() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let empty = dir.path().join("empty");
+        std::fs::create_dir_all(&empty).expect("mkdir");
+        assert!(matches!(
+            resolve_inputs(std::slice::from_ref(&empty)),
+            Err(ReportError::NoRecordFiles { .. })
+        ));
+        for name in [
+            "b/trials.jsonl",
+            "a/trials.jsonl",
+            "a/manifest.json",
+            "c.ndjson",
+        ] {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&path, "").expect("write");
+        }
+        let files = resolve_inputs(&[dir.path().to_path_buf()]).expect("resolve");
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| {
+                f.strip_prefix(dir.path())
+                    .expect("prefix")
+                    .display()
+                    .to_string()
+            })
+            .collect();
+        assert_eq!(names, vec!["a/trials.jsonl", "b/trials.jsonl", "c.ndjson"]);
+        assert!(matches!(resolve_inputs(&[]), Err(ReportError::NoInputs)));
     }
 }

@@ -384,3 +384,36 @@ pub fn compare_summaries(current: &Report, baseline: &Report) -> SummaryComparis
         missing_in_baseline,
     }
 }
+
+/// The `svc bench` figure for reports: aggregate + paired statistics over `records` generated
+/// records (written to `dir` first; generation is not timed), with default options.
+pub fn bench_figure(records: usize, dir: &Path) -> Result<crate::bench::Figure, ReportError> {
+    let path = dir.join("report-bench.jsonl");
+    let io_error = |source| ReportError::Io {
+        path: path.clone(),
+        source,
+    };
+    let file = std::fs::File::create(&path).map_err(io_error)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    generate::write_records(&mut out, records, 1).map_err(io_error)?;
+    drop(out);
+    let bytes = std::fs::metadata(&path).map_err(io_error)?.len();
+    let options = ReportOptions::default();
+    let start = std::time::Instant::now();
+    let report = build_report(std::slice::from_ref(&path), &options)?;
+    let seconds = start.elapsed().as_secs_f64();
+    Ok(crate::bench::Figure {
+        name: "report (aggregate + paired stats)".into(),
+        value: seconds,
+        unit: "s".into(),
+        target: Some("<= 10 for 1,000,000 records".into()),
+        detail: format!(
+            "{} records ({:.0} MB JSONL), {} comparisons, {} resamples, {} threads",
+            report.inputs.valid_records,
+            bytes as f64 / 1e6,
+            report.comparisons.len(),
+            options.resamples,
+            rayon::current_num_threads()
+        ),
+    })
+}

@@ -364,3 +364,138 @@ fn verdict(
         reasons,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{generate, input};
+    use crate::trial::TrialRecord;
+
+    fn dataset(records: &[TrialRecord]) -> Dataset {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("t.jsonl");
+        let text: String = records
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("serialise") + "\n")
+            .collect();
+        std::fs::write(&path, text).expect("write");
+        input::load(&[path]).expect("load")
+    }
+
+    fn options() -> ReportOptions {
+        ReportOptions {
+            resamples: 200,
+            ..ReportOptions::default()
+        }
+    }
+
+    #[test]
+    fn incomplete_and_duplicate_units_are_counted_and_named() {
+        let mut records: Vec<TrialRecord> = generate::records(12, 1).collect();
+        records.remove(6); // unit 1 loses svc
+        records.push(records[0].clone()); // duplicate raw of unit 0
+        let report = pairing_report(&dataset(&records));
+        assert_eq!(report.units, 3);
+        assert_eq!(report.complete_units, 2);
+        assert_eq!(report.duplicates, 1);
+        assert_eq!(report.missing[&Condition::Svc], 1);
+        assert_eq!(report.missing[&Condition::Raw], 0);
+        assert_eq!(report.incomplete_examples.len(), 1);
+        assert!(report.incomplete_examples[0].ends_with("lacks svc"));
+    }
+
+    #[test]
+    fn plan_compares_with_raw_and_the_named_baseline() {
+        let present = Condition::ALL.to_vec();
+        assert_eq!(comparison_plan(&present, None).len(), 3);
+        let plan = comparison_plan(&present, Some(Condition::NativeCompaction));
+        assert_eq!(plan.len(), 6);
+        assert!(plan.contains(&(Condition::Svc, Condition::NativeCompaction)));
+        assert!(comparison_plan(&[Condition::Svc], None).is_empty());
+    }
+
+    /// raw and svc records for 40 units; svc keeps scores and halves the tokens, then `adjust`
+    /// changes the svc record.
+    fn pairs(adjust: impl Fn(&mut TrialRecord)) -> Vec<TrialRecord> {
+        let mut out = Vec::new();
+        for record in generate::records(160, 5) {
+            match record.condition {
+                Condition::Raw => out.push(record),
+                Condition::Svc => {
+                    let raw = out.last().expect("raw comes first");
+                    let mut svc = record.clone();
+                    svc.task_score = raw.task_score;
+                    svc.evidence_recall = raw.evidence_recall;
+                    svc.unsupported_claim_rate = raw.unsupported_claim_rate;
+                    svc.context_tokens = raw.context_tokens / 2;
+                    adjust(&mut svc);
+                    out.push(svc);
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn equal_quality_with_fewer_tokens_is_a_win() {
+        let data = dataset(&pairs(|_| {}));
+        let comparison = compare(&data, Condition::Svc, Condition::Raw, &options());
+        assert_eq!(comparison.pairs, 40);
+        assert!(
+            comparison.verdict.quality_preserving_context_win,
+            "{comparison:?}"
+        );
+        let reduction = comparison.token_reduction.expect("reduction");
+        assert!((reduction.estimate - 0.5).abs() < 0.01, "{reduction:?}");
+        let quality = comparison.metric(Metric::TaskScore).expect("task_score");
+        assert_eq!(quality.test.test, crate::report::TestKind::NoDifference);
+        assert!(!quality.significant);
+    }
+
+    #[test]
+    fn a_quality_drop_beyond_tolerance_is_not_a_win() {
+        let data = dataset(&pairs(|svc| {
+            svc.task_score = (svc.task_score - 0.2).max(0.0)
+        }));
+        let comparison = compare(&data, Condition::Svc, Condition::Raw, &options());
+        assert!(!comparison.verdict.quality_preserving_context_win);
+        assert!(
+            comparison.verdict.reasons[0].starts_with("fail: task score"),
+            "{:?}",
+            comparison.verdict.reasons
+        );
+        assert!(comparison.metric(Metric::TaskScore).expect("m").significant);
+    }
+
+    #[test]
+    fn no_pairs_gives_no_estimates_and_no_win() {
+        let records: Vec<TrialRecord> = generate::records(8, 1)
+            .filter(|r| r.condition != Condition::Raw)
+            .collect();
+        let mut with_one_raw = records.clone();
+        let mut raw = generate::records(1, 9).next().expect("one");
+        raw.task_id = "elsewhere".into();
+        with_one_raw.push(raw);
+        let comparison = compare(
+            &dataset(&with_one_raw),
+            Condition::Svc,
+            Condition::Raw,
+            &options(),
+        );
+        assert_eq!(comparison.pairs, 0);
+        assert_eq!(comparison.missing_baseline, 2);
+        assert_eq!(comparison.missing_condition, 1);
+        assert!(comparison.token_reduction.is_none());
+        assert!(!comparison.verdict.quality_preserving_context_win);
+    }
+
+    #[test]
+    fn binary_scores_use_mcnemar() {
+        let test = paired_test(&[1.0, 1.0, 0.0, 1.0], &[0.0, 1.0, 1.0, 0.0]);
+        assert_eq!(test.test, crate::report::TestKind::McnemarExact);
+        assert_eq!(test.n_used, 3);
+        let test = paired_test(&[0.5, 1.0], &[0.0, 1.0]);
+        assert_ne!(test.test, crate::report::TestKind::McnemarExact);
+    }
+}
