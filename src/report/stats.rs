@@ -15,6 +15,10 @@ use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, Normal};
 /// (when there are no tied ranks); scipy uses the same cut-off.
 pub const WILCOXON_EXACT_MAX_N: usize = 50;
 
+/// Bootstrap resamples computed together in one pass over the rows (memory traffic, not
+/// arithmetic, bounds the bootstrap on large inputs).
+const BOOTSTRAP_BLOCK: usize = 8;
+
 /// SplitMix64: a tiny, well-mixed 64-bit generator. Written out here (rather than `rand`) so
 /// the bootstrap's index stream is specified exactly and the scipy check can replay it.
 #[derive(Debug, Clone)]
@@ -96,7 +100,8 @@ pub struct Estimate {
 /// interval (e.g. a ratio whose denominator resampled to zero).
 ///
 /// Draws are turned into per-row counts first so the accumulation is one sequential pass: the
-/// random accesses then hit a small count array instead of the wide rows.
+/// random accesses then hit a small count array instead of the wide rows. The result does not
+/// depend on the number of threads: resample `i` always uses [`resample_rng`]`(seed, i)`.
 pub fn bootstrap_means<F>(
     rows: &[f64],
     width: usize,
@@ -115,33 +120,49 @@ where
             .map(|_| None)
             .collect();
     }
-    let column_means = |counts: Option<&[u32]>| -> Vec<f64> {
-        let mut sums = vec![0.0; width];
-        for (i, row) in rows.chunks_exact(width).enumerate() {
-            let weight = counts.map_or(1.0, |c| f64::from(c[i]));
-            if weight == 0.0 {
-                continue;
-            }
-            for (sum, value) in sums.iter_mut().zip(row) {
-                *sum += weight * value;
-            }
+    let mut point_sums = vec![0.0; width];
+    for row in rows.chunks_exact(width) {
+        for (sum, value) in point_sums.iter_mut().zip(row) {
+            *sum += value;
         }
-        sums.iter().map(|s| s / n as f64).collect()
-    };
-    let point = statistic(&column_means(None));
-    let replicates: Vec<Vec<f64>> = (0..resamples)
+    }
+    let point = statistic(&point_sums.iter().map(|s| s / n as f64).collect::<Vec<_>>());
+    let blocks = resamples.div_ceil(BOOTSTRAP_BLOCK);
+    let replicates: Vec<Vec<f64>> = (0..blocks)
         .into_par_iter()
         .map_init(
-            || vec![0u32; n],
-            |counts, index| {
-                counts.iter_mut().for_each(|c| *c = 0);
-                let mut rng = resample_rng(seed, index);
-                for _ in 0..n {
-                    counts[rng.below(n)] += 1;
+            || vec![vec![0u32; n]; BOOTSTRAP_BLOCK],
+            |counts, block| {
+                let first = block * BOOTSTRAP_BLOCK;
+                let lanes = BOOTSTRAP_BLOCK.min(resamples - first);
+                for (lane, lane_counts) in counts.iter_mut().enumerate().take(lanes) {
+                    lane_counts.iter_mut().for_each(|c| *c = 0);
+                    let mut rng = resample_rng(seed, first + lane);
+                    for _ in 0..n {
+                        lane_counts[rng.below(n)] += 1;
+                    }
                 }
-                statistic(&column_means(Some(counts)))
+                // One pass over the rows serves the whole block. Zero weights are multiplied
+                // in rather than skipped: a data-dependent branch costs more than the
+                // multiply, and adding +0.0 leaves every sum unchanged.
+                let mut sums = vec![0.0; lanes * width];
+                for (i, row) in rows.chunks_exact(width).enumerate() {
+                    for (lane_sums, lane_counts) in sums.chunks_exact_mut(width).zip(counts.iter())
+                    {
+                        let weight = f64::from(lane_counts[i]);
+                        for (sum, value) in lane_sums.iter_mut().zip(row) {
+                            *sum += weight * value;
+                        }
+                    }
+                }
+                sums.chunks_exact(width)
+                    .map(|lane_sums| {
+                        statistic(&lane_sums.iter().map(|s| s / n as f64).collect::<Vec<_>>())
+                    })
+                    .collect::<Vec<_>>()
             },
         )
+        .flatten()
         .collect();
     let alpha = (1.0 - confidence) / 2.0;
     point

@@ -4,10 +4,10 @@
 
 use std::fmt::Write;
 
-const WIDTH: f64 = 640.0;
+const WIDTH: f64 = 700.0;
 const HEIGHT: f64 = 420.0;
 const LEFT: f64 = 70.0;
-const RIGHT: f64 = 160.0;
+const RIGHT: f64 = 210.0;
 const TOP: f64 = 40.0;
 const BOTTOM: f64 = 60.0;
 const COLOURS: [&str; 4] = ["#4c72b0", "#dd8452", "#55a868", "#c44e52"];
@@ -62,7 +62,15 @@ struct Frame {
 }
 
 impl Frame {
-    fn new(title: &str, x_label: &str, y_label: &str, x: (f64, f64), y: (f64, f64)) -> Self {
+    /// `x_ticks` is false for a categorical x axis (labels are drawn by the caller).
+    fn new(
+        title: &str,
+        x_label: &str,
+        y_label: &str,
+        x: (f64, f64),
+        y: (f64, f64),
+        x_ticks: bool,
+    ) -> Self {
         let mut out = String::new();
         let _ = write!(
             out,
@@ -88,7 +96,7 @@ impl Frame {
             escape(y_label)
         );
         let mut frame = Self { x, y, out };
-        frame.ticks();
+        frame.ticks(x_ticks);
         frame
     }
 
@@ -100,20 +108,22 @@ impl Frame {
         HEIGHT - BOTTOM - (y - self.y.0) / (self.y.1 - self.y.0) * (HEIGHT - BOTTOM - TOP)
     }
 
-    fn ticks(&mut self) {
+    fn ticks(&mut self, x_ticks: bool) {
         for i in 0..=4 {
             let fraction = f64::from(i) / 4.0;
             let xv = self.x.0 + fraction * (self.x.1 - self.x.0);
             let yv = self.y.0 + fraction * (self.y.1 - self.y.0);
             let (px, py) = (self.px(xv), self.py(yv));
-            let _ = writeln!(
-                self.out,
-                "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"#333\"/><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-                HEIGHT - BOTTOM,
-                HEIGHT - BOTTOM + 5.0,
-                HEIGHT - BOTTOM + 18.0,
-                tick_label(xv)
-            );
+            if x_ticks {
+                let _ = writeln!(
+                    self.out,
+                    "<line x1=\"{px:.1}\" y1=\"{:.1}\" x2=\"{px:.1}\" y2=\"{:.1}\" stroke=\"#333\"/><text x=\"{px:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+                    HEIGHT - BOTTOM,
+                    HEIGHT - BOTTOM + 5.0,
+                    HEIGHT - BOTTOM + 18.0,
+                    tick_label(xv)
+                );
+            }
             let _ = writeln!(
                 self.out,
                 "<line x1=\"{:.1}\" y1=\"{py:.1}\" x2=\"{LEFT}\" y2=\"{py:.1}\" stroke=\"#333\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
@@ -164,6 +174,7 @@ pub fn scatter(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> 
         y_label,
         range(points().map(|p| p.0)),
         range(points().map(|p| p.1)),
+        true,
     );
     for (index, s) in series.iter().enumerate() {
         for &(x, y) in &s.points {
@@ -192,6 +203,7 @@ pub fn intervals(title: &str, y_label: &str, items: &[Interval]) -> String {
         y_label,
         (-0.5, items.len().max(1) as f64 - 0.5),
         (low, high),
+        false,
     );
     let zero = frame.py(0.0);
     let _ = writeln!(
@@ -220,7 +232,13 @@ pub fn intervals(title: &str, y_label: &str, items: &[Interval]) -> String {
             frame.py(item.high),
             frame.py(item.estimate)
         );
-        frame.legend(index, &item.label);
+        let _ = writeln!(
+            frame.out,
+            "<text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            HEIGHT - BOTTOM + 18.0,
+            index + 1
+        );
+        frame.legend(index, &format!("{}: {}", index + 1, item.label));
     }
     frame.finish()
 }
