@@ -1,6 +1,7 @@
-//! A small SVG writer for the report's two plots. Hand-written rather than plotters: plotters
-//! needs a font backend for axis labels, and SVG `<text>` needs none, so this keeps the build
-//! free of font dependencies and the output byte-stable for tests.
+//! A small SVG writer for the report's two plots. Hand-written rather than plotters: two simple
+//! plots do not justify a plotting dependency and the question of its font features; SVG
+//! `<text>` is laid out by the viewer, so nothing here needs a font at build or run time, and the
+//! output is byte-stable for tests.
 
 use std::fmt::Write;
 
