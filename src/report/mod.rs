@@ -247,10 +247,7 @@ pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Repor
     let (conditions, groups) = aggregate::summarise(&dataset, pricing)?;
     let present = paired::present_conditions(&dataset);
     let plan = paired::comparison_plan(&present, options.baseline_condition);
-    let comparisons = plan
-        .into_iter()
-        .map(|(condition, baseline)| paired::compare(&dataset, condition, baseline, options))
-        .collect();
+    let comparisons = paired::compare_all(&dataset, &plan, options);
     let pareto_frontier = pareto(&conditions);
     let pricing = options
         .pricing

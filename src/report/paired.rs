@@ -193,46 +193,114 @@ pub fn compare(
     baseline: Condition,
     options: &ReportOptions,
 ) -> Comparison {
-    let table = table(dataset);
+    compare_all(dataset, &[(condition, baseline)], options)
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| unreachable!("one comparison planned, one returned"))
+}
+
+/// A comparison's complete pairs (record indices: condition, baseline) and its bootstrap rows.
+struct Prepared {
+    condition: Condition,
+    baseline: Condition,
+    pairs: Vec<(u32, u32)>,
+    missing_baseline: u64,
+    missing_condition: u64,
+}
+
+fn prepare(table: &Table, condition: Condition, baseline: Condition) -> Prepared {
     let (c_slot, b_slot) = (condition_slot(condition), condition_slot(baseline));
-    let mut pairs: Vec<(u32, u32)> = Vec::new();
-    let (mut missing_baseline, mut missing_condition) = (0, 0);
+    let mut prepared = Prepared {
+        condition,
+        baseline,
+        pairs: Vec::new(),
+        missing_baseline: 0,
+        missing_condition: 0,
+    };
     for slots in &table.slots {
         match (slots[c_slot], slots[b_slot]) {
-            (Some(c), Some(b)) => pairs.push((c, b)),
-            (Some(_), None) => missing_baseline += 1,
-            (None, Some(_)) => missing_condition += 1,
+            (Some(c), Some(b)) => prepared.pairs.push((c, b)),
+            (Some(_), None) => prepared.missing_baseline += 1,
+            (None, Some(_)) => prepared.missing_condition += 1,
             (None, None) => {}
         }
     }
+    prepared
+}
+
+/// Runs every planned comparison. Comparisons with the same number of pairs share one
+/// bootstrap pass: resample `i` draws the same positions for every list of `n` pairs (its
+/// stream depends only on seed, `i` and `n`), so the result is exactly that of separate runs,
+/// at a fraction of the cost.
+pub fn compare_all(
+    dataset: &Dataset,
+    plan: &[(Condition, Condition)],
+    options: &ReportOptions,
+) -> Vec<Comparison> {
+    let table = table(dataset);
+    let prepared: Vec<Prepared> = plan.iter().map(|(c, b)| prepare(&table, *c, *b)).collect();
     let value = |row: u32, metric: Metric| dataset.rows[row as usize].values[metric.index()];
-    let mut rows = Vec::with_capacity(pairs.len() * WIDTH);
-    for &(c, b) in &pairs {
-        for metric in Metric::ALL {
-            rows.push(value(c, metric) - value(b, metric));
+    let mut estimates: Vec<Vec<Option<Estimate>>> = vec![Vec::new(); prepared.len()];
+    let mut sizes: Vec<usize> = prepared.iter().map(|p| p.pairs.len()).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for size in sizes {
+        let members: Vec<usize> = (0..prepared.len())
+            .filter(|&i| prepared[i].pairs.len() == size)
+            .collect();
+        let width = WIDTH * members.len();
+        let mut rows = Vec::with_capacity(size * width);
+        for position in 0..size {
+            for &member in &members {
+                let (c, b) = prepared[member].pairs[position];
+                for metric in Metric::ALL {
+                    rows.push(value(c, metric) - value(b, metric));
+                }
+                rows.push(value(b, Metric::ContextTokens));
+                rows.push(value(b, Metric::BilledCostUsd));
+            }
         }
-        rows.push(value(b, Metric::ContextTokens));
-        rows.push(value(b, Metric::BilledCostUsd));
+        let all = stats::bootstrap_means(
+            &rows,
+            width,
+            options.resamples,
+            options.confidence,
+            options.seed,
+            |means| {
+                let mut out = Vec::with_capacity(members.len() * (Metric::COUNT + 2));
+                for segment in means.chunks_exact(WIDTH) {
+                    out.extend_from_slice(&segment[..Metric::COUNT]);
+                    out.push(reduction(
+                        segment[Metric::ContextTokens.index()],
+                        segment[BASE_TOKENS],
+                    ));
+                    out.push(reduction(
+                        segment[Metric::BilledCostUsd.index()],
+                        segment[BASE_COST],
+                    ));
+                }
+                out
+            },
+        );
+        for (segment, &member) in all.chunks_exact(Metric::COUNT + 2).zip(&members) {
+            estimates[member] = segment.to_vec();
+        }
     }
-    let estimates = stats::bootstrap_means(
-        &rows,
-        WIDTH,
-        options.resamples,
-        options.confidence,
-        options.seed,
-        |means| {
-            let mut out: Vec<f64> = means[..Metric::COUNT].to_vec();
-            out.push(reduction(
-                means[Metric::ContextTokens.index()],
-                means[BASE_TOKENS],
-            ));
-            out.push(reduction(
-                means[Metric::BilledCostUsd.index()],
-                means[BASE_COST],
-            ));
-            out
-        },
-    );
+    prepared
+        .into_iter()
+        .zip(estimates)
+        .map(|(prepared, estimates)| finish(dataset, prepared, &estimates, options))
+        .collect()
+}
+
+fn finish(
+    dataset: &Dataset,
+    prepared: Prepared,
+    estimates: &[Option<Estimate>],
+    options: &ReportOptions,
+) -> Comparison {
+    let value = |row: u32, metric: Metric| dataset.rows[row as usize].values[metric.index()];
+    let pairs = &prepared.pairs;
     let alpha = 1.0 - options.confidence;
     let n = pairs.len();
     let metrics: Vec<MetricDelta> = Metric::ALL
@@ -245,21 +313,21 @@ pub fn compare(
                 metric,
                 baseline_mean: stats::mean(&base),
                 condition_mean: stats::mean(&cond),
-                delta: estimates[metric.index()],
+                delta: estimates.get(metric.index()).copied().flatten(),
                 significant: n > 0 && test.p_value < alpha,
                 test,
             }
         })
         .collect();
-    let token_reduction = estimates[Metric::COUNT];
-    let cost_reduction = estimates[Metric::COUNT + 1];
+    let token_reduction = estimates.get(Metric::COUNT).copied().flatten();
+    let cost_reduction = estimates.get(Metric::COUNT + 1).copied().flatten();
     let verdict = verdict(n, &metrics, token_reduction, options.tolerance);
     Comparison {
-        condition,
-        baseline,
+        condition: prepared.condition,
+        baseline: prepared.baseline,
         pairs: n as u64,
-        missing_baseline,
-        missing_condition,
+        missing_baseline: prepared.missing_baseline,
+        missing_condition: prepared.missing_condition,
         metrics,
         token_reduction,
         cost_reduction,
