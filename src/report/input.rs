@@ -179,7 +179,7 @@ fn manifest_budget(file: &Path) -> Option<u64> {
 /// A valid record split, on the parallel side, into its pairing unit (strings moved, not
 /// copied) and the row without its interned ids.
 struct ValidRecord {
-    unit: PairingUnit,
+    unit: KeyedUnit,
     row: Row,
     zero_cost: bool,
     schema_version: String,
@@ -267,19 +267,145 @@ impl Interner {
     }
 }
 
+/// A pairing unit with its hash computed on the parallel side, so the sequential side only
+/// compares.
+struct KeyedUnit {
+    hash: u64,
+    unit: PairingUnit,
+}
+
+impl PartialEq for KeyedUnit {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.unit == other.unit
+    }
+}
+
+impl Eq for KeyedUnit {}
+
+impl std::hash::Hash for KeyedUnit {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Passes a precomputed 64-bit hash through (only `KeyedUnit` is hashed with it).
+#[derive(Default)]
+struct PassThrough(u64);
+
+impl std::hash::Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Not reached for KeyedUnit; fold anything else in so the hasher stays correct.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+}
+
+type UnitMap = HashMap<KeyedUnit, u32, std::hash::BuildHasherDefault<PassThrough>>;
+
+fn unit_hash(unit: &PairingUnit) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    unit.hash(&mut hasher);
+    hasher.finish()
+}
+
+/// The sequential side of loading: ids for units, workloads and models, and the counts.
+#[derive(Default)]
+struct Absorber {
+    dataset: Dataset,
+    units: UnitMap,
+    /// Per unit: interned workload and model.
+    unit_names: Vec<(u32, u32)>,
+    workloads: Interner,
+    models: Interner,
+}
+
+impl Absorber {
+    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary) {
+        let dataset = &mut self.dataset;
+        for item in parsed {
+            match item {
+                Parsed::Valid(valid) => {
+                    let ValidRecord {
+                        unit,
+                        mut row,
+                        zero_cost,
+                        schema_version,
+                    } = *valid;
+                    summary.valid += 1;
+                    if zero_cost {
+                        dataset.zero_cost_records += 1;
+                    }
+                    match dataset.schema_versions.get_mut(&schema_version) {
+                        Some(count) => *count += 1,
+                        None => {
+                            dataset.schema_versions.insert(schema_version, 1);
+                        }
+                    }
+                    let id = match self.units.get(&unit) {
+                        Some(id) => *id,
+                        None => {
+                            let id = dataset.pairing_units.len() as u32;
+                            self.unit_names.push((
+                                self.workloads.id(&unit.unit.workload),
+                                self.models.id(&unit.unit.model),
+                            ));
+                            dataset.pairing_units.push(unit.unit.clone());
+                            self.units.insert(unit, id);
+                            id
+                        }
+                    };
+                    (row.workload, row.model) = self.unit_names[id as usize];
+                    row.unit = id;
+                    dataset.rows.push(row);
+                }
+                Parsed::Invalid {
+                    line,
+                    message,
+                    schema_version,
+                } => {
+                    summary.invalid += 1;
+                    dataset.invalid_count += 1;
+                    if let Some(version) = schema_version {
+                        *dataset.schema_versions.entry(version).or_default() += 1;
+                    }
+                    if dataset.invalid.len() < INVALID_LISTED_MAX {
+                        dataset.invalid.push(InvalidRecord {
+                            file: summary.path.clone(),
+                            line,
+                            message,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Batches in flight between the pipeline stages.
+const PIPELINE_DEPTH: usize = 2;
+
 /// Reads and validates every record of `files`.
+///
+/// A three-stage pipeline per file: this thread reads raw records (the reader is not `Send`),
+/// a scoped thread parses batches on the rayon pool, and another absorbs them in order, so
+/// reading and bookkeeping overlap the parallel parse.
 pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
     let validator = RecordValidator::new()?;
-    let mut dataset = Dataset::default();
-    let mut units: HashMap<PairingUnit, u32> = HashMap::new();
-    let (mut workloads, mut models) = (Interner::default(), Interner::default());
+    let mut absorber = Absorber::default();
     for path in files {
         let io_error = |source| ReportError::Io {
             path: path.clone(),
             source,
         };
         let file = File::open(path).map_err(io_error)?;
-        let name = path.to_string_lossy().to_string();
         let reader = RecordReader::new(
             Box::new(BufReader::with_capacity(1 << 20, file)),
             path.file_name().and_then(|n| n.to_str()),
@@ -287,79 +413,68 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
         .map_err(io_error)?;
         let budget = manifest_budget(path);
         let mut summary = FileSummary {
-            path: name.clone(),
+            path: path.to_string_lossy().to_string(),
             valid: 0,
             invalid: 0,
             budget,
         };
-        let mut batch = Vec::with_capacity(BATCH);
-        let mut reader = reader.peekable();
-        while reader.peek().is_some() {
-            batch.clear();
-            for item in reader.by_ref().take(BATCH) {
-                batch.push(item.map_err(io_error)?);
-            }
-            let parsed: Vec<Parsed> = std::mem::take(&mut batch)
-                .into_par_iter()
-                .map(|raw| parse(raw, &validator, budget))
-                .collect();
-            for item in parsed {
-                match item {
-                    Parsed::Valid(valid) => {
-                        let ValidRecord {
-                            unit,
-                            mut row,
-                            zero_cost,
-                            schema_version,
-                        } = *valid;
-                        summary.valid += 1;
-                        if zero_cost {
-                            dataset.zero_cost_records += 1;
-                        }
-                        match dataset.schema_versions.get_mut(&schema_version) {
-                            Some(count) => *count += 1,
-                            None => {
-                                dataset.schema_versions.insert(schema_version, 1);
-                            }
-                        }
-                        row.workload = workloads.id(&unit.workload);
-                        row.model = models.id(&unit.model);
-                        row.unit = match units.get(&unit) {
-                            Some(id) => *id,
-                            None => {
-                                let id = units.len() as u32;
-                                dataset.pairing_units.push(unit.clone());
-                                units.insert(unit, id);
-                                id
-                            }
-                        };
-                        dataset.rows.push(row);
+        let validator = &validator;
+        let read_result: Result<(), std::io::Error> = std::thread::scope(|scope| {
+            let (raw_tx, raw_rx) = std::sync::mpsc::sync_channel::<Vec<RawRecord>>(PIPELINE_DEPTH);
+            let (parsed_tx, parsed_rx) =
+                std::sync::mpsc::sync_channel::<Vec<Parsed>>(PIPELINE_DEPTH);
+            scope.spawn(move || {
+                for batch in raw_rx {
+                    let parsed: Vec<Parsed> = batch
+                        .into_par_iter()
+                        .map(|raw| parse(raw, validator, budget))
+                        .collect();
+                    if parsed_tx.send(parsed).is_err() {
+                        break;
                     }
-                    Parsed::Invalid {
-                        line,
-                        message,
-                        schema_version,
-                    } => {
-                        summary.invalid += 1;
-                        dataset.invalid_count += 1;
-                        if let Some(version) = schema_version {
-                            *dataset.schema_versions.entry(version).or_default() += 1;
-                        }
-                        if dataset.invalid.len() < INVALID_LISTED_MAX {
-                            dataset.invalid.push(InvalidRecord {
-                                file: name.clone(),
-                                line,
-                                message,
-                            });
+                }
+            });
+            let absorbing = scope.spawn(|| {
+                for parsed in parsed_rx {
+                    absorber.absorb(parsed, &mut summary);
+                }
+            });
+            let mut reader = reader;
+            let mut outcome = Ok(());
+            loop {
+                let mut batch = Vec::with_capacity(BATCH);
+                for item in reader.by_ref().take(BATCH) {
+                    match item {
+                        Ok(raw) => batch.push(raw),
+                        Err(error) => {
+                            outcome = Err(error);
+                            break;
                         }
                     }
                 }
+                let last = batch.len() < BATCH || outcome.is_err();
+                if !batch.is_empty() && raw_tx.send(batch).is_err() {
+                    break;
+                }
+                if last {
+                    break;
+                }
             }
-        }
-        dataset.files.push(summary);
+            drop(raw_tx);
+            // A panic in the absorbing thread is a bug; surface it rather than lose records.
+            if absorbing.join().is_err() {
+                outcome = Err(std::io::Error::other(
+                    "internal error while reading records",
+                ));
+            }
+            outcome
+        });
+        read_result.map_err(io_error)?;
+        absorber.dataset.files.push(summary);
     }
-    dataset.workloads = workloads.names;
-    dataset.models = models.names;
+    let mut dataset = absorber.dataset;
+    dataset.workloads = absorber.workloads.names;
+    dataset.models = absorber.models.names;
     Ok(dataset)
 }
 
@@ -376,6 +491,16 @@ fn split(record: TrialRecord, budget: Option<u64>) -> ValidRecord {
             Metric::LatencyMs => record.latency_ms,
         };
     }
+    let unit = PairingUnit {
+        workload: record.workload,
+        workload_version: record.workload_version,
+        task_id: record.task_id,
+        provider: record.provider,
+        model: record.model,
+        replicate: record.replicate,
+        scorer: record.scorer,
+        budget,
+    };
     let row = Row {
         // Interned ids are assigned on the sequential side.
         unit: 0,
@@ -390,15 +515,9 @@ fn split(record: TrialRecord, budget: Option<u64>) -> ValidRecord {
     ValidRecord {
         zero_cost: record.cost_source == CostSource::ZeroCostFixture,
         schema_version: record.schema_version,
-        unit: PairingUnit {
-            workload: record.workload,
-            workload_version: record.workload_version,
-            task_id: record.task_id,
-            provider: record.provider,
-            model: record.model,
-            replicate: record.replicate,
-            scorer: record.scorer,
-            budget,
+        unit: KeyedUnit {
+            hash: unit_hash(&unit),
+            unit,
         },
         row,
     }
