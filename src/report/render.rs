@@ -644,3 +644,59 @@ pub fn comparison_table(report: &Report) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{PricingSnapshot, ReportOptions, build_report, generate};
+    use crate::trial::record::CostSource;
+
+    #[test]
+    fn zero_cost_fixtures_make_the_projection_the_only_cost_estimate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = dir.path().join("zero.jsonl");
+        let text: String = generate::records(40, 2)
+            .map(|mut r| {
+                r.cost_source = CostSource::ZeroCostFixture;
+                r.billed_cost_usd = 0.0;
+                serde_json::to_string(&r).expect("serialise") + "\n"
+            })
+            .collect();
+        std::fs::write(&records, text).expect("write");
+        let pricing_path = dir.path().join("pricing.json");
+        std::fs::write(
+            &pricing_path,
+            r#"{"models":{"other-model":{"input_per_mtok":1,"output_per_mtok":2}}}"#,
+        )
+        .expect("write");
+        let options = ReportOptions {
+            resamples: 50,
+            pricing: Some((
+                PricingSnapshot::load(&pricing_path).expect("pricing"),
+                pricing_path.clone(),
+            )),
+            ..ReportOptions::default()
+        };
+        let report = build_report(&[records], &options).expect("report");
+        let markdown = markdown(&report);
+        assert!(
+            markdown.contains("40 record(s) carry zero-cost fixtures"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains(
+                "Models without a price in the snapshot (no projection): synthetic-large."
+            )
+        );
+        // Zero billed cost everywhere: the cost reduction is undefined, not 0 % or NaN.
+        assert!(markdown.contains("Billed-cost reduction: undefined (raw total is zero)."));
+        assert!(
+            report
+                .conditions
+                .iter()
+                .all(|g| g.projected_cost_usd.is_none())
+        );
+        let table = comparison_table(&report);
+        assert_eq!(table.lines().count(), 4, "{table}");
+    }
+}
