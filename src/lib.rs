@@ -7,6 +7,7 @@ pub mod bench;
 pub mod context;
 pub mod digest;
 pub mod harness;
+pub mod report;
 pub mod state;
 pub mod tokens;
 pub mod trial;

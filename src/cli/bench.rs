@@ -54,6 +54,9 @@ pub struct BenchArgs {
     /// Tasks mined for the file-localisation figures.
     #[arg(long, default_value_t = 40)]
     localize_tasks: usize,
+    /// Records generated for the report benchmark (aggregate + paired stats).
+    #[arg(long, default_value_t = 1_000_000)]
+    report_records: usize,
 }
 
 /// Benchmark groups.
@@ -66,6 +69,8 @@ enum Group {
     Witness,
     Compress,
     Harness,
+    /// Aggregation and paired statistics over generated records.
+    Report,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -145,6 +150,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if wants(Group::Harness) {
         figures.push(harness_figure(&args)?);
+    }
+    if wants(Group::Report) {
+        eprintln!("bench: report ({} generated records)…", args.report_records);
+        let dir = tempfile::tempdir()?;
+        figures.push(svc::report::bench_figure(args.report_records, dir.path())?);
     }
     print_figures(&figures, args.format)
 }

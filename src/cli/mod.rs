@@ -4,6 +4,7 @@ mod bench;
 mod compress;
 mod context;
 mod records;
+mod report;
 mod run;
 mod runners;
 mod witness;
@@ -54,6 +55,10 @@ enum Command {
     /// Index a tree, select context under a token budget, recover exact chunks of a commit.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// Aggregate trial records, compare conditions pairwise, and write report.md, CSV, JSON, SVG.
+    Report(report::ReportArgs),
+    /// Gate runs against a stored baseline summary: exit 1 naming each breach.
+    Gate(report::GateArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -70,6 +75,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Workloads(command) => workloads::run(command),
         Command::Runners(command) => runners::run(command),
         Command::Context(command) => context::run(command),
+        Command::Report(args) => report::run_report(args),
+        Command::Gate(args) => report::run_gate(args),
     }
 }
 

@@ -20,6 +20,9 @@ pub enum RecordsCommand {
     Validate(ValidateArgs),
     /// Print the trial-record JSON Schema (draft 2020-12).
     Schema,
+    /// Write synthetic paired records (4 conditions) for report tests and benchmarks.
+    #[command(hide = true)]
+    Generate(super::report::GenerateArgs),
 }
 
 #[derive(Debug, Args)]
@@ -40,6 +43,7 @@ pub fn run(command: RecordsCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         RecordsCommand::Validate(args) => validate(args),
+        RecordsCommand::Generate(args) => super::report::run_generate(args),
     }
 }
 

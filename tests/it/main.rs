@@ -4,5 +4,6 @@ mod compress;
 mod context;
 mod harness;
 mod records;
+mod report;
 mod run;
 mod witness;

@@ -1,0 +1,237 @@
+//! `svc report`, `svc gate` and the hidden `svc records generate`.
+//!
+//! Exit codes: 0 done (gate passed); 1 the gate found breaches; 2 unreadable or invalid inputs
+//! or options.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::Args;
+use svc::report::gate::{self, Thresholds};
+use svc::report::{self, PricingSnapshot, Report, ReportOptions, render};
+use svc::trial::record::Condition;
+
+/// Default thresholds file of `svc gate`.
+pub const DEFAULT_THRESHOLDS: &str = "reports/gate.toml";
+/// Default baseline summary of `svc gate`.
+pub const DEFAULT_BASELINE: &str = "reports/baseline/summary.json";
+
+/// Options shared by `svc report` and `svc gate` that decide how statistics are computed.
+#[derive(Debug, Args)]
+pub struct StatisticsArgs {
+    /// Seed of the bootstrap generator.
+    #[arg(long, default_value_t = ReportOptions::default().seed)]
+    seed: u64,
+    /// Bootstrap resamples.
+    #[arg(long, default_value_t = ReportOptions::default().resamples)]
+    resamples: usize,
+    /// Confidence level of the intervals.
+    #[arg(long, default_value_t = ReportOptions::default().confidence)]
+    confidence: f64,
+    /// Non-inferiority tolerance for quality, recall and unsupported rate.
+    #[arg(long, default_value_t = ReportOptions::default().tolerance)]
+    tolerance: f64,
+    /// Also compare every condition with this one (besides `raw`).
+    #[arg(long, value_enum)]
+    baseline_condition: Option<Condition>,
+    /// Pricing snapshot (TOML or JSON: model → $/Mtok in/out) for a projected-cost column.
+    #[arg(long)]
+    pricing: Option<PathBuf>,
+}
+
+impl StatisticsArgs {
+    fn settings(&self) -> anyhow::Result<ReportOptions> {
+        let pricing = match &self.pricing {
+            Some(path) => Some((PricingSnapshot::load(path)?, path.clone())),
+            None => None,
+        };
+        Ok(ReportOptions {
+            seed: self.seed,
+            resamples: self.resamples,
+            confidence: self.confidence,
+            tolerance: self.tolerance,
+            baseline_condition: self.baseline_condition,
+            pricing,
+        })
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Record files, run directories (`runs/<id>/`) or folders of shards.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// Output directory for report.md, summary.csv, comparisons.csv, summary.json and SVGs.
+    #[arg(long, default_value = "reports/out")]
+    out: PathBuf,
+    /// A stored summary.json to compare per-condition means with.
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    #[command(flatten)]
+    statistics: StatisticsArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GateArgs {
+    /// Record files, run directories or folders of shards.
+    #[arg(required = true)]
+    runs: Vec<PathBuf>,
+    /// The stored baseline summary.
+    #[arg(long, default_value = DEFAULT_BASELINE)]
+    baseline: PathBuf,
+    /// Gate thresholds (TOML).
+    #[arg(long, default_value = DEFAULT_THRESHOLDS)]
+    thresholds: PathBuf,
+    /// Write the runs' summary as the new baseline instead of gating.
+    #[arg(long)]
+    update_baseline: bool,
+    #[command(flatten)]
+    statistics: StatisticsArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    /// Number of records (a multiple of 4 gives complete pairs).
+    #[arg(long)]
+    n: usize,
+    /// Output JSONL file.
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+fn usage_error(error: anyhow::Error) -> ExitCode {
+    eprintln!("svc: {error:#}");
+    ExitCode::from(2)
+}
+
+fn warn_about_inputs(report: &Report) {
+    let inputs = &report.inputs;
+    if inputs.invalid_records > 0 {
+        eprintln!(
+            "svc: {} invalid record(s) excluded (listed in report.md), e.g.:",
+            inputs.invalid_records
+        );
+        for invalid in inputs.invalid.iter().take(5) {
+            eprintln!("  {}:{}: {}", invalid.file, invalid.line, invalid.message);
+        }
+    }
+    if inputs.mixed_schema_versions() {
+        let versions: Vec<String> = inputs
+            .schema_versions
+            .iter()
+            .map(|(v, n)| format!("{v} ({n})"))
+            .collect();
+        eprintln!("svc: mixed schema versions: {}", versions.join(", "));
+    }
+    if inputs.valid_records == 0 {
+        eprintln!("svc: no valid records in the inputs");
+    }
+    let pairing = &report.pairing;
+    if pairing.complete_units < pairing.units {
+        eprintln!(
+            "svc: {} of {} pairing units are incomplete (see report.md)",
+            pairing.units - pairing.complete_units,
+            pairing.units
+        );
+    }
+}
+
+pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
+    let options = match args.statistics.settings() {
+        Ok(options) => options,
+        Err(error) => return Ok(usage_error(error)),
+    };
+    let mut report = match report::build_report(&args.runs, &options) {
+        Ok(report) => report,
+        Err(error) => return Ok(usage_error(error.into())),
+    };
+    if let Some(path) = &args.baseline {
+        match Report::load_summary(path) {
+            Ok(baseline) => {
+                report.baseline_comparison = Some(report::compare_summaries(&report, &baseline))
+            }
+            Err(error) => return Ok(usage_error(error.into())),
+        }
+    }
+    warn_about_inputs(&report);
+    let written = render::write_all(&report, &args.out)?;
+    print!("{}", render::comparison_table(&report));
+    for path in written {
+        println!("wrote {}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
+    let options = match args.statistics.settings() {
+        Ok(options) => options,
+        Err(error) => return Ok(usage_error(error)),
+    };
+    let report = match report::build_report(&args.runs, &options) {
+        Ok(report) => report,
+        Err(error) => return Ok(usage_error(error.into())),
+    };
+    warn_about_inputs(&report);
+    if report.inputs.valid_records == 0 {
+        return Ok(usage_error(anyhow::anyhow!("no valid records to gate on")));
+    }
+    if args.update_baseline {
+        let json = serde_json::to_string_pretty(&report)? + "\n";
+        if let Some(parent) = args.baseline.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        svc::state::atomic_write(&args.baseline, json.as_bytes())
+            .with_context(|| format!("writing {}", args.baseline.display()))?;
+        println!("baseline written: {}", args.baseline.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let thresholds = if args.thresholds.exists() || args.thresholds != Path::new(DEFAULT_THRESHOLDS)
+    {
+        match Thresholds::load(&args.thresholds) {
+            Ok(thresholds) => thresholds,
+            Err(error) => return Ok(usage_error(error.into())),
+        }
+    } else {
+        Thresholds::default()
+    };
+    let baseline = match Report::load_summary(&args.baseline) {
+        Ok(baseline) => baseline,
+        Err(error) => {
+            return Ok(usage_error(anyhow::Error::from(error).context(
+                "no usable baseline; create one deliberately with `svc gate --update-baseline RUN…`",
+            )));
+        }
+    };
+    let comparison = report::compare_summaries(&report, &baseline);
+    let breaches = gate::evaluate(&comparison, &thresholds);
+    if breaches.is_empty() {
+        println!(
+            "gate passed: {} condition(s) within thresholds of {}",
+            report.conditions.len(),
+            args.baseline.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("gate failed: {} breach(es)", breaches.len());
+    for breach in &breaches {
+        println!("  {breach}");
+    }
+    Ok(ExitCode::from(1))
+}
+
+pub fn run_generate(args: GenerateArgs) -> anyhow::Result<ExitCode> {
+    let file =
+        File::create(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    report::generate::write_records(&mut out, args.n, args.seed)
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    out.flush()?;
+    eprintln!("wrote {} records to {}", args.n, args.out.display());
+    Ok(ExitCode::SUCCESS)
+}

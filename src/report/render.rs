@@ -1,0 +1,702 @@
+//! Report outputs: `report.md` (for people), `summary.csv` and `comparisons.csv` (for
+//! spreadsheets), `summary.json` (the [`Report`] itself, schema `report-summary.v1`), two SVG
+//! plots, and the terminal comparison table. All renderers are pure functions of the report, so
+//! their output is byte-stable for golden tests.
+
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+
+use super::svg::{self, Interval, Series};
+use super::{Comparison, GroupSummary, Metric, Report, ReportError, TestKind};
+use crate::state;
+
+/// Files written by [`write_all`].
+pub const REPORT_MD: &str = "report.md";
+pub const SUMMARY_CSV: &str = "summary.csv";
+pub const COMPARISONS_CSV: &str = "comparisons.csv";
+pub const SUMMARY_JSON: &str = "summary.json";
+pub const TOKENS_VS_SCORE_SVG: &str = "tokens-vs-task-score.svg";
+pub const TOKEN_REDUCTION_SVG: &str = "token-reduction.svg";
+
+/// Writes every output into `out_dir` (created if needed), each file atomically. Returns the
+/// paths written.
+pub fn write_all(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, ReportError> {
+    std::fs::create_dir_all(out_dir).map_err(|e| ReportError::Write {
+        path: out_dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    let json = serde_json::to_string_pretty(report).map_err(|e| ReportError::Write {
+        path: out_dir.join(SUMMARY_JSON),
+        message: e.to_string(),
+    })? + "\n";
+    let outputs = [
+        (REPORT_MD, markdown(report)),
+        (SUMMARY_CSV, summary_csv(report)),
+        (COMPARISONS_CSV, comparisons_csv(report)),
+        (SUMMARY_JSON, json),
+        (TOKENS_VS_SCORE_SVG, tokens_vs_score_svg(report)),
+        (TOKEN_REDUCTION_SVG, token_reduction_svg(report)),
+    ];
+    let mut written = Vec::new();
+    for (name, text) in outputs {
+        let path = out_dir.join(name);
+        state::atomic_write(&path, text.as_bytes()).map_err(|e| ReportError::Write {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Fixed decimals per metric, so tables line up and golden files are stable.
+fn number(metric: Metric, value: f64) -> String {
+    if !value.is_finite() {
+        return "-".into();
+    }
+    match metric {
+        Metric::TaskScore | Metric::EvidenceRecall | Metric::UnsupportedClaimRate => {
+            format!("{value:.4}")
+        }
+        Metric::ContextTokens | Metric::OutputTokens | Metric::LatencyMs => format!("{value:.1}"),
+        Metric::BilledCostUsd => format!("{value:.6}"),
+    }
+}
+
+fn signed(metric: Metric, value: f64) -> String {
+    let text = number(metric, value);
+    if value >= 0.0 && value.is_finite() {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
+fn p_value(p: f64) -> String {
+    if p < 0.0001 {
+        "< 0.0001".into()
+    } else {
+        format!("{p:.4}")
+    }
+}
+
+fn percent(value: f64) -> String {
+    format!("{:.1}%", value * 100.0)
+}
+
+fn budget(value: Option<u64>) -> String {
+    value.map_or_else(|| "none".into(), |b| b.to_string())
+}
+
+fn optional_cost(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |v| format!("{v:.6}"))
+}
+
+fn summary_row(out: &mut String, group: &GroupSummary, detailed: bool, pricing: bool) {
+    let m = |metric: Metric| group.metrics.get(&metric).copied();
+    let triple = |metric: Metric| {
+        m(metric).map_or_else(
+            || "-".to_string(),
+            |d| {
+                format!(
+                    "{} / {} / {}",
+                    number(metric, d.mean),
+                    number(metric, d.median),
+                    number(metric, d.p90)
+                )
+            },
+        )
+    };
+    let mean = |metric: Metric| m(metric).map_or_else(|| "-".into(), |d| number(metric, d.mean));
+    let _ = write!(out, "| {} ", group.condition);
+    if detailed {
+        let _ = write!(
+            out,
+            "| {} | {} | {} ",
+            group.workload.as_deref().unwrap_or("-"),
+            budget(group.budget),
+            group.model.as_deref().unwrap_or("-")
+        );
+    }
+    let _ = write!(
+        out,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        group.n,
+        group.successes,
+        group.errors,
+        triple(Metric::TaskScore),
+        triple(Metric::EvidenceRecall),
+        triple(Metric::UnsupportedClaimRate),
+        triple(Metric::ContextTokens),
+        mean(Metric::OutputTokens),
+        mean(Metric::BilledCostUsd),
+        triple(Metric::LatencyMs),
+    );
+    if pricing {
+        let _ = write!(out, " {} |", optional_cost(group.projected_cost_usd));
+    }
+    out.push('\n');
+}
+
+fn summary_table(out: &mut String, groups: &[GroupSummary], detailed: bool, pricing: bool) {
+    out.push_str("| condition ");
+    if detailed {
+        out.push_str("| workload | budget | model ");
+    }
+    out.push_str(
+        "| n | successes | errors | task_score mean / median / p90 | evidence_recall mean / median / p90 | unsupported_claim_rate mean / median / p90 | context_tokens mean / median / p90 | output_tokens mean | billed_cost_usd mean | latency_ms mean / median / p90 |",
+    );
+    if pricing {
+        out.push_str(" projected cost/trial (USD, projection) |");
+    }
+    out.push('\n');
+    let columns = 11 + if detailed { 3 } else { 0 } + usize::from(pricing);
+    out.push('|');
+    for i in 0..columns {
+        out.push_str(if i == 0 || (detailed && i <= 3) {
+            "---|"
+        } else {
+            "---:|"
+        });
+    }
+    out.push('\n');
+    for group in groups {
+        summary_row(out, group, detailed, pricing);
+    }
+}
+
+fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report) {
+    let (c, b) = (comparison.condition, comparison.baseline);
+    let confidence = percent(report.settings.confidence);
+    let _ = writeln!(out, "### {c} vs {b} (n = {} pairs)\n", comparison.pairs);
+    if comparison.missing_baseline + comparison.missing_condition > 0 {
+        let _ = writeln!(
+            out,
+            "Incomplete: {} pairing unit(s) have {c} but no {b}, {} have {b} but no {c}; they are left out of this comparison.\n",
+            comparison.missing_baseline, comparison.missing_condition
+        );
+    }
+    if comparison.pairs == 0 {
+        out.push_str("No complete pairs: nothing to compare.\n\n");
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "| metric | {b} mean | {c} mean | delta ({c} − {b}) | {confidence} CI | test | p | significant |"
+    );
+    out.push_str("|---|---:|---:|---:|---|---|---:|---|\n");
+    for delta in &comparison.metrics {
+        let metric = delta.metric;
+        let (estimate, ci) = match delta.delta {
+            Some(e) => (
+                signed(metric, e.estimate),
+                format!(
+                    "[{}, {}]",
+                    signed(metric, e.ci_low),
+                    signed(metric, e.ci_high)
+                ),
+            ),
+            None => ("-".into(), "-".into()),
+        };
+        let _ = writeln!(
+            out,
+            "| {metric} | {} | {} | {estimate} | {ci} | {} | {} | {} |",
+            delta
+                .baseline_mean
+                .map_or_else(|| "-".into(), |v| number(metric, v)),
+            delta
+                .condition_mean
+                .map_or_else(|| "-".into(), |v| number(metric, v)),
+            delta.test.test.label(),
+            p_value(delta.test.p_value),
+            if delta.significant { "yes" } else { "no" }
+        );
+    }
+    out.push('\n');
+    for (label, estimate) in [
+        ("Context-token reduction", comparison.token_reduction),
+        ("Billed-cost reduction", comparison.cost_reduction),
+    ] {
+        match estimate {
+            Some(e) => {
+                let _ = writeln!(
+                    out,
+                    "- {label}: {} ({confidence} CI {} to {}).",
+                    percent(e.estimate),
+                    percent(e.ci_low),
+                    percent(e.ci_high)
+                );
+            }
+            None => {
+                let _ = writeln!(out, "- {label}: undefined ({b} total is zero).");
+            }
+        }
+    }
+    let not_significant: Vec<String> = comparison
+        .metrics
+        .iter()
+        .filter(|d| !d.significant)
+        .map(|d| format!("{} (p = {})", d.metric, p_value(d.test.p_value)))
+        .collect();
+    if !not_significant.is_empty() {
+        let _ = writeln!(
+            out,
+            "- Not significant at α = {:.2}: {}. These differences are not distinguishable from noise at this n.",
+            1.0 - report.settings.confidence,
+            not_significant.join(", ")
+        );
+    }
+    let verdict = &comparison.verdict;
+    let _ = writeln!(
+        out,
+        "\n**Verdict: {}** (tolerance {}).\n",
+        if verdict.quality_preserving_context_win {
+            "quality-preserving context win"
+        } else {
+            "not shown to be a quality-preserving context win"
+        },
+        report.settings.tolerance
+    );
+    for reason in &verdict.reasons {
+        let _ = writeln!(out, "- {reason}");
+    }
+    out.push('\n');
+}
+
+/// `report.md`.
+pub fn markdown(report: &Report) -> String {
+    let mut out = String::from("# svc context-efficiency report\n\n");
+    let inputs = &report.inputs;
+    let settings = &report.settings;
+    let _ = writeln!(
+        out,
+        "{} valid records from {} file(s); {} invalid record(s) excluded. {} pairing units, {} complete. Bootstrap: seed {}, {} resamples, {} percentile intervals. Non-inferiority tolerance {}.\n",
+        inputs.valid_records,
+        inputs.files.len(),
+        inputs.invalid_records,
+        report.pairing.units,
+        report.pairing.complete_units,
+        settings.seed,
+        settings.resamples,
+        percent(settings.confidence),
+        settings.tolerance
+    );
+    out.push_str("## Inputs\n\n| file | valid | invalid | budget |\n|---|---:|---:|---|\n");
+    for file in &inputs.files {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            file.path,
+            file.valid,
+            file.invalid,
+            budget(file.budget)
+        );
+    }
+    out.push('\n');
+    if inputs.invalid_records > 0 {
+        out.push_str("### Excluded records\n\n");
+        for invalid in &inputs.invalid {
+            let _ = writeln!(
+                out,
+                "- `{}:{}`: {}",
+                invalid.file, invalid.line, invalid.message
+            );
+        }
+        let unlisted = inputs.invalid_records - inputs.invalid.len() as u64;
+        if unlisted > 0 {
+            let _ = writeln!(out, "- … and {unlisted} more (not listed).");
+        }
+        out.push('\n');
+    }
+    if inputs.mixed_schema_versions() {
+        out.push_str("### Mixed schema versions\n\n");
+        for (version, count) in &inputs.schema_versions {
+            let _ = writeln!(out, "- `{version}`: {count} record(s)");
+        }
+        let _ = writeln!(
+            out,
+            "\nOnly `{}` records are valid; the others are excluded above.\n",
+            crate::trial::record::SCHEMA_VERSION
+        );
+    }
+    if inputs.valid_records == 0 {
+        out.push_str("No valid records: there is nothing to summarise.\n");
+        return out;
+    }
+    let pricing = report.pricing.is_some();
+    out.push_str("## Per-condition summary\n\n");
+    summary_table(&mut out, &report.conditions, false, pricing);
+    out.push_str("\n## Per condition, workload, budget and model\n\n");
+    summary_table(&mut out, &report.groups, true, pricing);
+    out.push('\n');
+    if let Some(info) = &report.pricing {
+        out.push_str("### Cost projection\n\n");
+        let _ = writeln!(
+            out,
+            "The projected cost column is a **projection** from the pricing snapshot `{}`{}, not a billed amount.",
+            info.path,
+            info.source
+                .as_ref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default()
+        );
+        if info.zero_cost_records > 0 {
+            let _ = writeln!(
+                out,
+                "{} record(s) carry zero-cost fixtures (`billed_cost_usd` = 0 by construction), so billed cost says nothing about price there; the projection is the only cost estimate.",
+                info.zero_cost_records
+            );
+        }
+        if !info.models_without_price.is_empty() {
+            let _ = writeln!(
+                out,
+                "Models without a price in the snapshot (no projection): {}.",
+                info.models_without_price.join(", ")
+            );
+        }
+        out.push('\n');
+    }
+    out.push_str("## Paired comparisons\n\n");
+    out.push_str("Pairs share (workload, workload_version, task_id, provider, model, replicate, scorer) and budget; every trial counts, errors included. Deltas are condition − baseline means with percentile-bootstrap intervals over pairs; p-values are two-sided (exact McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The verdict requires task-score and evidence-recall CI lower bounds ≥ −tolerance, an unsupported-claim-rate CI upper bound ≤ tolerance and a context-token reduction CI lower bound > 0.\n\n");
+    if report.comparisons.is_empty() {
+        out.push_str(
+            "No comparisons: the records hold no `raw` condition (or only one condition).\n\n",
+        );
+    }
+    for comparison in &report.comparisons {
+        comparison_section(&mut out, comparison, report);
+    }
+    out.push_str("## Pareto frontier\n\n");
+    let frontier: Vec<&str> = report.pareto_frontier.iter().map(|c| c.as_str()).collect();
+    let _ = writeln!(
+        out,
+        "Not dominated on (task_score ↑, evidence_recall ↑, unsupported_claim_rate ↓, context_tokens ↓, billed_cost_usd ↓) by per-condition means: {}.\n",
+        if frontier.is_empty() {
+            "none".to_string()
+        } else {
+            frontier.join(", ")
+        }
+    );
+    let pairing = &report.pairing;
+    out.push_str("## Pairing completeness\n\n");
+    let _ = writeln!(
+        out,
+        "{} of {} pairing units have every condition; {} duplicate record(s) (same unit and condition) were not paired.",
+        pairing.complete_units, pairing.units, pairing.duplicates
+    );
+    for (condition, missing) in &pairing.missing {
+        if *missing > 0 {
+            let _ = writeln!(out, "- {missing} unit(s) lack {condition}");
+        }
+    }
+    for example in &pairing.incomplete_examples {
+        let _ = writeln!(out, "- {example}");
+    }
+    out.push('\n');
+    if let Some(baseline) = &report.baseline_comparison {
+        out.push_str("## Against the stored baseline summary\n\nPer-condition means (runs are not paired across summaries).\n\n| condition | metric | baseline | current | delta | relative |\n|---|---|---:|---:|---:|---:|\n");
+        for row in &baseline.rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                row.condition,
+                row.metric,
+                number(row.metric, row.baseline),
+                number(row.metric, row.current),
+                signed(row.metric, row.delta),
+                row.relative
+                    .map_or_else(|| "-".into(), |r| format!("{:+.1}%", r * 100.0))
+            );
+        }
+        for condition in &baseline.missing_in_current {
+            let _ = writeln!(out, "\n{condition} is in the baseline but not in this run.");
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Ten decimals, trailing zeros trimmed: enough for any metric here, and immune to last-bit
+/// differences in summation order between machines (golden files stay stable).
+fn csv_number(value: Option<f64>) -> String {
+    match value {
+        Some(v) if v.is_finite() => {
+            let text = format!("{v:.10}");
+            let text = text.trim_end_matches('0').trim_end_matches('.');
+            if text == "-0" {
+                "0".into()
+            } else {
+                text.into()
+            }
+        }
+        _ => String::new(),
+    }
+}
+
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
+}
+
+/// `summary.csv`: one row per condition (scope `condition`) and per group (scope `group`).
+pub fn summary_csv(report: &Report) -> String {
+    let mut out = String::from("scope,condition,workload,budget,model,n,successes,errors");
+    for metric in Metric::ALL {
+        let _ = write!(out, ",{metric}_mean,{metric}_median,{metric}_p90");
+    }
+    out.push_str(",projected_cost_usd_mean\n");
+    let scoped = report
+        .conditions
+        .iter()
+        .map(|g| ("condition", g))
+        .chain(report.groups.iter().map(|g| ("group", g)));
+    for (scope, group) in scoped {
+        let _ = write!(
+            out,
+            "{scope},{},{},{},{},{},{},{}",
+            group.condition,
+            csv_field(group.workload.as_deref().unwrap_or("")),
+            group.budget.map(|b| b.to_string()).unwrap_or_default(),
+            csv_field(group.model.as_deref().unwrap_or("")),
+            group.n,
+            group.successes,
+            group.errors
+        );
+        for metric in Metric::ALL {
+            let d = group.metrics.get(&metric);
+            let _ = write!(
+                out,
+                ",{},{},{}",
+                csv_number(d.map(|d| d.mean)),
+                csv_number(d.map(|d| d.median)),
+                csv_number(d.map(|d| d.p90))
+            );
+        }
+        let _ = writeln!(out, ",{}", csv_number(group.projected_cost_usd));
+    }
+    out
+}
+
+/// `comparisons.csv`: one row per comparison and metric, plus the reduction rows.
+pub fn comparisons_csv(report: &Report) -> String {
+    let mut out = String::from(
+        "condition,baseline,pairs,statistic,estimate,ci_low,ci_high,test,test_statistic,p_value,significant,quality_preserving_context_win\n",
+    );
+    for comparison in &report.comparisons {
+        let prefix = format!(
+            "{},{},{}",
+            comparison.condition, comparison.baseline, comparison.pairs
+        );
+        let win = comparison.verdict.quality_preserving_context_win;
+        for delta in &comparison.metrics {
+            let test = match delta.test.test {
+                TestKind::WilcoxonExact => "wilcoxon_exact",
+                TestKind::WilcoxonNormal => "wilcoxon_normal",
+                TestKind::McnemarExact => "mcnemar_exact",
+                TestKind::NoDifference => "no_difference",
+            };
+            let _ = writeln!(
+                out,
+                "{prefix},{}_delta,{},{},{},{test},{},{},{},{win}",
+                delta.metric,
+                csv_number(delta.delta.map(|e| e.estimate)),
+                csv_number(delta.delta.map(|e| e.ci_low)),
+                csv_number(delta.delta.map(|e| e.ci_high)),
+                csv_number(Some(delta.test.statistic)),
+                csv_number(Some(delta.test.p_value)),
+                delta.significant
+            );
+        }
+        for (name, estimate) in [
+            ("context_tokens_reduction", comparison.token_reduction),
+            ("billed_cost_usd_reduction", comparison.cost_reduction),
+        ] {
+            let _ = writeln!(
+                out,
+                "{prefix},{name},{},{},{},,,,,{win}",
+                csv_number(estimate.map(|e| e.estimate)),
+                csv_number(estimate.map(|e| e.ci_low)),
+                csv_number(estimate.map(|e| e.ci_high))
+            );
+        }
+    }
+    out
+}
+
+/// Mean context tokens against mean task score: one point per group, coloured by condition.
+pub fn tokens_vs_score_svg(report: &Report) -> String {
+    let series: Vec<Series> = report
+        .conditions
+        .iter()
+        .map(|pooled| Series {
+            label: pooled.condition.to_string(),
+            points: report
+                .groups
+                .iter()
+                .filter(|g| g.condition == pooled.condition)
+                .filter_map(|g| Some((g.mean(Metric::ContextTokens)?, g.mean(Metric::TaskScore)?)))
+                .collect(),
+        })
+        .collect();
+    svg::scatter(
+        "Context tokens vs task score (means per workload, budget and model)",
+        "mean context_tokens",
+        "mean task_score",
+        &series,
+    )
+}
+
+/// Relative context-token reduction per comparison with its CI.
+pub fn token_reduction_svg(report: &Report) -> String {
+    let items: Vec<Interval> = report
+        .comparisons
+        .iter()
+        .filter_map(|c| {
+            let e = c.token_reduction?;
+            Some(Interval {
+                label: format!("{} vs {}", c.condition, c.baseline),
+                estimate: e.estimate,
+                low: e.ci_low,
+                high: e.ci_high,
+            })
+        })
+        .collect();
+    svg::intervals(
+        &format!(
+            "Context-token reduction ({} CI)",
+            percent(report.settings.confidence)
+        ),
+        "relative reduction",
+        &items,
+    )
+}
+
+/// A compact comparison table for the terminal.
+pub fn comparison_table(report: &Report) -> String {
+    let mut rows: Vec<[String; 7]> = vec![[
+        "condition".into(),
+        "vs".into(),
+        "pairs".into(),
+        "Δ task_score [CI]".into(),
+        "Δ evidence_recall [CI]".into(),
+        "token reduction [CI]".into(),
+        "verdict".into(),
+    ]];
+    let delta = |c: &Comparison, metric: Metric| {
+        c.metric(metric).and_then(|d| d.delta).map_or_else(
+            || "-".into(),
+            |e| {
+                format!(
+                    "{} [{}, {}]",
+                    signed(metric, e.estimate),
+                    signed(metric, e.ci_low),
+                    signed(metric, e.ci_high)
+                )
+            },
+        )
+    };
+    for c in &report.comparisons {
+        rows.push([
+            c.condition.to_string(),
+            c.baseline.to_string(),
+            c.pairs.to_string(),
+            delta(c, Metric::TaskScore),
+            delta(c, Metric::EvidenceRecall),
+            c.token_reduction.map_or_else(
+                || "-".into(),
+                |e| {
+                    format!(
+                        "{} [{}, {}]",
+                        percent(e.estimate),
+                        percent(e.ci_low),
+                        percent(e.ci_high)
+                    )
+                },
+            ),
+            if c.verdict.quality_preserving_context_win {
+                "quality-preserving win".into()
+            } else {
+                "not shown".into()
+            },
+        ]);
+    }
+    let mut widths = [0usize; 7];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in &rows {
+        let cells: Vec<String> = row
+            .iter()
+            .zip(widths)
+            .map(|(cell, w)| format!("{cell}{}", " ".repeat(w - cell.chars().count())))
+            .collect();
+        out.push_str(cells.join("  ").trim_end());
+        out.push('\n');
+    }
+    if report.comparisons.is_empty() {
+        out.push_str("(no paired comparisons)\n");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{PricingSnapshot, ReportOptions, build_report, generate};
+    use crate::trial::record::CostSource;
+
+    #[test]
+    fn zero_cost_fixtures_make_the_projection_the_only_cost_estimate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let records = dir.path().join("zero.jsonl");
+        let text: String = generate::records(40, 2)
+            .map(|mut r| {
+                r.cost_source = CostSource::ZeroCostFixture;
+                r.billed_cost_usd = 0.0;
+                serde_json::to_string(&r).expect("serialise") + "\n"
+            })
+            .collect();
+        std::fs::write(&records, text).expect("write");
+        let pricing_path = dir.path().join("pricing.json");
+        std::fs::write(
+            &pricing_path,
+            r#"{"models":{"other-model":{"input_per_mtok":1,"output_per_mtok":2}}}"#,
+        )
+        .expect("write");
+        let options = ReportOptions {
+            resamples: 50,
+            pricing: Some((
+                PricingSnapshot::load(&pricing_path).expect("pricing"),
+                pricing_path.clone(),
+            )),
+            ..ReportOptions::default()
+        };
+        let report = build_report(&[records], &options).expect("report");
+        let markdown = markdown(&report);
+        assert!(
+            markdown.contains("40 record(s) carry zero-cost fixtures"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains(
+                "Models without a price in the snapshot (no projection): synthetic-large."
+            )
+        );
+        // Zero billed cost everywhere: the cost reduction is undefined, not 0 % or NaN.
+        assert!(markdown.contains("Billed-cost reduction: undefined (raw total is zero)."));
+        assert!(
+            report
+                .conditions
+                .iter()
+                .all(|g| g.projected_cost_usd.is_none())
+        );
+        let table = comparison_table(&report);
+        assert_eq!(table.lines().count(), 4, "{table}");
+    }
+}

@@ -1,0 +1,482 @@
+//! Numerical building blocks of the paired analysis: quantiles, the seeded percentile
+//! bootstrap, the Wilcoxon signed-rank test, the exact McNemar test and the Pareto frontier.
+//!
+//! Every function here is pure and deterministic (the bootstrap takes its seed), so results can
+//! be checked against known answers and against scipy (`fixtures/report/scipy_expected.py`).
+//! Conventions follow numpy/scipy so the two agree: quantiles interpolate linearly between order
+//! statistics (numpy's default), and the Wilcoxon test drops zero differences (`zero_method =
+//! "wilcox"`) and applies the continuity correction.
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, Normal};
+
+/// Largest number of non-zero differences for which the exact Wilcoxon distribution is used
+/// (when there are no tied ranks); scipy uses the same cut-off.
+pub const WILCOXON_EXACT_MAX_N: usize = 50;
+
+/// Bootstrap resamples computed together in one pass over the rows (memory traffic, not
+/// arithmetic, bounds the bootstrap on large inputs).
+const BOOTSTRAP_BLOCK: usize = 8;
+
+/// SplitMix64: a tiny, well-mixed 64-bit generator. Written out here (rather than `rand`) so
+/// the bootstrap's index stream is specified exactly and the scipy check can replay it.
+#[derive(Debug, Clone)]
+pub struct SplitMix64 {
+    state: u64,
+}
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform index in `0..n` by multiply-shift (Lemire); the bias is below 2^-40 for any
+    /// realistic `n` and the mapping is trivial to replay elsewhere.
+    pub fn below(&mut self, n: usize) -> usize {
+        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
+    }
+
+    /// Uniform float in [0, 1) with 53 random bits.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The generator for bootstrap resample `index`: independent of thread scheduling, so the
+/// result does not depend on how resamples are spread over cores.
+pub fn resample_rng(seed: u64, index: usize) -> SplitMix64 {
+    let mut mixer = SplitMix64::new(seed ^ (index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03));
+    SplitMix64::new(mixer.next_u64())
+}
+
+/// Linear-interpolation quantile of already sorted values (numpy's default method).
+/// `None` for an empty slice.
+pub fn quantile_sorted(sorted: &[f64], q: f64) -> Option<f64> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let position = q.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let lower = position.floor() as usize;
+    let upper = position.ceil() as usize;
+    let fraction = position - lower as f64;
+    Some(sorted[lower] + (sorted[upper] - sorted[lower]) * fraction)
+}
+
+/// Quantile of unsorted values (copies and sorts).
+pub fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    quantile_sorted(&sorted, q)
+}
+
+pub fn mean(values: &[f64]) -> Option<f64> {
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+/// A point estimate with its percentile-bootstrap confidence interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    pub estimate: f64,
+    pub ci_low: f64,
+    pub ci_high: f64,
+}
+
+/// Percentile bootstrap over paired rows.
+///
+/// `rows` holds one fixed-width row of values per pair (`width` values each). Each resample draws
+/// `rows.len()` row indices with replacement and computes the column means; `statistic` turns a
+/// column-mean vector into the statistics of interest. Returns, per statistic, the estimate on
+/// the full sample and the `(1 - confidence)/2` and `(1 + confidence)/2` quantiles of the
+/// resampled values. Resamples whose statistic is not finite are left out of that statistic's
+/// interval (e.g. a ratio whose denominator resampled to zero).
+///
+/// Draws are turned into per-row counts first so the accumulation is one sequential pass: the
+/// random accesses then hit a small count array instead of the wide rows. The result does not
+/// depend on the number of threads: resample `i` always uses [`resample_rng`]`(seed, i)`.
+pub fn bootstrap_means<F>(
+    rows: &[f64],
+    width: usize,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+    statistic: F,
+) -> Vec<Option<Estimate>>
+where
+    F: Fn(&[f64]) -> Vec<f64> + Sync,
+{
+    let n = rows.len().checked_div(width).unwrap_or(0);
+    if n == 0 {
+        return statistic(&vec![f64::NAN; width])
+            .into_iter()
+            .map(|_| None)
+            .collect();
+    }
+    let mut point_sums = vec![0.0; width];
+    for row in rows.chunks_exact(width) {
+        for (sum, value) in point_sums.iter_mut().zip(row) {
+            *sum += value;
+        }
+    }
+    let point = statistic(&point_sums.iter().map(|s| s / n as f64).collect::<Vec<_>>());
+    let blocks = resamples.div_ceil(BOOTSTRAP_BLOCK);
+    let replicates: Vec<Vec<f64>> = (0..blocks)
+        .into_par_iter()
+        .map_init(
+            || vec![vec![0u32; n]; BOOTSTRAP_BLOCK],
+            |counts, block| {
+                let first = block * BOOTSTRAP_BLOCK;
+                let lanes = BOOTSTRAP_BLOCK.min(resamples - first);
+                for (lane, lane_counts) in counts.iter_mut().enumerate().take(lanes) {
+                    lane_counts.iter_mut().for_each(|c| *c = 0);
+                    let mut rng = resample_rng(seed, first + lane);
+                    for _ in 0..n {
+                        lane_counts[rng.below(n)] += 1;
+                    }
+                }
+                // One pass over the rows serves the whole block. Zero weights are multiplied
+                // in rather than skipped: a data-dependent branch costs more than the
+                // multiply, and adding +0.0 leaves every sum unchanged.
+                let mut sums = vec![0.0; lanes * width];
+                for (i, row) in rows.chunks_exact(width).enumerate() {
+                    for (lane_sums, lane_counts) in sums.chunks_exact_mut(width).zip(counts.iter())
+                    {
+                        let weight = f64::from(lane_counts[i]);
+                        for (sum, value) in lane_sums.iter_mut().zip(row) {
+                            *sum += weight * value;
+                        }
+                    }
+                }
+                sums.chunks_exact(width)
+                    .map(|lane_sums| {
+                        statistic(&lane_sums.iter().map(|s| s / n as f64).collect::<Vec<_>>())
+                    })
+                    .collect::<Vec<_>>()
+            },
+        )
+        .flatten()
+        .collect();
+    let alpha = (1.0 - confidence) / 2.0;
+    point
+        .iter()
+        .enumerate()
+        .map(|(k, &estimate)| {
+            if !estimate.is_finite() {
+                return None;
+            }
+            let mut values: Vec<f64> = replicates
+                .iter()
+                .map(|r| r[k])
+                .filter(|v| v.is_finite())
+                .collect();
+            values.sort_by(f64::total_cmp);
+            Some(Estimate {
+                estimate,
+                ci_low: quantile_sorted(&values, alpha)?,
+                ci_high: quantile_sorted(&values, 1.0 - alpha)?,
+            })
+        })
+        .collect()
+}
+
+/// Which test produced a p-value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TestKind {
+    /// Wilcoxon signed-rank, exact null distribution.
+    WilcoxonExact,
+    /// Wilcoxon signed-rank, normal approximation with tie and continuity corrections.
+    WilcoxonNormal,
+    /// Exact McNemar (two-sided binomial test on the discordant pairs).
+    McnemarExact,
+    /// No test: every paired difference is zero.
+    NoDifference,
+}
+
+impl TestKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            TestKind::WilcoxonExact => "Wilcoxon (exact)",
+            TestKind::WilcoxonNormal => "Wilcoxon (normal approx.)",
+            TestKind::McnemarExact => "McNemar (exact)",
+            TestKind::NoDifference => "none (all differences zero)",
+        }
+    }
+}
+
+/// Result of a paired significance test.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub test: TestKind,
+    /// Wilcoxon: min(W+, W-); McNemar: the smaller discordant count.
+    pub statistic: f64,
+    pub p_value: f64,
+    /// Differences used: non-zero differences (Wilcoxon) or discordant pairs (McNemar).
+    pub n_used: usize,
+}
+
+/// Two-sided Wilcoxon signed-rank test on paired differences.
+///
+/// Zero differences are dropped; absolute differences are ranked with average ranks for ties.
+/// With at most [`WILCOXON_EXACT_MAX_N`] non-zero differences and no ties the exact null
+/// distribution is used; otherwise the normal approximation with the tie correction of the
+/// variance and a continuity correction of 0.5.
+pub fn wilcoxon_signed_rank(differences: &[f64]) -> TestResult {
+    let mut nonzero: Vec<f64> = differences
+        .iter()
+        .copied()
+        .filter(|d| *d != 0.0 && !d.is_nan())
+        .collect();
+    let n = nonzero.len();
+    if n == 0 {
+        return TestResult {
+            test: TestKind::NoDifference,
+            statistic: 0.0,
+            p_value: 1.0,
+            n_used: 0,
+        };
+    }
+    nonzero.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
+    let (mut r_plus, mut r_minus) = (0.0, 0.0);
+    let mut tie_term = 0.0;
+    let mut ties = false;
+    let mut i = 0;
+    while i < n {
+        let mut j = i;
+        while j + 1 < n && nonzero[j + 1].abs() == nonzero[i].abs() {
+            j += 1;
+        }
+        // Ranks i+1 ..= j+1 share their average.
+        let rank = (i + j + 2) as f64 / 2.0;
+        let t = (j - i + 1) as f64;
+        if t > 1.0 {
+            ties = true;
+            tie_term += t * t * t - t;
+        }
+        for d in &nonzero[i..=j] {
+            if *d > 0.0 {
+                r_plus += rank;
+            } else {
+                r_minus += rank;
+            }
+        }
+        i = j + 1;
+    }
+    let statistic = f64::min(r_plus, r_minus);
+    let nf = n as f64;
+    if n <= WILCOXON_EXACT_MAX_N && !ties {
+        let p = 2.0 * wilcoxon_exact_cdf(n, statistic.round() as usize);
+        return TestResult {
+            test: TestKind::WilcoxonExact,
+            statistic,
+            p_value: p.min(1.0),
+            n_used: n,
+        };
+    }
+    let mean = nf * (nf + 1.0) / 4.0;
+    let variance = nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0 - tie_term / 48.0;
+    let correction = 0.5 * (statistic - mean).signum();
+    let z = (statistic - mean - correction) / variance.sqrt();
+    TestResult {
+        test: TestKind::WilcoxonNormal,
+        statistic,
+        p_value: (2.0 * standard_normal_sf(z.abs())).min(1.0),
+        n_used: n,
+    }
+}
+
+/// P(W+ <= w) under the null for `n` untied non-zero differences: subset-sum counting.
+fn wilcoxon_exact_cdf(n: usize, w: usize) -> f64 {
+    let max = n * (n + 1) / 2;
+    let mut counts = vec![0.0f64; max + 1];
+    counts[0] = 1.0;
+    for k in 1..=n {
+        for s in (k..=k * (k + 1) / 2).rev() {
+            counts[s] += counts[s - k];
+        }
+    }
+    let total = 2f64.powi(n as i32);
+    counts[..=w.min(max)].iter().sum::<f64>() / total
+}
+
+fn standard_normal_sf(z: f64) -> f64 {
+    // Normal::new(0, 1) only fails for a non-positive or NaN standard deviation.
+    match Normal::new(0.0, 1.0) {
+        Ok(normal) => normal.sf(z),
+        Err(_) => f64::NAN,
+    }
+}
+
+/// Exact McNemar test on paired 0/1 outcomes: `b` pairs went 1 → 0, `c` went 0 → 1.
+/// Two-sided binomial test of min(b, c) in b + c trials at p = 1/2.
+pub fn mcnemar_exact(b: u64, c: u64) -> TestResult {
+    let discordant = b + c;
+    let smaller = b.min(c);
+    let p_value = if discordant == 0 {
+        1.0
+    } else {
+        match Binomial::new(0.5, discordant) {
+            Ok(binomial) => (2.0 * binomial.cdf(smaller)).min(1.0),
+            Err(_) => f64::NAN,
+        }
+    };
+    TestResult {
+        test: TestKind::McnemarExact,
+        statistic: smaller as f64,
+        p_value,
+        n_used: discordant as usize,
+    }
+}
+
+/// Direction in which a Pareto objective is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    Maximise,
+    Minimise,
+}
+
+/// Indices of the points not dominated by any other point. A point dominates another when it
+/// is at least as good in every objective and strictly better in one. Points with a missing
+/// (NaN) objective are never on the frontier.
+pub fn pareto_frontier(points: &[Vec<f64>], directions: &[Direction]) -> Vec<usize> {
+    let better_or_equal = |a: f64, b: f64, d: Direction| match d {
+        Direction::Maximise => a >= b,
+        Direction::Minimise => a <= b,
+    };
+    let dominates = |a: &[f64], b: &[f64]| {
+        let all = a
+            .iter()
+            .zip(b)
+            .zip(directions)
+            .all(|((x, y), d)| better_or_equal(*x, *y, *d));
+        let strict = a
+            .iter()
+            .zip(b)
+            .zip(directions)
+            .any(|((x, y), d)| better_or_equal(*x, *y, *d) && x != y);
+        all && strict
+    };
+    (0..points.len())
+        .filter(|&i| points[i].iter().all(|v| !v.is_nan()))
+        .filter(|&i| {
+            !points.iter().enumerate().any(|(j, other)| {
+                j != i && other.iter().all(|v| !v.is_nan()) && dominates(other, &points[i])
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn close(a: f64, b: f64, tolerance: f64) -> bool {
+        (a - b).abs() <= tolerance
+    }
+
+    #[test]
+    fn quantiles_match_numpy_linear() {
+        let values = [1.0, 2.0, 3.0, 4.0, 10.0];
+        assert_eq!(quantile(&values, 0.5), Some(3.0));
+        // numpy.percentile([1,2,3,4,10], 90) == 7.6
+        assert!(close(quantile(&values, 0.9).expect("q"), 7.6, 1e-12));
+        assert_eq!(quantile(&[], 0.5), None);
+        assert_eq!(quantile(&[5.0], 0.9), Some(5.0));
+    }
+
+    #[test]
+    fn splitmix_known_first_outputs() {
+        // Reference values of SplitMix64 seeded with 0 (Vigna's reference implementation).
+        let mut rng = SplitMix64::new(0);
+        assert_eq!(rng.next_u64(), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(rng.next_u64(), 0x6E78_9E6A_A1B9_65F4);
+    }
+
+    #[test]
+    fn wilcoxon_exact_textbook_example() {
+        // scipy.stats.wilcoxon([6,8,14,16,23,24,28,29,41,-48,49,56,60,-67,75]) -> statistic 24,
+        // p = 0.04126 (Fisher's Zea mays differences, exact).
+        let d = [
+            6.0, 8.0, 14.0, 16.0, 23.0, 24.0, 28.0, 29.0, 41.0, -48.0, 49.0, 56.0, 60.0, -67.0,
+            75.0,
+        ];
+        let result = wilcoxon_signed_rank(&d);
+        assert_eq!(result.test, TestKind::WilcoxonExact);
+        assert_eq!(result.statistic, 24.0);
+        assert!(close(result.p_value, 0.041259765625, 1e-12), "{result:?}");
+    }
+
+    #[test]
+    fn wilcoxon_zeros_dropped_and_ties_use_normal_approximation() {
+        // Differences with a zero and ties: ranks of |d| = 1,1,2,2,3 -> 1.5,1.5,3.5,3.5,5.
+        let d = [0.0, 1.0, -1.0, 2.0, 2.0, 3.0];
+        let result = wilcoxon_signed_rank(&d);
+        assert_eq!(result.test, TestKind::WilcoxonNormal);
+        assert_eq!(result.n_used, 5);
+        assert_eq!(result.statistic, 1.5);
+        // mean 7.5, var = 5*6*11/24 - (6+6)/48 = 13.5; z = (1.5-7.5+0.5)/sqrt(13.5)
+        let z: f64 = (1.5 - 7.5 + 0.5) / 13.5f64.sqrt();
+        let expected = 2.0 * standard_normal_sf(z.abs());
+        assert!(close(result.p_value, expected, 1e-12));
+        assert!(close(result.p_value, 0.1343, 1e-3), "{result:?}");
+    }
+
+    #[test]
+    fn wilcoxon_all_zero_is_no_difference() {
+        let result = wilcoxon_signed_rank(&[0.0, 0.0]);
+        assert_eq!(result.test, TestKind::NoDifference);
+        assert_eq!(result.p_value, 1.0);
+    }
+
+    #[test]
+    fn mcnemar_exact_known_answers() {
+        // binomtest(1, 10, 0.5).pvalue == 0.021484375
+        assert!(close(mcnemar_exact(1, 9).p_value, 0.021484375, 1e-12));
+        assert!(close(mcnemar_exact(9, 1).p_value, 0.021484375, 1e-12));
+        assert_eq!(mcnemar_exact(4, 4).p_value, 1.0);
+        assert_eq!(mcnemar_exact(0, 0).p_value, 1.0);
+    }
+
+    #[test]
+    fn bootstrap_is_deterministic_and_covers_the_mean() {
+        let mut rng = SplitMix64::new(7);
+        let rows: Vec<f64> = (0..2000).map(|_| rng.unit()).collect();
+        let run = |seed| bootstrap_means(&rows, 1, 500, 0.95, seed, |m| vec![m[0]]);
+        let a = run(1)[0].expect("estimate");
+        assert_eq!(Some(a), run(1)[0]);
+        assert_ne!(Some(a), run(2)[0]);
+        // Uniform(0,1): sd 0.2887, se of the mean with n=2000 is 0.00645; the 95% interval is
+        // about +-0.0126 around the sample mean.
+        let width = a.ci_high - a.ci_low;
+        assert!(width > 0.018 && width < 0.033, "{a:?}");
+        assert!(a.ci_low < a.estimate && a.estimate < a.ci_high);
+    }
+
+    #[test]
+    fn bootstrap_of_empty_input_is_none() {
+        let out = bootstrap_means(&[], 2, 10, 0.95, 1, |m| vec![m[0], m[1]]);
+        assert_eq!(out, vec![None, None]);
+    }
+
+    #[test]
+    fn pareto_frontier_drops_dominated_points() {
+        use Direction::*;
+        let directions = [Maximise, Minimise];
+        let points = vec![
+            vec![0.9, 100.0],
+            vec![0.8, 50.0],
+            vec![0.8, 60.0],  // dominated by the second point
+            vec![0.9, 100.0], // equal to the first: neither dominates
+            vec![f64::NAN, 1.0],
+        ];
+        assert_eq!(pareto_frontier(&points, &directions), vec![0, 1, 3]);
+    }
+}

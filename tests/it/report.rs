@@ -1,0 +1,526 @@
+//! `svc report` and `svc gate` end to end over `fixtures/report/`, plus the check of every
+//! statistic against scipy's values (`fixtures/report/scipy_expected.{py,json}`).
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+use svc::report::{self, Metric, Report, ReportOptions, TestKind};
+use svc::trial::TrialRecord;
+use svc::trial::record::Condition;
+
+use crate::harness::{assert_text_eq, root, run, svc};
+
+const GOLDEN_ENV: &str = "SVC_UPDATE_GOLDEN";
+
+fn fixture(path: &str) -> PathBuf {
+    root().join("fixtures/report").join(path)
+}
+
+#[track_caller]
+fn close(expected: f64, got: f64, what: &str) {
+    let tolerance = 1e-9 * expected.abs().max(1.0);
+    assert!(
+        (expected - got).abs() <= tolerance,
+        "{what}: scipy {expected} vs svc {got}"
+    );
+}
+
+fn test_name(kind: TestKind) -> &'static str {
+    match kind {
+        TestKind::WilcoxonExact => "wilcoxon_exact",
+        TestKind::WilcoxonNormal => "wilcoxon_normal",
+        TestKind::McnemarExact => "mcnemar_exact",
+        TestKind::NoDifference => "no_difference",
+    }
+}
+
+fn check_estimate(expected: &Value, got: Option<report::Estimate>, what: &str) {
+    if expected.is_null() {
+        assert!(
+            got.is_none(),
+            "{what}: scipy has no estimate, svc has {got:?}"
+        );
+        return;
+    }
+    let got = got.unwrap_or_else(|| panic!("{what}: svc has no estimate"));
+    close(
+        expected["estimate"].as_f64().expect("estimate"),
+        got.estimate,
+        &format!("{what} estimate"),
+    );
+    close(
+        expected["ci_low"].as_f64().expect("ci_low"),
+        got.ci_low,
+        &format!("{what} ci_low"),
+    );
+    close(
+        expected["ci_high"].as_f64().expect("ci_high"),
+        got.ci_high,
+        &format!("{what} ci_high"),
+    );
+}
+
+#[test]
+fn every_statistic_matches_scipy() {
+    let expected: Value = serde_json::from_str(
+        &fs::read_to_string(fixture("scipy_expected.json")).expect("scipy_expected.json"),
+    )
+    .expect("json");
+    let settings = &expected["settings"];
+    let options = ReportOptions {
+        seed: settings["seed"].as_u64().expect("seed"),
+        resamples: settings["resamples"].as_u64().expect("resamples") as usize,
+        confidence: settings["confidence"].as_f64().expect("confidence"),
+        ..ReportOptions::default()
+    };
+    let files = expected["files"].as_object().expect("files");
+    assert_eq!(files.len(), 2);
+    let mut tests_seen = std::collections::BTreeSet::new();
+    for (name, expected) in files {
+        let report = report::build_report(&[fixture(name)], &options).expect("report");
+        for (condition, summary) in expected["conditions"].as_object().expect("conditions") {
+            let got = report
+                .conditions
+                .iter()
+                .find(|g| g.condition.as_str() == condition)
+                .unwrap_or_else(|| panic!("{name}: no {condition} summary"));
+            assert_eq!(
+                got.n,
+                summary["n"].as_u64().expect("n"),
+                "{name} {condition} n"
+            );
+            assert_eq!(
+                got.successes,
+                summary["successes"].as_u64().expect("successes")
+            );
+            for metric in Metric::ALL {
+                let e = &summary["metrics"][metric.as_str()];
+                let d = got.metrics[&metric];
+                let what = format!("{name} {condition} {metric}");
+                close(
+                    e["mean"].as_f64().expect("mean"),
+                    d.mean,
+                    &format!("{what} mean"),
+                );
+                close(
+                    e["median"].as_f64().expect("median"),
+                    d.median,
+                    &format!("{what} median"),
+                );
+                close(
+                    e["p90"].as_f64().expect("p90"),
+                    d.p90,
+                    &format!("{what} p90"),
+                );
+            }
+        }
+        let comparisons = expected["comparisons"].as_array().expect("comparisons");
+        assert_eq!(comparisons.len(), report.comparisons.len(), "{name}");
+        for e in comparisons {
+            let condition = e["condition"].as_str().expect("condition");
+            let got = report
+                .comparisons
+                .iter()
+                .find(|c| c.condition.as_str() == condition && c.baseline == Condition::Raw)
+                .unwrap_or_else(|| panic!("{name}: no {condition} vs raw"));
+            assert_eq!(got.pairs, e["pairs"].as_u64().expect("pairs"));
+            for metric in Metric::ALL {
+                let em = &e["metrics"][metric.as_str()];
+                let gm = got.metric(metric).expect("metric");
+                let what = format!("{name} {condition} vs raw {metric}");
+                close(
+                    em["baseline_mean"].as_f64().expect("b"),
+                    gm.baseline_mean.expect("b"),
+                    &what,
+                );
+                close(
+                    em["condition_mean"].as_f64().expect("c"),
+                    gm.condition_mean.expect("c"),
+                    &what,
+                );
+                check_estimate(&em["delta"], gm.delta, &what);
+                assert_eq!(
+                    em["test"].as_str(),
+                    Some(test_name(gm.test.test)),
+                    "{what} test"
+                );
+                tests_seen.insert(test_name(gm.test.test));
+                close(
+                    em["statistic"].as_f64().expect("statistic"),
+                    gm.test.statistic,
+                    &format!("{what} statistic"),
+                );
+                close(
+                    em["p_value"].as_f64().expect("p"),
+                    gm.test.p_value,
+                    &format!("{what} p-value"),
+                );
+            }
+            check_estimate(
+                &e["token_reduction"],
+                got.token_reduction,
+                &format!("{name} {condition} token reduction"),
+            );
+            check_estimate(
+                &e["cost_reduction"],
+                got.cost_reduction,
+                &format!("{name} {condition} cost reduction"),
+            );
+        }
+    }
+    // The fixtures exercise each test.
+    assert_eq!(
+        tests_seen.into_iter().collect::<Vec<_>>(),
+        vec!["mcnemar_exact", "wilcoxon_exact", "wilcoxon_normal"]
+    );
+}
+
+fn summary_schema_errors(summary: &Value) -> Vec<String> {
+    let schema: Value = serde_json::from_str(report::SUMMARY_SCHEMA_JSON).expect("schema json");
+    let validator = jsonschema::options()
+        .with_draft(jsonschema::Draft::Draft202012)
+        .build(&schema)
+        .expect("schema compiles");
+    validator
+        .iter_errors(summary)
+        .map(|e| format!("{}: {e}", e.instance_path().as_str()))
+        .collect()
+}
+
+fn read_summary(dir: &Path) -> Value {
+    let summary: Value =
+        serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).expect("summary.json"))
+            .expect("summary json");
+    let errors = summary_schema_errors(&summary);
+    assert!(
+        errors.is_empty(),
+        "summary.json breaks its schema: {errors:#?}"
+    );
+    summary
+}
+
+#[track_caller]
+fn assert_golden(name: &str, got: &str) {
+    let path = fixture("golden").join(name);
+    if std::env::var_os(GOLDEN_ENV).is_some() {
+        fs::write(&path, got).expect("write golden");
+        return;
+    }
+    let expected = fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("{} missing; run with {GOLDEN_ENV}=1", path.display()));
+    assert_text_eq(&expected, got);
+}
+
+#[test]
+fn report_outputs_match_golden_files_and_schema() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args([
+            "report",
+            "fixtures/report/paired.jsonl",
+            "--pricing",
+            "fixtures/report/pricing.toml",
+            "--resamples",
+            "200",
+            "--seed",
+            "7",
+            "--out",
+        ])
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        result.stdout.contains("svc                raw"),
+        "{}",
+        result.stdout
+    );
+    for file in [
+        "report.md",
+        "summary.csv",
+        "comparisons.csv",
+        "summary.json",
+        "tokens-vs-task-score.svg",
+        "token-reduction.svg",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing");
+    }
+    let markdown = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(markdown.contains("seed 7, 200 resamples"));
+    assert!(markdown.contains("**projection**"));
+    assert_golden("report.md", &markdown);
+    assert_golden(
+        "summary.csv",
+        &fs::read_to_string(out.join("summary.csv")).expect("csv"),
+    );
+    assert_golden(
+        "comparisons.csv",
+        &fs::read_to_string(out.join("comparisons.csv")).expect("csv"),
+    );
+    let summary = read_summary(&out);
+    let report: Report =
+        serde_json::from_value(summary).expect("summary.json reads back as a Report");
+    assert_eq!(report.settings.seed, 7);
+    let svg = fs::read_to_string(out.join("token-reduction.svg")).expect("svg");
+    assert!(svg.contains("svc vs raw") && svg.ends_with("</svg>\n"));
+}
+
+#[test]
+fn bad_records_are_excluded_counted_and_named() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args([
+            "report",
+            "fixtures/report/bad/mixed.jsonl",
+            "--resamples",
+            "50",
+            "--out",
+        ])
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        result.stderr.contains("4 invalid record(s) excluded"),
+        "{}",
+        result.stderr
+    );
+    assert!(
+        result.stderr.contains("mixed schema versions"),
+        "{}",
+        result.stderr
+    );
+    let markdown = fs::read_to_string(out.join("report.md")).expect("report.md");
+    for expected in [
+        "10 valid records from 1 file(s); 4 invalid record(s) excluded.",
+        "`fixtures/report/bad/mixed.jsonl:9`: /: json: not valid JSON",
+        "`fixtures/report/bad/mixed.jsonl:10`: /schema_version: const",
+        "`fixtures/report/bad/mixed.jsonl:11`: /latency_ms: required",
+        "`fixtures/report/bad/mixed.jsonl:12`: /response_sha256: integrity",
+        "- `svc.context-efficiency-trial.v2`: 1 record(s)",
+        "2 of 3 pairing units have every condition",
+        "lacks native_compaction, combined",
+        "Incomplete: 0 pairing unit(s) have combined but no raw, 1 have raw but no combined",
+        "### svc vs raw (n = 3 pairs)",
+        "### combined vs raw (n = 2 pairs)",
+    ] {
+        assert!(
+            markdown.contains(expected),
+            "report.md lacks {expected:?}:\n{markdown}"
+        );
+    }
+    let summary = read_summary(&out);
+    assert_eq!(summary["inputs"]["invalid_records"], 4);
+    assert_eq!(summary["pairing"]["missing"]["combined"], 1);
+}
+
+#[test]
+fn empty_input_renders_an_empty_report() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args(["report", "fixtures/report/bad/empty.jsonl", "--out"])
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    assert!(
+        result.stderr.contains("no valid records"),
+        "{}",
+        result.stderr
+    );
+    assert!(result.stdout.contains("(no paired comparisons)"));
+    let markdown = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(markdown.contains("No valid records: there is nothing to summarise."));
+    let summary = read_summary(&out);
+    assert_eq!(summary["comparisons"], Value::Array(vec![]));
+}
+
+#[test]
+fn run_directories_are_merged_with_their_manifest_budget() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args([
+            "report",
+            "fixtures/report/runs",
+            "--resamples",
+            "50",
+            "--out",
+        ])
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let summary = read_summary(&out);
+    let files = summary["inputs"]["files"].as_array().expect("files");
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["budget"], 512);
+    assert_eq!(summary["inputs"]["valid_records"], 80);
+    assert_eq!(summary["pairing"]["complete_units"], 20);
+    assert!(
+        summary["groups"]
+            .as_array()
+            .expect("groups")
+            .iter()
+            .all(|g| g["budget"] == 512)
+    );
+}
+
+#[test]
+fn unreadable_input_exits_2_naming_it() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let result = run(svc(state.path()).args(["report", "fixtures/report/nope.jsonl"]));
+    assert_eq!(result.code, 2);
+    assert!(
+        result.stderr.contains("fixtures/report/nope.jsonl"),
+        "{}",
+        result.stderr
+    );
+    let result = run(svc(state.path()).args([
+        "report",
+        "fixtures/report/paired.jsonl",
+        "--pricing",
+        "fixtures/report/paired.jsonl",
+    ]));
+    assert_eq!(result.code, 2);
+    assert!(
+        result.stderr.contains("pricing snapshot"),
+        "{}",
+        result.stderr
+    );
+}
+
+/// Writes a copy of paired.jsonl where `condition`'s records are made worse.
+fn degraded(dir: &Path, condition: Condition) -> PathBuf {
+    let text = fs::read_to_string(fixture("paired.jsonl")).expect("paired");
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut record: TrialRecord = serde_json::from_str(line).expect("record");
+        if record.condition == condition {
+            record.task_score = (record.task_score - 0.2).max(0.0);
+            record.context_tokens *= 2;
+        }
+        out.push_str(&serde_json::to_string(&record).expect("serialise"));
+        out.push('\n');
+    }
+    let path = dir.join("degraded.jsonl");
+    fs::write(&path, out).expect("write");
+    path
+}
+
+#[test]
+fn gate_passes_on_its_baseline_and_names_each_breach() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let baseline = state.path().join("baseline/summary.json");
+    let gate = |runs: &Path, extra: &[&str]| {
+        run(svc(state.path())
+            .arg("gate")
+            .arg(runs)
+            .arg("--baseline")
+            .arg(&baseline)
+            .args(["--resamples", "50"])
+            .args(extra))
+    };
+    let paired = fixture("paired.jsonl");
+    let missing = gate(&paired, &[]);
+    assert_eq!(missing.code, 2, "{}", missing.stdout);
+    assert!(
+        missing.stderr.contains("--update-baseline"),
+        "{}",
+        missing.stderr
+    );
+
+    let update = gate(&paired, &["--update-baseline"]);
+    assert_eq!(update.code, 0, "{}", update.stderr);
+    read_summary(baseline.parent().expect("parent"));
+
+    let pass = gate(&paired, &[]);
+    assert_eq!(pass.code, 0, "{}\n{}", pass.stdout, pass.stderr);
+    assert!(pass.stdout.contains("gate passed"));
+
+    let worse = degraded(state.path(), Condition::Svc);
+    let fail = gate(&worse, &[]);
+    assert_eq!(fail.code, 1, "{}\n{}", fail.stdout, fail.stderr);
+    assert!(
+        fail.stdout.contains("gate failed: 2 breach(es)"),
+        "{}",
+        fail.stdout
+    );
+    assert!(fail.stdout.contains("svc: task_score"), "{}", fail.stdout);
+    assert!(
+        fail.stdout.contains("svc: context_tokens"),
+        "{}",
+        fail.stdout
+    );
+    assert!(
+        fail.stdout.contains("threshold: growth > 5.0%"),
+        "{}",
+        fail.stdout
+    );
+
+    let thresholds = state.path().join("gate.toml");
+    fs::write(
+        &thresholds,
+        "task_score_drop = 0.5\ncontext_tokens_growth = 2.0\n",
+    )
+    .expect("write");
+    let lenient = gate(
+        &worse,
+        &["--thresholds", thresholds.to_str().expect("utf-8")],
+    );
+    assert_eq!(lenient.code, 0, "{}", lenient.stdout);
+
+    fs::write(&thresholds, "task_score_drop = \"high\"\n").expect("write");
+    let invalid = gate(
+        &worse,
+        &["--thresholds", thresholds.to_str().expect("utf-8")],
+    );
+    assert_eq!(invalid.code, 2);
+    assert!(
+        invalid.stderr.contains("gate thresholds"),
+        "{}",
+        invalid.stderr
+    );
+}
+
+#[test]
+fn report_compares_with_a_stored_summary() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args([
+            "report",
+            "fixtures/report/paired.jsonl",
+            "--resamples",
+            "50",
+            "--out",
+        ])
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let worse = degraded(state.path(), Condition::Combined);
+    let out2 = state.path().join("out2");
+    let result = run(svc(state.path())
+        .arg("report")
+        .arg(&worse)
+        .args(["--resamples", "50", "--baseline"])
+        .arg(out.join("summary.json"))
+        .arg("--out")
+        .arg(&out2));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let markdown = fs::read_to_string(out2.join("report.md")).expect("report.md");
+    assert!(markdown.contains("## Against the stored baseline summary"));
+    assert!(
+        markdown.contains("| combined | context_tokens |"),
+        "{markdown}"
+    );
+    assert!(markdown.contains("+100.0%"), "{markdown}");
+    read_summary(&out2);
+}
+
+#[test]
+fn generated_records_are_valid_for_records_validate() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let file = state.path().join("g.jsonl");
+    let result = run(svc(state.path())
+        .args(["records", "generate", "--n", "200", "--seed", "3", "--out"])
+        .arg(&file));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let validate = run(svc(state.path()).args(["records", "validate"]).arg(&file));
+    assert_eq!(validate.code, 0, "{}{}", validate.stdout, validate.stderr);
+}
