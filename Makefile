@@ -3,13 +3,14 @@ CARGO ?= cargo
 # Reuse built dependencies across clones on the same machine (CI runs in a fresh clone).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 
-.PHONY: build test test-unit fmt fmt-check lint bench bench-real
+.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-real
 
 build:
 	$(CARGO) build --locked
 
-# Formatting, lints, then every test. nextest is used when installed, else cargo test.
-test: fmt-check lint test-unit
+# Formatting, lints, every test, then the benchmark regression gate.
+# nextest is used when installed, else cargo test.
+test: fmt-check lint test-unit gate
 
 test-unit:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
@@ -17,6 +18,23 @@ test-unit:
 	else \
 		$(CARGO) test --locked --no-fail-fast; \
 	fi
+
+# The regression gate: a small benchmark (the committed workloads, fixture model, debug build)
+# gated against reports/baseline/summary.json with the thresholds of reports/gate.toml.
+GATE_WORKLOADS = qa-builtin,needle-builtin,conversation-builtin,code-localization-mini
+GATE_DIR = $(CARGO_TARGET_DIR)/svc-gate
+gate:
+	rm -rf $(GATE_DIR)
+	SVC_HOME=$(GATE_DIR)/state $(CARGO) run --locked --quiet -- benchmark --compare-baseline \
+		--workload $(GATE_WORKLOADS) --out $(GATE_DIR) --resamples 200
+	$(CARGO) run --locked --quiet -- gate --baseline reports/baseline/summary.json --resamples 200 $(GATE_DIR)/runs
+
+# Updating the baseline is deliberate: run the gate's benchmark and store its summary.
+baseline:
+	rm -rf $(GATE_DIR)
+	SVC_HOME=$(GATE_DIR)/state $(CARGO) run --locked --quiet -- benchmark --compare-baseline \
+		--workload $(GATE_WORKLOADS) --out $(GATE_DIR) --resamples 200
+	$(CARGO) run --locked --quiet -- gate --update-baseline --baseline reports/baseline/summary.json --resamples 200 $(GATE_DIR)/runs
 
 fmt:
 	$(CARGO) fmt --all
@@ -27,8 +45,13 @@ fmt-check:
 lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
-# Figures are measured in a release build (the first run compiles it: a few minutes).
+# The main job: the built-in suite under all four conditions with the fixture model, ending in
+# the paired comparison table and the report path. Release build (the first run compiles it).
 bench:
+	$(CARGO) run --release --locked --quiet -- benchmark --compare-baseline
+
+# Throughput figures (records, tokens, context, witness, compress, harness, report).
+perf:
 	$(CARGO) run --release --locked --quiet -- bench
 
 # Trials with a real local model (Gemma 3 270M on 127.0.0.1:8091, one thread); not run by CI.

@@ -1,6 +1,7 @@
 //! Command-line definitions (clap derive). One module per command group.
 
 mod bench;
+mod benchmark;
 mod compress;
 mod context;
 mod records;
@@ -25,6 +26,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job: run the built-in workload suite through the trial runner and report.
+    ///
+    /// With --compare-baseline the raw and native_compaction baselines run too and the paired
+    /// comparison is printed; with --compare-baseline FILE the run is compared with a stored
+    /// summary.json instead.
+    Benchmark(benchmark::BenchmarkArgs),
     /// Validate trial records and print their schema.
     #[command(subcommand)]
     Records(records::RecordsCommand),
@@ -65,6 +72,7 @@ enum Command {
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
     match cli.command {
+        Command::Benchmark(args) => benchmark::run(args),
         Command::Records(command) => records::run(command),
         Command::Bench(args) => bench::run(args),
         Command::Witness(args) => witness::run(args),

@@ -108,8 +108,8 @@ pub struct Dataset {
 }
 
 /// Expands inputs into record files: a file is used as is; a directory contributes every
-/// `*.jsonl`/`*.ndjson` file below it (a run directory's `trials.jsonl`, shard files, or a
-/// whole `runs/` tree), sorted so reports are reproducible.
+/// `*.jsonl`/`*.ndjson` file below it (a run directory's `trials.jsonl` — not its
+/// `notes.jsonl` — shard files, or a whole `runs/` tree), sorted so reports are reproducible.
 pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
     if inputs.is_empty() {
         return Err(ReportError::NoInputs);
@@ -146,7 +146,13 @@ fn collect_record_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Report
         .collect::<Result<_, _>>()
         .map_err(io_error)?;
     entries.sort();
+    // A run directory (it has a manifest) keeps its records in trials.jsonl; its other JSONL
+    // files (notes.jsonl) describe trials but are not records.
+    let run_directory = dir.join("manifest.json").is_file();
     for path in entries {
+        if run_directory && path.is_file() && path.file_name() != Some("trials.jsonl".as_ref()) {
+            continue;
+        }
         if path.is_dir() {
             collect_record_files(&path, out)?;
         } else if path
@@ -541,6 +547,7 @@ mod tests {
         assert_eq!(manifest_budget(&file), Some(128));
     }
 
+    /// Found wiring `svc benchmark`: a run directory's notes.jsonl was read as records.
     #[test]
     fn directories_contribute_their_jsonl_files_sorted() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -554,6 +561,7 @@ mod tests {
             "b/trials.jsonl",
             "a/trials.jsonl",
             "a/manifest.json",
+            "a/notes.jsonl",
             "c.ndjson",
         ] {
             let path = dir.path().join(name);

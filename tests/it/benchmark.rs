@@ -1,0 +1,86 @@
+//! `svc benchmark` end to end: the suite runs through the trial runner and ends in a report.
+
+use std::fs;
+
+use crate::harness::{run, svc};
+
+#[test]
+fn compare_baseline_runs_all_conditions_and_reports() {
+    let state = tempfile::tempdir().expect("state");
+    let out = tempfile::tempdir().expect("out");
+    let result = run(svc(state.path())
+        .args(["benchmark", "--compare-baseline", "--workload", "qa-builtin"])
+        .args(["--resamples", "50", "--out"])
+        .arg(out.path()));
+    assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
+    let records = out.path().join("runs/qa-builtin/trials.jsonl");
+    let text = fs::read_to_string(&records).expect("records");
+    let conditions: std::collections::BTreeSet<String> = text
+        .lines()
+        .map(|l| {
+            let value: serde_json::Value = serde_json::from_str(l).expect("json");
+            value["condition"].as_str().expect("condition").to_string()
+        })
+        .collect();
+    assert_eq!(
+        conditions.into_iter().collect::<Vec<_>>(),
+        ["combined", "native_compaction", "raw", "svc"]
+    );
+    let report = out.path().join("report/report.md");
+    assert!(report.is_file());
+    assert!(
+        result
+            .stdout
+            .contains(&format!("report: {}", report.display())),
+        "{}",
+        result.stdout
+    );
+    // The paired comparison names each condition against raw.
+    for condition in ["svc", "native_compaction", "combined"] {
+        assert!(result.stdout.contains(condition), "{}", result.stdout);
+    }
+    // Every record the benchmark wrote is valid.
+    let validate = run(svc(state.path()).args(["records", "validate"]).arg(&records));
+    assert_eq!(validate.code, 0, "{}", validate.stdout);
+
+    // Re-running into the same folder resumes: nothing is written twice.
+    let again = run(svc(state.path())
+        .args(["benchmark", "--compare-baseline", "--workload", "qa-builtin"])
+        .args(["--resamples", "50", "--out"])
+        .arg(out.path()));
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(again.stderr.contains("0 trials written"), "{}", again.stderr);
+    assert_eq!(
+        fs::read_to_string(&records).expect("records").lines().count(),
+        text.lines().count()
+    );
+}
+
+#[test]
+fn stored_baseline_and_bad_input_are_clear() {
+    let state = tempfile::tempdir().expect("state");
+    let out = tempfile::tempdir().expect("out");
+    let missing = run(svc(state.path())
+        .args(["benchmark", "--compare-baseline", "no/such/summary.json"])
+        .arg("--out")
+        .arg(out.path()));
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing.stderr.contains("no/such/summary.json"),
+        "{}",
+        missing.stderr
+    );
+    assert!(
+        !out.path().join("runs").exists(),
+        "fails before running trials"
+    );
+    let unknown = run(svc(state.path())
+        .args(["benchmark", "--workload", "no-such-workload", "--out"])
+        .arg(out.path()));
+    assert_eq!(unknown.code, 2);
+    assert!(
+        unknown.stderr.contains("no-such-workload"),
+        "{}",
+        unknown.stderr
+    );
+}
