@@ -37,8 +37,8 @@ pub const SUITE: [&str; 5] = [
 pub struct BenchmarkArgs {
     /// Also run the raw and native_compaction baselines and print the paired comparison; with
     /// FILE, compare with that stored summary.json instead.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
-    compare_baseline: Option<PathBuf>,
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    compare_baseline: Option<Option<PathBuf>>,
     /// Workloads to run (comma-separated or repeated) [default: the built-in suite].
     #[arg(long = "workload", value_delimiter = ',', num_args = 1..)]
     workloads: Vec<String>,
@@ -64,10 +64,7 @@ pub struct BenchmarkArgs {
 }
 
 pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
-    let stored_baseline = args
-        .compare_baseline
-        .as_ref()
-        .filter(|path| !path.as_os_str().is_empty());
+    let stored_baseline = args.compare_baseline.as_ref().and_then(Option::as_ref);
     let conditions = match (&args.compare_baseline, stored_baseline) {
         (Some(_), None) => Condition::ALL.to_vec(),
         _ => vec![Condition::Svc, Condition::Combined],

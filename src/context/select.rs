@@ -244,7 +244,7 @@ pub fn select(
         });
     }
     let pinned_set: HashSet<u32> = pinned.iter().copied().collect();
-    let mut weighted: Vec<(u32, f64)> = ranked
+    let weighted: Vec<(u32, f64)> = ranked
         .iter()
         // Below MIN_RELATIVE of the best score a fragment's value (relative²) is noise next to
         // the fragments above it; leaving it out keeps the DP small.
@@ -252,17 +252,6 @@ pub fn select(
         .take(options.max_candidates)
         .map(|&(f, s)| (f, s / max_score))
         .collect();
-    // When nothing matches the query, sending nothing helps no one: fill the budget in
-    // document order (earlier fragments first), as a reader skimming from the top would.
-    let unmatched = weighted.is_empty();
-    if unmatched {
-        weighted = (0..index.fragments.len() as u32)
-            .filter(|f| !pinned_set.contains(f))
-            .take(options.max_candidates)
-            .enumerate()
-            .map(|(position, f)| (f, 1.0 / (1.0 + position as f64).sqrt()))
-            .collect();
-    }
     for &(fragment, relative) in &weighted {
         let f = &index.fragments[fragment as usize];
         // Sending a bigger fragment in full carries more of what the query may need; the
@@ -316,6 +305,44 @@ pub fn select(
         }
     }
 
+    // Budget the knapsack left unused is spent on fragments not sent yet: scored ones first
+    // (best first), then the rest in document order, so a context that fits is sent whole and
+    // an unmatched query still gets the top of the documents. Fill pieces carry no value, so
+    // the fitting loop below drops them before anything the query chose.
+    let mut filled: HashSet<u32> = HashSet::new();
+    let mut estimate: usize = pinned_tokens
+        + chosen
+            .iter()
+            .filter(|(f, _)| !pinned_set.contains(f))
+            .map(|(f, c)| {
+                let fragment = &index.fragments[*f as usize];
+                match c.0 {
+                    PieceKind::Full => full_cost(fragment),
+                    PieceKind::Skeleton => {
+                        fragment.header_tokens + skeleton_word + fragment.skeleton_tokens
+                    }
+                    _ => fragment.reference_tokens,
+                }
+            })
+            .sum::<usize>();
+    let fill_order = ranked.iter().filter(|r| r.1 > 0.0).map(|r| r.0).chain(
+        (0..index.fragments.len() as u32).filter(|f| scores.get(f).is_none_or(|s| s.score <= 0.0)),
+    );
+    for fragment in fill_order {
+        if estimate >= budget {
+            break;
+        }
+        if chosen.contains_key(&fragment) {
+            continue;
+        }
+        let cost = full_cost(&index.fragments[fragment as usize]);
+        if estimate + cost <= budget {
+            chosen.insert(fragment, (PieceKind::Full, 0.0, usize::MAX));
+            filled.insert(fragment);
+            estimate += cost;
+        }
+    }
+
     // Render, count for real, and downgrade the least valuable choice until it fits.
     let options_of: HashMap<u32, &Vec<Choice>> = free_candidates
         .iter()
@@ -340,7 +367,7 @@ pub fn select(
             });
         };
         let choices = options_of.get(&fragment).map_or(&[][..], |c| c.as_slice());
-        if let Some(next) = choices.get(k + 1) {
+        if let Some(next) = choices.get(k.saturating_add(1)) {
             chosen.insert(fragment, (next.kind, next.value, k + 1));
         } else {
             chosen.remove(&fragment);
@@ -364,13 +391,10 @@ pub fn select(
         let mut reason = scores
             .get(&fragment)
             .map(|s| s.reason.join("; "))
-            .unwrap_or_else(|| {
-                if unmatched {
-                    "no query term matched any fragment; filled in document order".to_string()
-                } else {
-                    "no query term".to_string()
-                }
-            });
+            .unwrap_or_else(|| "no query term".to_string());
+        if filled.contains(&fragment) {
+            reason = format!("{reason}; fills budget left after the query's fragments");
+        }
         if pinned_set.contains(&fragment) {
             reason = format!("pinned; {reason}");
         }
@@ -414,9 +438,25 @@ fn render(
     let mut rendered = String::new();
     let mut pieces = HashMap::new();
     let tokenizer = Tokenizer::new(index.encoding);
+    // The previous piece when it was a full fragment: (file, end byte).
+    let mut previous_full: Option<(usize, usize)> = None;
     for fragment in order {
         let f = &index.fragments[fragment as usize];
         let kind = chosen[&fragment].0;
+        // Adjacent full fragments of one file continue one verbatim block under the first
+        // fragment's header: the file's text stays contiguous (quotable, as the model would see
+        // it in the file) and the repeated headers' tokens are saved.
+        let continues = kind == PieceKind::Full && previous_full == Some((f.file, f.bytes.start));
+        previous_full = (kind == PieceKind::Full).then_some((f.file, f.bytes.end));
+        if continues {
+            let text = index.text(f);
+            rendered.push_str(text);
+            if !text.ends_with('\n') {
+                rendered.push('\n');
+            }
+            pieces.insert(fragment, f.text_tokens + usize::from(!text.ends_with('\n')));
+            continue;
+        }
         if let Some(piece) = index.piece(f, kind) {
             let tokens = match kind {
                 PieceKind::Full => {
@@ -535,7 +575,8 @@ mod tests {
         );
     }
 
-    /// Found through the harness: a query matching no fragment sent an empty context.
+    /// Found through the harness: a query matching no fragment sent an empty context, and a
+    /// context that fit the budget was not sent whole.
     #[test]
     fn unmatched_query_fills_the_budget_in_document_order() {
         let index = corpus();
@@ -549,9 +590,31 @@ mod tests {
         assert!(!selection.rendered.is_empty());
         assert!(selection.tokens <= 200);
         let first_sent = selection.sent().next().expect("something is sent");
-        assert!(first_sent.reason.contains("filled in document order"));
+        assert!(first_sent.reason.contains("fills budget left"));
         let first_fragment = &index.fragments[0];
         assert_eq!(first_sent.chunk_id, first_fragment.chunk_id);
+    }
+
+    /// Found through the harness: a whole file sent in full was split by per-fragment headers,
+    /// so its text never appeared contiguously.
+    #[test]
+    fn a_context_that_fits_is_sent_whole() {
+        let index = corpus();
+        let whole =
+            select(&index, "parse duration", 100_000, &SelectOptions::default()).expect("select");
+        assert!(
+            whole
+                .manifest
+                .iter()
+                .all(|e| e.resolution == Some(Resolution::Full)),
+            "every fragment is sent in full when the budget allows"
+        );
+        for file in &index.files {
+            assert!(
+                whole.rendered.contains(&*file.text),
+                "a file sent in full is one contiguous block"
+            );
+        }
     }
 
     #[test]

@@ -1274,7 +1274,9 @@ mod tests {
     fn unavailable_selector_gives_error_records_and_max_error_rate_aborts() {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = settings(dir.path(), Shard::default());
-        settings.selector = crate::harness::condition::default_selector();
+        settings.selector = Arc::new(crate::harness::condition::tests::UnavailableSelector {
+            reason: "the context engine failed".into(),
+        });
         let summary = execute(&settings).expect("run");
         assert_eq!((summary.written, summary.errors), (96, 48));
         for record in records(dir.path()) {
@@ -1291,7 +1293,9 @@ mod tests {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = self::settings(dir.path(), Shard::default());
-        settings.selector = crate::harness::condition::default_selector();
+        settings.selector = Arc::new(crate::harness::condition::tests::UnavailableSelector {
+            reason: "the context engine failed".into(),
+        });
         settings.conditions = vec![Condition::Svc];
         settings.max_error_rate = Some(0.1);
         settings.threads = Some(1);

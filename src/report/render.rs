@@ -619,7 +619,7 @@ pub fn comparison_table(report: &Report) -> String {
             if c.verdict.quality_preserving_context_win {
                 "quality-preserving win".into()
             } else {
-                "not shown".into()
+                "win not shown".into()
             },
         ]);
     }

@@ -231,9 +231,17 @@ fn slot(sentence: &str, question_words: &HashSet<String>, left: &[String]) -> Op
 }
 
 /// A header line naming a file: `## path`, `### path`, `File: path`, `// path` and the like,
-/// where the path has a dot or a slash and no spaces.
+/// where the path has a dot or a slash and no spaces; also the context engine's piece headers
+/// `>>> path#La-b [skeleton|reference] (in …)`, whose path ends at the `#L` anchor.
 fn header_path(line: &str) -> Option<&str> {
     let trimmed = line.trim();
+    if let Some(piece) = trimmed.strip_prefix(">>> ") {
+        let chunk_id = piece.split_whitespace().next()?;
+        let path = chunk_id
+            .rsplit_once("#L")
+            .map_or(chunk_id, |(path, _)| path);
+        return (!path.is_empty() && (path.contains('/') || path.contains('.'))).then_some(path);
+    }
     let rest = trimmed.trim_start_matches(['#', '/', '=', '-', '>', '*', ' ']);
     let rest = rest
         .strip_prefix("File:")
@@ -254,14 +262,22 @@ fn header_path(line: &str) -> Option<&str> {
 fn files_answer(context: &str, question: &str) -> String {
     let question_words: HashSet<String> = text::content_words(question).into_iter().collect();
     let mut sections: Vec<(String, HashSet<String>)> = Vec::new();
+    // Index into `sections` of the section being read; a file split into several pieces is
+    // one section.
+    let mut current: Option<usize> = None;
     for line in context.lines() {
         if let Some(path) = header_path(line) {
-            let mut words: HashSet<String> = HashSet::new();
-            // Path words count: a query about "parser" points at parse.py.
-            words.extend(text::words(path));
-            sections.push((path.to_string(), words));
-        } else if let Some((_, words)) = sections.last_mut() {
-            words.extend(text::words(line));
+            current = Some(match sections.iter().position(|(p, _)| p == path) {
+                Some(existing) => existing,
+                None => {
+                    // Path words count: a query about "parser" points at parse.py.
+                    let words: HashSet<String> = text::words(path).into_iter().collect();
+                    sections.push((path.to_string(), words));
+                    sections.len() - 1
+                }
+            });
+        } else if let Some(index) = current {
+            sections[index].1.extend(text::words(line));
         }
     }
     let mut scored: Vec<(usize, usize)> = sections
@@ -346,6 +362,14 @@ mod tests {
 
     #[test]
     fn lists_files_by_overlap() {
+        let engine = ">>> src/report.py#L1-2 (in module)\ndef render(rows): pass\n>>> src/parse.py#L1-3\ndef parse(line):\n>>> src/report.py#L3-4 skeleton\ndef row(r): ...\n";
+        assert_eq!(
+            answer(engine, "Render one report row per line", AnswerKind::Files)
+                .lines()
+                .next(),
+            Some("src/report.py"),
+            "engine piece headers name files; pieces of one file are one section"
+        );
         let context = "## src/parse.py\ndef parse(line):\n    return line.split(',')\n\n## src/report.py\ndef render(rows): pass\n";
         assert_eq!(
             answer(
