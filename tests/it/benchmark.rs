@@ -9,7 +9,12 @@ fn compare_baseline_runs_all_conditions_and_reports() {
     let state = tempfile::tempdir().expect("state");
     let out = tempfile::tempdir().expect("out");
     let result = run(svc(state.path())
-        .args(["benchmark", "--compare-baseline", "--workload", "qa-builtin"])
+        .args([
+            "benchmark",
+            "--compare-baseline",
+            "--workload",
+            "qa-builtin",
+        ])
         .args(["--resamples", "50", "--out"])
         .arg(out.path()));
     assert_eq!(result.code, 0, "{}\n{}", result.stdout, result.stderr);
@@ -40,18 +45,32 @@ fn compare_baseline_runs_all_conditions_and_reports() {
         assert!(result.stdout.contains(condition), "{}", result.stdout);
     }
     // Every record the benchmark wrote is valid.
-    let validate = run(svc(state.path()).args(["records", "validate"]).arg(&records));
+    let validate = run(svc(state.path())
+        .args(["records", "validate"])
+        .arg(&records));
     assert_eq!(validate.code, 0, "{}", validate.stdout);
 
     // Re-running into the same folder resumes: nothing is written twice.
     let again = run(svc(state.path())
-        .args(["benchmark", "--compare-baseline", "--workload", "qa-builtin"])
+        .args([
+            "benchmark",
+            "--compare-baseline",
+            "--workload",
+            "qa-builtin",
+        ])
         .args(["--resamples", "50", "--out"])
         .arg(out.path()));
     assert_eq!(again.code, 0, "{}", again.stderr);
-    assert!(again.stderr.contains("0 trials written"), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("0 trials written"),
+        "{}",
+        again.stderr
+    );
     assert_eq!(
-        fs::read_to_string(&records).expect("records").lines().count(),
+        fs::read_to_string(&records)
+            .expect("records")
+            .lines()
+            .count(),
         text.lines().count()
     );
 }
