@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
+use clap::builder::TypedValueParser;
 use svc::harness::condition::{self, Condition};
 use svc::harness::run::{self, RunSettings, Shard};
 use svc::harness::runner::{Runner, runners_root};
@@ -38,7 +39,9 @@ pub const SUITE: [&str; 5] = [
 pub struct BenchmarkArgs {
     /// Also run the raw and native_compaction baselines and print the paired comparison; with
     /// FILE, compare with that stored summary.json instead.
-    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "")]
+    // clap's PathBuf parser rejects the empty value that marks the flag without FILE.
+    #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "",
+          value_parser = clap::builder::OsStringValueParser::new().map(PathBuf::from))]
     compare_baseline: Option<PathBuf>,
     /// Workloads to run (comma-separated or repeated) [default: the built-in suite].
     #[arg(long = "workload", value_delimiter = ',', num_args = 1..)]

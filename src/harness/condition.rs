@@ -592,8 +592,8 @@ pub(crate) mod tests {
     }
 
     /// A selector that always fails, like an engine error would.
-    struct UnavailableSelector {
-        reason: String,
+    pub(crate) struct UnavailableSelector {
+        pub(crate) reason: String,
     }
 
     impl ContextSelector for UnavailableSelector {

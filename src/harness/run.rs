@@ -1523,9 +1523,15 @@ mod tests {
 
     #[test]
     fn unavailable_selector_gives_error_records_and_max_error_rate_aborts() {
+        // The context engine is wired in now; a failing double stands for an engine error.
+        let failing = || -> Arc<dyn ContextSelector> {
+            Arc::new(crate::harness::condition::tests::UnavailableSelector {
+                reason: "the context engine failed".into(),
+            })
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = settings(dir.path(), Shard::default());
-        settings.selector = crate::harness::condition::default_selector();
+        settings.selector = failing();
         let summary = execute(&settings).expect("run");
         assert_eq!((summary.written, summary.errors), (96, 48));
         for record in records(dir.path()) {
@@ -1542,7 +1548,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = self::settings(dir.path(), Shard::default());
-        settings.selector = crate::harness::condition::default_selector();
+        settings.selector = failing();
         settings.conditions = vec![Condition::Svc];
         settings.max_error_rate = Some(0.1);
         settings.threads = Some(1);

@@ -262,7 +262,7 @@ fn bad_input_gives_clear_errors() {
 }
 
 #[test]
-fn svc_conditions_without_the_context_engine_are_error_records() {
+fn svc_conditions_select_with_the_context_engine_and_commit() {
     let state = tempfile::tempdir().expect("tempdir");
     let out = state.path().join("run");
     let result = run(svc(state.path())
@@ -276,8 +276,11 @@ fn svc_conditions_without_the_context_engine_are_error_records() {
         ])
         .arg(&out));
     assert_eq!(result.code, 0, "{}", result.stderr);
-    for record in records(&out) {
-        assert_eq!(record.error_type.as_deref(), Some("selector_error"));
+    let records = records(&out);
+    assert_eq!(records.len(), 24);
+    for record in records {
+        assert_eq!(record.outcome, Outcome::Success, "{:?}", record.error_type);
+        assert!(record.context_tokens <= 512);
         assert!(
             record
                 .context_commit_id
