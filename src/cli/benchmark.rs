@@ -20,6 +20,7 @@ use svc::harness::condition::{self, Condition};
 use svc::harness::run::{self, RunSettings, Shard};
 use svc::harness::runner::{Runner, runners_root};
 use svc::harness::scorer;
+use svc::harness::summary::CompactionMode;
 use svc::harness::workload::{self, LoadOptions, workloads_root};
 use svc::report::{self, Report, ReportOptions, render};
 
@@ -51,6 +52,9 @@ pub struct BenchmarkArgs {
     /// Replicates of every (task, condition, budget).
     #[arg(long, default_value_t = 1)]
     replicates: u64,
+    /// How the native_compaction baseline compacts (`deterministic` or `model-summary`).
+    #[arg(long, value_enum, default_value_t)]
+    native_compaction: CompactionMode,
     /// Output folder [default: reports/out/benchmark-<UTC timestamp>]; an existing folder
     /// resumes.
     #[arg(long)]
@@ -117,6 +121,7 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             workload: Arc::new(loaded),
             runner: runner.clone(),
             conditions: conditions.clone(),
+            native_compaction: args.native_compaction,
             budgets: budgets.clone(),
             replicates: args.replicates,
             shard: Shard::default(),

@@ -11,6 +11,7 @@ use svc::harness::condition::{self, Condition};
 use svc::harness::run::{self, Progress, RunSettings, Shard};
 use svc::harness::runner::{Runner, runners_root};
 use svc::harness::scorer::{self, ScorerName};
+use svc::harness::summary::CompactionMode;
 use svc::harness::workload::{self, LoadOptions, workloads_root};
 
 use super::Format;
@@ -27,6 +28,11 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_delimiter = ',', num_args = 1..,
           default_values_t = Condition::ALL.to_vec())]
     conditions: Vec<Condition>,
+    /// How native_compaction compacts: `deterministic` drops the oldest turns / keeps head and
+    /// tail; `model-summary` summarises what would be dropped with the runner's model (the
+    /// summary call's output tokens, cost and latency are added to the trial).
+    #[arg(long, value_enum, default_value_t)]
+    native_compaction: CompactionMode,
     /// Context budgets in tokens (comma-separated or repeated); each record's task_id carries
     /// its budget as `<task>@b<budget>`.
     #[arg(long = "budget", value_delimiter = ',', num_args = 1.., default_values_t = vec![512usize])]
@@ -103,6 +109,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         workload: Arc::new(workload),
         runner: Arc::new(runner),
         conditions,
+        native_compaction: args.native_compaction,
         budgets,
         replicates: args.replicates,
         shard: args.shard,

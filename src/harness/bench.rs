@@ -114,6 +114,7 @@ fn once(
         workload: workload.clone(),
         runner: Arc::new(Runner::fixture()),
         conditions: conditions.to_vec(),
+        native_compaction: Default::default(),
         budgets: vec![budget],
         replicates,
         shard: Shard::default(),

@@ -226,10 +226,28 @@ pub fn drop_oldest_turns<'a>(
 
 /// The head (token-exact) and tail (whole sentences and lines) of `text` within `budget`.
 pub fn head_and_tail(text: &str, budget: usize, tokenizer: &Tokenizer) -> (String, usize) {
-    let marker_tokens = tokenizer.count(ELISION);
+    match head_tail_parts(text, budget, ELISION, tokenizer) {
+        Some((head, tail, tokens)) => (format!("{head}{ELISION}{tail}"), tokens),
+        None => {
+            let (prefix, tokens) = tokenizer.truncate(text, budget);
+            (prefix.to_string(), tokens)
+        }
+    }
+}
+
+/// The head and tail of `text` that fit `budget` tokens with `separator` between them, and the
+/// tokens of `head + separator + tail`. The head is a prefix and the tail a suffix of `text`, so
+/// what lies between them is what was left out. `None` when the budget cannot hold the
+/// separator and a little text.
+pub fn head_tail_parts<'a>(
+    text: &'a str,
+    budget: usize,
+    separator: &str,
+    tokenizer: &Tokenizer,
+) -> Option<(&'a str, &'a str, usize)> {
+    let marker_tokens = tokenizer.count(separator);
     if budget <= marker_tokens + 2 {
-        let (prefix, tokens) = tokenizer.truncate(text, budget);
-        return (prefix.to_string(), tokens);
+        return None;
     }
     let available = budget - marker_tokens;
     let (head, head_tokens) = head_within(text, available / 2, tokenizer);
@@ -237,10 +255,9 @@ pub fn head_and_tail(text: &str, budget: usize, tokenizer: &Tokenizer) -> (Strin
     let mut tail_budget = available - head_tokens;
     loop {
         let tail = tail_within(rest, tail_budget, tokenizer);
-        let out = format!("{head}{ELISION}{tail}");
-        let tokens = tokenizer.count(&out);
+        let tokens = tokenizer.count(&format!("{head}{separator}{tail}"));
         if tokens <= budget || tail_budget == 0 {
-            return (out, tokens);
+            return Some((head, tail, tokens));
         }
         tail_budget -= 1;
     }

@@ -10,5 +10,6 @@ pub mod condition;
 pub mod run;
 pub mod runner;
 pub mod scorer;
+pub mod summary;
 pub mod text;
 pub mod workload;

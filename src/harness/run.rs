@@ -35,13 +35,14 @@ use super::condition::{
 };
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
+use super::summary::{self, CompactionMode, Planned, SummaryPlan};
 use super::workload::{Task, Workload};
 use crate::context::CommitStore;
 use crate::digest;
 use crate::state;
 use crate::tokens::Tokenizer;
 use crate::trial::writer::WriteError;
-use crate::trial::{Outcome, SCHEMA_VERSION, TrialRecord, TrialWriter};
+use crate::trial::{Outcome, SCHEMA_VERSION, TrialRecord, TrialWriter, UsageSource};
 
 /// Separates a task id from its budget in records: `halueval-0001@b512`.
 pub const BUDGET_SEPARATOR: &str = "@b";
@@ -116,6 +117,8 @@ pub struct RunSettings {
     pub workload: Arc<Workload>,
     pub runner: Arc<Runner>,
     pub conditions: Vec<Condition>,
+    /// How `native_compaction` compacts (the record's condition stays `native_compaction`).
+    pub native_compaction: CompactionMode,
     pub budgets: Vec<usize>,
     pub replicates: u64,
     pub shard: Shard,
@@ -192,6 +195,9 @@ pub struct Manifest {
     pub workload: ManifestWorkload,
     pub runner: ManifestRunner,
     pub conditions: Vec<Condition>,
+    /// How `native_compaction` compacted; manifests from before the setting are deterministic.
+    #[serde(default)]
+    pub native_compaction: CompactionMode,
     pub budgets: Vec<usize>,
     /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
     pub task_id_budget_separator: String,
@@ -249,6 +255,11 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         settings.seed,
         settings.shard
     );
+    // Appended only when not the default, so deterministic runs keep their existing ids.
+    let material = match settings.native_compaction {
+        CompactionMode::Deterministic => material,
+        mode => format!("{material}|native_compaction={mode}"),
+    };
     let shard = if settings.shard.count > 1 {
         format!("-shard{}of{}", settings.shard.index, settings.shard.count)
     } else {
@@ -359,6 +370,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
             cost_source: runner.cost_source(),
         },
         conditions: settings.conditions.clone(),
+        native_compaction: settings.native_compaction,
         budgets: settings.budgets.clone(),
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
         replicates: settings.replicates,
@@ -490,11 +502,54 @@ struct TrialContext<'a> {
     tokenizer: Tokenizer,
 }
 
-/// A trial after its context is built, before the model call.
+/// A trial after its context is shaped, before any model call.
 #[derive(Clone)]
 struct Staged {
     cell: Cell,
+    shape: Shape,
+    /// What shaping could not say in the record, as (kind, detail).
+    notes: Vec<(&'static str, String)>,
+}
+
+#[derive(Clone)]
+enum Shape {
+    Built(Result<BuiltContext, condition::ConditionFailure>),
+    /// A model-summary compaction: the summary call comes before the answer call.
+    Summarise(Arc<SummaryPlan>),
+}
+
+/// The summarisation call of a model-summary trial.
+struct SummaryCall {
+    reply: Result<ModelReply, RunnerError>,
+    latency_ms: f64,
+    /// The request's tokens as svc counts them, for runners that report no input usage.
+    counted_input_tokens: u64,
+}
+
+/// What the summarisation call adds to the trial's record.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct SummaryAccount {
+    output_tokens: u64,
+    reasoning_tokens: u64,
+    cost_usd: f64,
+    latency_ms: f64,
+    /// The usage source of a failed summary call (the record's, as no answer call follows).
+    failed: Option<UsageSource>,
+}
+
+/// A trial with its final context (or why there is none), before the answer call.
+struct Shaped {
+    cell: Cell,
     built: Result<BuiltContext, condition::ConditionFailure>,
+    notes: Vec<(&'static str, String)>,
+    summary: Option<SummaryAccount>,
+}
+
+fn not_local(runner: &Runner) -> RunnerError {
+    RunnerError::InvalidResponse {
+        url: runner.spec.name.clone(),
+        message: "not a local runner".into(),
+    }
 }
 
 impl TrialContext<'_> {
@@ -504,7 +559,42 @@ impl TrialContext<'_> {
 
     fn stage(&self, cell: &Cell) -> Staged {
         let task = self.task(cell);
-        let built = match &self.prepared[cell.task] {
+        let mut notes = Vec::new();
+        let shape = match &self.prepared[cell.task] {
+            Some(full)
+                if cell.condition == Condition::NativeCompaction
+                    && self.settings.native_compaction == CompactionMode::ModelSummary =>
+            {
+                match summary::plan(
+                    &task.context,
+                    full,
+                    cell.budget,
+                    self.settings.runner.context_window(),
+                    &self.tokenizer,
+                ) {
+                    Planned::Ready { text, tokens, note } => {
+                        notes.extend(note.map(|note| ("summary_skipped", note)));
+                        Shape::Built(Ok(BuiltContext {
+                            text,
+                            tokens,
+                            context_commit_id: None,
+                            truncated_from: None,
+                        }))
+                    }
+                    Planned::Summarise(plan) => {
+                        if let Some(from) = plan.source_truncated_from {
+                            notes.push((
+                                "summary_input_truncated",
+                                format!(
+                                    "the text to summarise ({from} tokens) was cut to the model's window of {} tokens; the rest was dropped unsummarised",
+                                    self.settings.runner.context_window()
+                                ),
+                            ));
+                        }
+                        Shape::Summarise(Arc::new(plan))
+                    }
+                }
+            }
             Some(full) => {
                 let env = ConditionEnv {
                     tokenizer: &self.tokenizer,
@@ -512,66 +602,193 @@ impl TrialContext<'_> {
                     commits: &self.commits,
                     context_window: self.settings.runner.context_window(),
                 };
-                condition::build(cell.condition, task, full, cell.budget, &env)
+                Shape::Built(condition::build(
+                    cell.condition,
+                    task,
+                    full,
+                    cell.budget,
+                    &env,
+                ))
             }
-            None => Err(condition::ConditionFailure {
+            None => Shape::Built(Err(condition::ConditionFailure {
                 error_type: "internal_error",
                 message: "the task's context was not prepared".into(),
                 context_commit_id: None,
-            }),
+            })),
         };
-        Staged { cell: *cell, built }
+        Staged {
+            cell: *cell,
+            shape,
+            notes,
+        }
+    }
+
+    /// The summarisation request of a model-summary trial, with svc's count of its tokens.
+    fn summary_request(&self, staged: &Staged) -> Option<(super::runner::ModelRequest, u64)> {
+        let Shape::Summarise(plan) = &staged.shape else {
+            return None;
+        };
+        let request = plan.request(&self.settings.runner);
+        let counted = self.tokenizer.count(&request.system) + self.tokenizer.count(&request.prompt);
+        Some((request, counted as u64))
+    }
+
+    /// Puts the summary in place (or turns its failure into the trial's failure) and accounts
+    /// for the summarisation call.
+    fn resolve(&self, staged: Staged, call: Option<SummaryCall>) -> Shaped {
+        let Staged {
+            cell,
+            shape,
+            mut notes,
+        } = staged;
+        let plan = match shape {
+            Shape::Built(built) => {
+                return Shaped {
+                    cell,
+                    built,
+                    notes,
+                    summary: None,
+                };
+            }
+            Shape::Summarise(plan) => plan,
+        };
+        let Some(call) = call else {
+            return Shaped {
+                cell,
+                built: Err(condition::ConditionFailure {
+                    error_type: "internal_error",
+                    message: "the summary call of a model-summary trial was not made".into(),
+                    context_commit_id: None,
+                }),
+                notes,
+                summary: None,
+            };
+        };
+        let runner = &self.settings.runner;
+        match call.reply {
+            Err(error) => Shaped {
+                cell,
+                built: Err(condition::ConditionFailure {
+                    error_type: "summary_failed",
+                    message: format!(
+                        "the summary call of model-summary compaction failed ({}): {error}; the answer call was not made",
+                        error.error_type()
+                    ),
+                    context_commit_id: None,
+                }),
+                notes,
+                summary: Some(SummaryAccount {
+                    output_tokens: 0,
+                    reasoning_tokens: 0,
+                    cost_usd: 0.0,
+                    latency_ms: call.latency_ms,
+                    failed: Some(error.usage_source()),
+                }),
+            },
+            Ok(reply) => {
+                let spliced = plan.splice(&reply.text, &self.tokenizer);
+                let (input_tokens, input_source) = match reply.input_tokens {
+                    Some(tokens) => (tokens, "reported by the provider"),
+                    None => (call.counted_input_tokens, "counted by svc"),
+                };
+                let cost_usd = runner.cost_usd(&reply);
+                if spliced.kept_summary_tokens < spliced.summary_tokens {
+                    notes.push((
+                        "summary_truncated",
+                        format!(
+                            "the summary of {} tokens was cut to {} tokens so the context fits the budget of {} tokens",
+                            spliced.summary_tokens, spliced.kept_summary_tokens, cell.budget
+                        ),
+                    ));
+                }
+                notes.push((
+                    "summary_call",
+                    format!(
+                        "model-summary compaction summarised {} into {} tokens ({} kept); summary call {}: input_tokens={input_tokens} ({input_source}), output_tokens={}, reasoning_tokens={}, billed_cost_usd={cost_usd}, latency_ms={:.3}. The record's output_tokens, reasoning_tokens, billed_cost_usd and latency_ms include this call; its input tokens are not in context_tokens, which counts the context of the answer call only",
+                        plan.what(),
+                        spliced.summary_tokens,
+                        spliced.kept_summary_tokens,
+                        reply.provider_request_id,
+                        reply.output_tokens,
+                        reply.reasoning_tokens,
+                        call.latency_ms,
+                    ),
+                ));
+                Shaped {
+                    cell,
+                    built: Ok(BuiltContext {
+                        text: spliced.text,
+                        tokens: spliced.tokens,
+                        context_commit_id: None,
+                        truncated_from: None,
+                    }),
+                    notes,
+                    summary: Some(SummaryAccount {
+                        output_tokens: reply.output_tokens,
+                        reasoning_tokens: reply.reasoning_tokens,
+                        cost_usd,
+                        latency_ms: call.latency_ms,
+                        failed: None,
+                    }),
+                }
+            }
+        }
     }
 
     /// Runs every replicate of one (task, budget, condition) on a local runner. The context is
-    /// built once: conditions are deterministic, so replicates differ only in the model call.
+    /// shaped once: conditions are deterministic, so replicates differ only in the model calls.
     fn run_local_group(&self, cell: &Cell, replicates: &[u64]) -> Vec<Finished> {
         let staged = self.stage(cell);
         replicates
             .iter()
             .map(|&replicate| {
-                self.run_local(Staged {
-                    cell: Cell { replicate, ..*cell },
-                    built: staged.built.clone(),
-                })
+                let mut staged = staged.clone();
+                staged.cell.replicate = replicate;
+                self.run_local(staged)
             })
             .collect()
     }
 
     fn run_local(&self, staged: Staged) -> Finished {
-        let cell = &staged.cell;
-        let reply = match &staged.built {
+        let runner = &self.settings.runner;
+        // Each trial pays for its own summary, as each stands for one client session.
+        let call = self.summary_request(&staged).map(|(request, counted)| {
+            let start = Instant::now();
+            let reply = runner.call_local(&request).ok_or_else(|| not_local(runner));
+            SummaryCall {
+                reply,
+                latency_ms: start.elapsed().as_secs_f64() * 1000.0,
+                counted_input_tokens: counted,
+            }
+        });
+        let shaped = self.resolve(staged, call);
+        let cell = &shaped.cell;
+        let reply = match &shaped.built {
             Ok(built) if built.tokens > 0 => {
-                let request = self.settings.runner.request(
+                let request = runner.request(
                     &built.text,
                     &self.task(cell).question,
                     self.task(cell).answer_kind,
                 );
                 let start = Instant::now();
-                let reply = self.settings.runner.call_local(&request);
+                let reply = runner.call_local(&request);
                 let latency = start.elapsed().as_secs_f64() * 1000.0;
-                Some((
-                    reply.ok_or_else(|| RunnerError::InvalidResponse {
-                        url: self.settings.runner.spec.name.clone(),
-                        message: "not a local runner".into(),
-                    }),
-                    latency,
-                ))
+                Some((reply.ok_or_else(|| not_local(runner)), latency))
             }
             _ => None,
         };
-        self.finish(staged, reply)
+        self.finish(shaped, reply)
     }
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a
     /// record and notes.
     fn finish(
         &self,
-        staged: Staged,
+        shaped: Shaped,
         reply: Option<(Result<ModelReply, RunnerError>, f64)>,
     ) -> Finished {
         let settings = self.settings;
-        let cell = staged.cell;
+        let cell = shaped.cell;
         let task = self.task(&cell);
         let runner = &settings.runner;
         let task_id = budget_task_id(&task.id, cell.budget);
@@ -583,6 +800,12 @@ impl TrialContext<'_> {
             kind,
             detail,
         };
+        notes.extend(
+            shaped
+                .notes
+                .into_iter()
+                .map(|(kind, detail)| note(kind, detail)),
+        );
         let mut record = TrialRecord {
             schema_version: SCHEMA_VERSION.into(),
             workload: settings.workload.name().to_string(),
@@ -625,7 +848,7 @@ impl TrialContext<'_> {
                 ))[..24]
             )
         };
-        match staged.built {
+        match shaped.built {
             Err(failure) => {
                 record.error_type = Some(failure.error_type.to_string());
                 record.provider_request_id = stable_id("not_called");
@@ -686,6 +909,17 @@ impl TrialContext<'_> {
                 }
             }
         }
+        // The summarisation call is part of the trial: its output, cost and time are the
+        // trial's. Its input is not context of the answer call; notes.jsonl has it.
+        if let Some(account) = shaped.summary {
+            record.output_tokens += account.output_tokens;
+            record.reasoning_tokens += account.reasoning_tokens;
+            record.billed_cost_usd += account.cost_usd;
+            record.latency_ms += account.latency_ms;
+            if let Some(usage_source) = account.failed {
+                record.usage_source = usage_source;
+            }
+        }
         let violations = record.violations();
         if violations.is_empty() {
             Finished {
@@ -733,9 +967,22 @@ fn run_async(
             let Some(cell) = cells.get(i) else { return };
             let staged = context.stage(cell);
             let task = context.task(cell);
-            let reply = match &staged.built {
+            let runner = &context.settings.runner;
+            let call = match context.summary_request(&staged) {
+                Some((request, counted)) => {
+                    let start = Instant::now();
+                    let reply = runner.call(&request).await;
+                    Some(SummaryCall {
+                        reply,
+                        latency_ms: start.elapsed().as_secs_f64() * 1000.0,
+                        counted_input_tokens: counted,
+                    })
+                }
+                None => None,
+            };
+            let shaped = context.resolve(staged, call);
+            let reply = match &shaped.built {
                 Ok(built) if built.tokens > 0 => {
-                    let runner = &context.settings.runner;
                     let request = runner.request(&built.text, &task.question, task.answer_kind);
                     let start = Instant::now();
                     let reply = runner.call(&request).await;
@@ -743,7 +990,7 @@ fn run_async(
                 }
                 _ => None,
             };
-            let finished = context.finish(staged, reply);
+            let finished = context.finish(shaped, reply);
             // A send error means the writer stopped early (an I/O error it reports).
             if sender.send(finished).is_err() {
                 return;
@@ -936,23 +1183,26 @@ fn merge_previous(
             m.runner.file_sha256.clone(),
             m.scorer.clone(),
             m.shard.clone(),
+            m.native_compaction,
         )
     };
     if identity(manifest) != identity(previous) {
         return Err(RunError::Settings(format!(
-            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}); \
-             this run is workload {} version {} with runner {} (scorer {}, shard {}): pass another --out",
+            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}); \
+             this run is workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}): pass another --out",
             dir.display(),
             previous.workload.name,
             previous.workload.version,
             previous.runner.name,
             previous.scorer,
             previous.shard,
+            previous.native_compaction,
             manifest.workload.name,
             manifest.workload.version,
             manifest.runner.name,
             manifest.scorer,
             manifest.shard,
+            manifest.native_compaction,
         )));
     }
     for condition in &previous.conditions {
@@ -1100,6 +1350,7 @@ mod tests {
             workload: Arc::new(workload()),
             runner: Arc::new(Runner::fixture()),
             conditions: Condition::ALL.to_vec(),
+            native_compaction: CompactionMode::Deterministic,
             budgets: vec![60, 120],
             replicates: 2,
             shard,
@@ -1272,11 +1523,15 @@ mod tests {
 
     #[test]
     fn unavailable_selector_gives_error_records_and_max_error_rate_aborts() {
+        // The context engine is wired in now; a failing double stands for an engine error.
+        let failing = || -> Arc<dyn ContextSelector> {
+            Arc::new(crate::harness::condition::tests::UnavailableSelector {
+                reason: "the context engine failed".into(),
+            })
+        };
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = settings(dir.path(), Shard::default());
-        settings.selector = Arc::new(crate::harness::condition::tests::UnavailableSelector {
-            reason: "the context engine failed".into(),
-        });
+        settings.selector = failing();
         let summary = execute(&settings).expect("run");
         assert_eq!((summary.written, summary.errors), (96, 48));
         for record in records(dir.path()) {
@@ -1293,15 +1548,218 @@ mod tests {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = self::settings(dir.path(), Shard::default());
-        settings.selector = Arc::new(crate::harness::condition::tests::UnavailableSelector {
-            reason: "the context engine failed".into(),
-        });
+        settings.selector = failing();
         settings.conditions = vec![Condition::Svc];
         settings.max_error_rate = Some(0.1);
         settings.threads = Some(1);
         let summary = execute(&settings).expect("run");
         assert!(summary.aborted);
         assert!(summary.written < 24, "{}", summary.written);
+    }
+
+    /// Notes of a run directory as (kind, task_id, replicate, detail).
+    fn notes(dir: &Path) -> Vec<(String, String, u64, String)> {
+        fs::read_to_string(dir.join("run/notes.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|line| {
+                let note: serde_json::Value = serde_json::from_str(line).expect("note");
+                (
+                    note["kind"].as_str().expect("kind").to_string(),
+                    note["task_id"].as_str().expect("task").to_string(),
+                    note["replicate"].as_u64().expect("replicate"),
+                    note["detail"].as_str().expect("detail").to_string(),
+                )
+            })
+            .collect()
+    }
+
+    /// `name=value` from a note's detail.
+    fn field(detail: &str, name: &str) -> f64 {
+        let start = detail.find(&format!("{name}=")).expect(name) + name.len() + 1;
+        detail[start..]
+            .split([' ', ',', ')', ';'])
+            .next()
+            .and_then(|v| v.trim_end_matches('.').parse().ok())
+            .expect("number")
+    }
+
+    #[test]
+    fn model_summary_with_the_fixture_summarises_the_middle_and_accounts_for_the_call() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = settings(dir.path(), Shard::default());
+        settings.conditions = vec![Condition::NativeCompaction];
+        settings.native_compaction = CompactionMode::ModelSummary;
+        let mut same_but_deterministic = self::settings(dir.path(), Shard::default());
+        same_but_deterministic.conditions = vec![Condition::NativeCompaction];
+        assert_ne!(
+            default_run_id(&settings),
+            default_run_id(&same_but_deterministic),
+            "another mode must not resume into the same directory"
+        );
+        let summary = execute(&settings).expect("run");
+        assert_eq!((summary.written, summary.errors), (24, 0));
+        let tokenizer = Tokenizer::default();
+        let notes = notes(dir.path());
+        for record in records(dir.path()) {
+            assert_eq!(record.condition, Condition::NativeCompaction);
+            let budget = split_task_id(&record.task_id).1.expect("budget");
+            assert!(record.context_tokens as usize <= budget);
+            let call = notes
+                .iter()
+                .find(|(kind, task, replicate, _)| {
+                    kind == "summary_call"
+                        && *task == record.task_id
+                        && *replicate == record.replicate
+                })
+                .expect("a summary_call note per trial");
+            assert!(call.3.contains("counted by svc"), "{}", call.3);
+            let summary_output = field(&call.3, "output_tokens") as u64;
+            let answer = record.response_text.as_deref().expect("answer");
+            assert_eq!(
+                record.output_tokens,
+                tokenizer.count(answer) as u64 + summary_output,
+                "the summary's output tokens are the trial's"
+            );
+            assert_eq!(record.billed_cost_usd, 0.0);
+        }
+        let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
+        assert_eq!(manifest.native_compaction, CompactionMode::ModelSummary);
+        let json = fs::read_to_string(dir.path().join("run/manifest.json")).expect("manifest");
+        assert!(
+            json.contains("\"native_compaction\": \"model-summary\""),
+            "{json}"
+        );
+
+        // The same directory with the other mode is another experiment.
+        let error = execute(&same_but_deterministic).expect_err("another mode");
+        assert!(error.to_string().contains("native compaction"), "{error}");
+    }
+
+    /// An OpenAI-compatible endpoint on 127.0.0.1:0 that reports usage: summary requests (told
+    /// apart by the summarisation system prompt) use 200 input and 10 output tokens, or fail
+    /// with HTTP 400 when `fail_summaries`; answers use 100 and 5.
+    fn priced_endpoint(fail_summaries: bool) -> String {
+        use axum::http::StatusCode;
+        use axum::response::IntoResponse;
+        let (sender, receiver) = mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            runtime.block_on(async move {
+                let handler = move |body: String| async move {
+                    let request: serde_json::Value =
+                        serde_json::from_str(&body).unwrap_or_default();
+                    let is_summary =
+                        request["messages"][0]["content"].as_str() == Some(summary::SUMMARY_SYSTEM);
+                    let (text, input, output) = match (is_summary, fail_summaries) {
+                        (true, true) => {
+                            return (StatusCode::BAD_REQUEST, "{\"error\":\"no\"}").into_response();
+                        }
+                        (true, false) => ("The keepers of the lighthouses are listed.", 200, 10),
+                        (false, _) => ("Keeper0", 100, 5),
+                    };
+                    let reply = serde_json::json!({
+                        "id": if is_summary { "summary-1" } else { "answer-1" },
+                        "choices": [{"message": {"role": "assistant", "content": text}}],
+                        "usage": {"prompt_tokens": input, "completion_tokens": output}
+                    });
+                    (StatusCode::OK, reply.to_string()).into_response()
+                };
+                let app =
+                    axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
+                let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                    .await
+                    .expect("bind");
+                sender
+                    .send(listener.local_addr().expect("address"))
+                    .expect("send");
+                let _ = axum::serve(listener, app).await;
+            });
+        });
+        format!("http://{}/v1", receiver.recv().expect("address"))
+    }
+
+    fn priced_runner(dir: &Path, base_url: &str) -> Runner {
+        fs::write(
+            dir.join("prices.toml"),
+            "source = \"test\"\n[models.\"m\"]\ninput_usd_per_mtok = 1.0\noutput_usd_per_mtok = 2.0\n",
+        )
+        .expect("prices");
+        let path = dir.join("priced.toml");
+        fs::write(
+            &path,
+            format!(
+                "name = \"priced\"\nkind = \"openai_compatible\"\nprovider = \"fake\"\nmodel = \"m\"\ncontext_window = 8192\nbase_url = \"{base_url}\"\ntimeout_ms = 5000\nretries = 0\nconcurrency = 2\n[cost]\nsource = \"pricing_snapshot\"\npricing = \"prices.toml\"\n"
+            ),
+        )
+        .expect("runner");
+        Runner::load(dir, &path.to_string_lossy()).expect("runner")
+    }
+
+    #[test]
+    fn model_summary_adds_the_summary_calls_tokens_cost_and_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = settings(dir.path(), Shard::default());
+        settings.runner = Arc::new(priced_runner(dir.path(), &priced_endpoint(false)));
+        settings.conditions = vec![Condition::NativeCompaction];
+        settings.native_compaction = CompactionMode::ModelSummary;
+        settings.budgets = vec![60];
+        settings.replicates = 1;
+        let summary = execute(&settings).expect("run");
+        assert_eq!((summary.written, summary.errors), (6, 0));
+        let notes = notes(dir.path());
+        for record in records(dir.path()) {
+            assert_eq!(record.outcome, Outcome::Success);
+            assert_eq!(record.provider_request_id, "answer-1");
+            assert_eq!(record.output_tokens, 5 + 10);
+            let expected = (100.0 + 2.0 * 5.0 + 200.0 + 2.0 * 10.0) / 1e6;
+            assert!(
+                (record.billed_cost_usd - expected).abs() < 1e-12,
+                "{}",
+                record.billed_cost_usd
+            );
+            assert!(record.context_tokens <= 60);
+            let call = notes
+                .iter()
+                .find(|n| n.0 == "summary_call" && n.1 == record.task_id)
+                .expect("note");
+            assert_eq!(field(&call.3, "input_tokens"), 200.0);
+            assert!(call.3.contains("reported by the provider") && call.3.contains("summary-1"));
+            assert!(record.latency_ms >= field(&call.3, "latency_ms"));
+        }
+    }
+
+    #[test]
+    fn a_failing_summary_call_is_a_summary_failed_error_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut settings = settings(dir.path(), Shard::default());
+        settings.runner = Arc::new(priced_runner(dir.path(), &priced_endpoint(true)));
+        settings.conditions = vec![Condition::Raw, Condition::NativeCompaction];
+        settings.native_compaction = CompactionMode::ModelSummary;
+        settings.budgets = vec![60];
+        settings.replicates = 1;
+        let summary = execute(&settings).expect("run");
+        assert_eq!((summary.written, summary.errors), (12, 6));
+        for record in records(dir.path()) {
+            if record.condition == Condition::Raw {
+                assert_eq!(record.outcome, Outcome::Success, "raw has no summary call");
+                continue;
+            }
+            assert_eq!(record.outcome, Outcome::Error);
+            assert_eq!(record.error_type.as_deref(), Some("summary_failed"));
+            assert_eq!(record.usage_source, UsageSource::ProviderError);
+            assert_eq!((record.output_tokens, record.billed_cost_usd), (0, 0.0));
+            assert!(record.response_text.is_none());
+        }
+        let failed: Vec<_> = notes(dir.path())
+            .into_iter()
+            .filter(|n| n.0 == "summary_failed")
+            .collect();
+        assert_eq!(failed.len(), 6);
+        assert!(failed[0].3.contains("HTTP 400"), "{}", failed[0].3);
     }
 
     #[test]

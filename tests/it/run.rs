@@ -355,3 +355,74 @@ fn workloads_and_runners_are_listed_and_shown() {
     assert!(check.stdout.contains("answer: green"), "{}", check.stdout);
     assert!(root().join("runners/gemma3-setup.sh").is_file());
 }
+
+#[test]
+fn model_summary_native_compaction_on_a_conversation_with_the_fixture() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let run_with = |mode: &str| {
+        let out = state.path().join(mode);
+        let result = run(svc(state.path())
+            .args([
+                "run",
+                "--workload",
+                "conversation-builtin",
+                "--conditions",
+                "native_compaction",
+                "--native-compaction",
+                mode,
+                "--budget",
+                "256",
+                "--out",
+            ])
+            .arg(&out));
+        assert_eq!(result.code, 0, "{}", result.stderr);
+        out
+    };
+    let summarised = run_with("model-summary");
+    let deterministic = run_with("deterministic");
+    let records = records(&summarised);
+    assert!(!records.is_empty());
+    let notes = std::fs::read_to_string(summarised.join("notes.jsonl")).expect("notes");
+    let plain: std::collections::HashMap<String, TrialRecord> = self::records(&deterministic)
+        .into_iter()
+        .map(|r| (r.task_id.clone(), r))
+        .collect();
+    for record in &records {
+        assert_eq!(record.condition, Condition::NativeCompaction);
+        assert_eq!(record.outcome, Outcome::Success);
+        assert!(record.context_tokens <= 256);
+        assert!(
+            notes.contains(&format!(
+                "\"task_id\":\"{}\",\"condition\":\"native_compaction\",\"replicate\":0,\"kind\":\"summary_call\"",
+                record.task_id
+            )),
+            "{notes}"
+        );
+        let other = &plain[&record.task_id];
+        assert_ne!(
+            record.context_sha256, other.context_sha256,
+            "the summary replaces the oldest turns"
+        );
+        assert!(
+            record.output_tokens > 0 && record.latency_ms >= 0.0,
+            "the summary call is accounted"
+        );
+    }
+    assert!(notes.contains("summarised the ") && notes.contains("oldest turns"));
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(summarised.join("manifest.json")).expect("manifest"),
+    )
+    .expect("json");
+    assert_eq!(manifest["native_compaction"], "model-summary");
+    assert!(!deterministic.join("notes.jsonl").exists());
+
+    let bad = run(svc(state.path()).args([
+        "run",
+        "--workload",
+        "conversation-builtin",
+        "--native-compaction",
+        "llm",
+    ]));
+    assert_eq!(bad.code, 2);
+    assert!(bad.stderr.contains("model-summary"), "{}", bad.stderr);
+}
