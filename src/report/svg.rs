@@ -298,7 +298,8 @@ pub fn intervals(title: &str, y_label: &str, items: &[Interval]) -> Result<Strin
                     item.estimate,
                     item.high,
                     colour(index).filled().stroke_width(2),
-                    12,
+                    // Cap width in pixels; plotters also uses half of it as the dot's radius.
+                    10,
                 )))
                 .map_err(failed(title))?;
         }
