@@ -152,6 +152,8 @@ pub enum ReportError {
     Options(String),
     #[error("writing {path}: {message}")]
     Write { path: PathBuf, message: String },
+    #[error("drawing the plot \"{plot}\": {message}")]
+    Plot { plot: String, message: String },
 }
 
 /// The settings a report was computed with, stated in every output.

@@ -34,8 +34,8 @@ pub fn write_all(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, Report
         (SUMMARY_CSV, summary_csv(report)),
         (COMPARISONS_CSV, comparisons_csv(report)),
         (SUMMARY_JSON, json),
-        (TOKENS_VS_SCORE_SVG, tokens_vs_score_svg(report)),
-        (TOKEN_REDUCTION_SVG, token_reduction_svg(report)),
+        (TOKENS_VS_SCORE_SVG, tokens_vs_score_svg(report)?),
+        (TOKEN_REDUCTION_SVG, token_reduction_svg(report)?),
     ];
     let mut written = Vec::new();
     for (name, text) in outputs {
@@ -527,7 +527,7 @@ pub fn comparisons_csv(report: &Report) -> String {
 }
 
 /// Mean context tokens against mean task score: one point per group, coloured by condition.
-pub fn tokens_vs_score_svg(report: &Report) -> String {
+pub fn tokens_vs_score_svg(report: &Report) -> Result<String, ReportError> {
     let series: Vec<Series> = report
         .conditions
         .iter()
@@ -550,7 +550,7 @@ pub fn tokens_vs_score_svg(report: &Report) -> String {
 }
 
 /// Relative context-token reduction per comparison with its CI.
-pub fn token_reduction_svg(report: &Report) -> String {
+pub fn token_reduction_svg(report: &Report) -> Result<String, ReportError> {
     let items: Vec<Interval> = report
         .comparisons
         .iter()
@@ -650,6 +650,63 @@ mod tests {
     use super::*;
     use crate::report::{PricingSnapshot, ReportOptions, build_report, generate};
     use crate::trial::record::CostSource;
+
+    fn fixture_report() -> Report {
+        let options = ReportOptions {
+            resamples: 200,
+            ..ReportOptions::default()
+        };
+        build_report(&["fixtures/report/paired.jsonl".into()], &options).expect("report")
+    }
+
+    #[test]
+    fn plots_show_every_group_and_comparison_and_are_byte_stable() {
+        use crate::report::svg::tests::{assert_well_formed, circles, texts};
+        let report = fixture_report();
+        let scatter = tokens_vs_score_svg(&report).expect("scatter");
+        assert_well_formed(&scatter);
+        assert!(report.conditions.len() >= 2);
+        for (index, pooled) in report.conditions.iter().enumerate() {
+            let groups = report
+                .groups
+                .iter()
+                .filter(|g| g.condition == pooled.condition)
+                .filter(|g| {
+                    g.mean(Metric::ContextTokens).is_some_and(f64::is_finite)
+                        && g.mean(Metric::TaskScore).is_some_and(f64::is_finite)
+                })
+                .count();
+            assert!(groups > 0, "{}", pooled.condition);
+            assert_eq!(circles(&scatter, index), groups, "{}", pooled.condition);
+            assert!(texts(&scatter).contains(&pooled.condition.to_string()));
+        }
+
+        let reduction = token_reduction_svg(&report).expect("reduction");
+        assert_well_formed(&reduction);
+        let with_reduction: Vec<&Comparison> = report
+            .comparisons
+            .iter()
+            .filter(|c| c.token_reduction.is_some())
+            .collect();
+        assert!(!with_reduction.is_empty());
+        for (index, c) in with_reduction.iter().enumerate() {
+            assert_eq!(
+                circles(&reduction, index),
+                1,
+                "{} vs {}",
+                c.condition,
+                c.baseline
+            );
+            let label = format!("{}: {} vs {}", index + 1, c.condition, c.baseline);
+            assert!(texts(&reduction).contains(&label), "{label}");
+        }
+        assert!(texts(&reduction).contains(&"Context-token reduction (95.0% CI)".to_string()));
+
+        // A report rebuilt from the same records and seed draws the same bytes.
+        let again = fixture_report();
+        assert_eq!(tokens_vs_score_svg(&again).expect("scatter"), scatter);
+        assert_eq!(token_reduction_svg(&again).expect("reduction"), reduction);
+    }
 
     #[test]
     fn zero_cost_fixtures_make_the_projection_the_only_cost_estimate() {

@@ -262,7 +262,17 @@ fn report_outputs_match_golden_files_and_schema() {
         serde_json::from_value(summary).expect("summary.json reads back as a Report");
     assert_eq!(report.settings.seed, 7);
     let svg = fs::read_to_string(out.join("token-reduction.svg")).expect("svg");
-    assert!(svg.contains("svc vs raw") && svg.ends_with("</svg>\n"));
+    assert!(
+        svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
+        "{svg}"
+    );
+    assert!(svg.contains(": svc vs raw\n</text>"), "{svg}");
+    let svg = fs::read_to_string(out.join("tokens-vs-task-score.svg")).expect("svg");
+    assert!(
+        svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
+        "{svg}"
+    );
+    assert!(svg.contains("\nmean context_tokens\n</text>"), "{svg}");
 }
 
 #[test]
