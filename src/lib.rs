@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod context;
 pub mod digest;
+pub mod git;
 pub mod harness;
 pub mod report;
 pub mod state;

@@ -52,25 +52,11 @@ pub struct LocalisationOutcome {
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, LocalizeError> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| LocalizeError::Git {
-            repo: repo.to_path_buf(),
-            args: args.join(" "),
-            message: e.to_string(),
-        })?;
-    if !output.status.success() {
-        return Err(LocalizeError::Git {
-            repo: repo.to_path_buf(),
-            args: args.join(" "),
-            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(output.stdout)
+    crate::git::run(repo, args).map_err(|e| LocalizeError::Git {
+        repo: e.repo,
+        args: e.args,
+        message: e.message,
+    })
 }
 
 /// Mines up to `max_tasks` tasks from the history reachable from `revision` (e.g. `--all` or

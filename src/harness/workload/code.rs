@@ -66,25 +66,12 @@ pub fn is_test(path: &str) -> bool {
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<String, WorkloadError> {
-    let output = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| WorkloadError::Git {
-            repo: repo.to_path_buf(),
-            args: args.join(" "),
-            message: format!("cannot run git: {e} (is git installed?)"),
-        })?;
-    if !output.status.success() {
-        return Err(WorkloadError::Git {
-            repo: repo.to_path_buf(),
-            args: args.join(" "),
-            message: String::from_utf8_lossy(&output.stderr).trim().to_string(),
-        });
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    let stdout = crate::git::run(repo, args).map_err(|e| WorkloadError::Git {
+        repo: e.repo,
+        args: e.args,
+        message: e.message,
+    })?;
+    Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
 /// Mines up to `max` tasks from the history of `repo` (newest first), optionally only commits
