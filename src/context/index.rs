@@ -749,11 +749,14 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
                         span.last,
                         "",
                     );
-                    if span.kind == FragmentKind::Block {
+                    let rendered = if is_test_code(path, body, span.context.as_deref()) {
+                        test_skeleton(&rendered)
+                    } else if span.kind == FragmentKind::Block {
                         collapse_block(rendered)
                     } else {
                         rendered
-                    }
+                    };
+                    dedent(&rendered)
                 }
                 None => text_skeleton(body, &chunk_id, language, span.kind),
             };
@@ -795,6 +798,99 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
         text,
         fragments,
     }
+}
+
+/// Whether a fragment is test code: a file under a `tests`/`benches` directory or named as a
+/// test file, a member of a test module, or an item carrying a test attribute.
+fn is_test_code(path: &str, body: &str, context: Option<&str>) -> bool {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    if parts
+        .iter()
+        .any(|p| matches!(*p, "tests" | "benches" | "__tests__"))
+        || file.ends_with("_test.go")
+        || (file.starts_with("test_") && file.ends_with(".py"))
+        || file.contains(".test.")
+        || file.contains(".spec.")
+    {
+        return true;
+    }
+    if context.is_some_and(|c| {
+        c.split(" > ")
+            .any(|part| matches!(part, "mod tests" | "mod test" | "pub mod tests"))
+    }) {
+        return true;
+    }
+    body.lines()
+        .map(str::trim_start)
+        .take_while(|l| l.starts_with("#[") || l.starts_with("//") || l.is_empty())
+        .any(is_test_attribute)
+}
+
+/// `#[cfg(test)]`, `#[test]`, `#[bench]` and runtime test macros (`#[tokio::test(...)]`).
+fn is_test_attribute(line: &str) -> bool {
+    let Some(inner) = line.strip_prefix("#[") else {
+        return false;
+    };
+    let path = inner
+        .split(|c: char| c == '(' || c == ']')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    path == "test"
+        || path == "bench"
+        || path.ends_with("::test")
+        || path == "wasm_bindgen_test"
+        || (path == "cfg" && inner.trim_end_matches([']', ' ']) == "cfg(test)")
+}
+
+/// A test fragment's skeleton is the one line that says what it is (`fn parses_empty() { … }`,
+/// `mod tests { … }`): tests are not API a reader calls, and the handle recovers the rest.
+fn test_skeleton(rendered: &str) -> String {
+    let mut lines = rendered.lines().filter(|l| {
+        let t = l.trim_start();
+        !(t.is_empty()
+            || t.starts_with("#[")
+            || t.starts_with("#!")
+            || t.starts_with("//")
+            || t.starts_with("/*")
+            || t.starts_with('*')
+            || t.starts_with('@')
+            || t.starts_with("use ")
+            || t.starts_with("import ")
+            || t.starts_with("from "))
+    });
+    let Some(first) = lines.next() else {
+        return "…\n".to_string();
+    };
+    let first = first.trim_end();
+    // Closing brackets after the line say nothing the marker does not.
+    let more = lines.any(|l| !l.trim().bytes().all(|b| b"{}()[];,".contains(&b)));
+    match (more, first.ends_with('{')) {
+        (true, true) => format!("{first} … }}\n"),
+        (true, false) => format!("{first} …\n"),
+        (false, _) => format!("{first}\n"),
+    }
+}
+
+/// Removes the indentation every line of a skeleton shares: the header names the enclosing
+/// definition, so nesting depth costs tokens without saying anything.
+fn dedent(skeleton: &str) -> String {
+    let indent = skeleton
+        .lines()
+        .filter(|l| !l.trim().bytes().all(|b| b"{}()[];,".contains(&b)))
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    if indent == 0 {
+        return skeleton.to_string();
+    }
+    let mut out = String::with_capacity(skeleton.len());
+    for line in skeleton.lines() {
+        out.push_str(line.get(indent..).unwrap_or_else(|| line.trim_start()));
+        out.push('\n');
+    }
+    out
 }
 
 /// Statements kept in a module-level block's skeleton besides its declarations.
