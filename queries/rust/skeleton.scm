@@ -7,6 +7,7 @@
 ;   @drop         lines dropped from skeletons (noise attributes)
 ;   @macro.body   a macro argument re-parsed as source (Rust cfg macros wrap whole items)
 ;   @fields       a struct's field list: runs of private fields become a counted label
+;   @trait.items  a trait impl's body: runs of its methods become a label naming them
 ;   @import       an import: runs of private imports become a counted label
 (function_item name: (identifier) @name body: (block) @body) @item.function
 (function_signature_item name: (identifier) @name) @item.function
@@ -23,6 +24,7 @@
 (const_item value: (_) @body.multiline)
 (static_item value: (_) @body.multiline)
 (field_declaration_list) @fields
+(impl_item trait: (_) body: (declaration_list) @trait.items)
 (use_declaration) @import
 (line_comment) @comment
 (block_comment) @comment

@@ -833,7 +833,7 @@ fn is_test_attribute(line: &str) -> bool {
         return false;
     };
     let path = inner
-        .split(|c: char| c == '(' || c == ']')
+        .split(['(', ']'])
         .next()
         .unwrap_or_default()
         .trim();
@@ -1567,6 +1567,45 @@ mod tests {
         assert_eq!(
             parse.skeleton.as_deref(),
             Some("/// Parses.\nfn parse(x: &str) -> u32 { … }\n")
+        );
+    }
+
+    #[test]
+    fn test_code_skeletons_are_one_line() {
+        assert!(is_test_code("crate/tests/it.rs", "fn a() {}\n", None));
+        assert!(is_test_code("src/a.rs", "fn a() {}\n", Some("mod tests")));
+        assert!(is_test_code(
+            "src/a.rs",
+            "#[cfg(test)]\nmod tests {\n",
+            None
+        ));
+        assert!(is_test_code(
+            "src/a.rs",
+            "#[tokio::test(flavor = \"x\")]\nasync fn a() {}\n",
+            None
+        ));
+        assert!(!is_test_code(
+            "src/a.rs",
+            "#[cfg(not(test))]\nfn a() {}\n",
+            None
+        ));
+        assert!(!is_test_code(
+            "src/a.rs",
+            "/// test\npub fn test() {}\n",
+            None
+        ));
+        assert_eq!(
+            test_skeleton("#[test]\nfn parses() { … }\n"),
+            "fn parses() { … }\n"
+        );
+        assert_eq!(
+            test_skeleton("mod tests {\n    use super::*;\n    fn a() { … }\n}\n"),
+            "mod tests { … }\n"
+        );
+        assert_eq!(test_skeleton("use a::b;\n"), "…\n");
+        assert_eq!(
+            dedent("    fn a() { … }\n        x,\n}\n"),
+            "fn a() { … }\n    x,\n}\n"
         );
     }
 

@@ -346,6 +346,7 @@ fn collect(
                 "fold" => raw.bodies.push((range, true)),
                 "macro.body" => macro_bodies.push(range),
                 "fields" => private_field_runs(capture.node, source, base, &mut raw.labelled),
+                "trait.items" => trait_method_runs(capture.node, source, base, &mut raw.labelled),
                 "import" => imports.push(range),
                 "doc" => raw.docs.push(range),
                 "comment" => raw.comments.push(range),
@@ -449,6 +450,38 @@ fn private_field_runs(
         }
     }
     flush(&mut run);
+}
+
+/// Each method of a trait implementation (with its docs and attributes) becomes a
+/// `/* fn poll … */` label: its signature is the trait's, shown whole where the trait is
+/// defined, and the `impl … for …` line says which trait. Associated types and constants stay.
+/// One label per method, so a method split into its own fragment still names itself.
+fn trait_method_runs(
+    list: tree_sitter::Node<'_>,
+    source: &str,
+    base: usize,
+    out: &mut Vec<(Range<usize>, String)>,
+) {
+    let mut leading: Option<usize> = None;
+    let mut walker = list.walk();
+    for child in list.named_children(&mut walker) {
+        match child.kind() {
+            "line_comment" | "block_comment" | "attribute_item" => {
+                leading.get_or_insert(child.start_byte());
+            }
+            "function_item" => {
+                let name = child
+                    .child_by_field_name("name")
+                    .map_or("?", |n| &source[n.byte_range()]);
+                let start = leading.take().unwrap_or(child.start_byte());
+                out.push((
+                    start + base..child.end_byte() + base,
+                    format!("/* fn {name} … */"),
+                ));
+            }
+            _ => leading = None,
+        }
+    }
 }
 
 /// Runs of private imports separated only by whitespace become one `/* N imports … */` label:
@@ -825,6 +858,25 @@ mod tests {
         assert_eq!(
             skeleton,
             "use std::fmt;\n/// Adds numbers.\npub fn add(\n    a: u32,\n    b: u32,\n) -> u32 { … }\nimpl Foo {\n    /// Makes one.\n    pub fn new() -> Self { … }\n}\n"
+        );
+    }
+
+    #[test]
+    fn private_fields_imports_and_trait_methods_become_counted_labels() {
+        let text = "use std::fmt;\nuse std::io;\npub use inner::Thing;\n\npub struct A {\n    pub open: u32,\n    /// Hidden.\n    hidden: u32,\n    other: u8,\n    pub last: u8,\n}\n\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {\n        Ok(())\n    }\n}\n";
+        let skeleton = skeleton_of(Language::Rust, text);
+        assert_eq!(
+            skeleton,
+            "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl fmt::Debug for A {\n    type X = u8;\n    /* fn fmt … */\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_lone_private_field_stays() {
+        let text = "struct B {\n    only: u32,\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "struct B {\n    only: u32,\n}\n"
         );
     }
 
