@@ -832,11 +832,7 @@ fn is_test_attribute(line: &str) -> bool {
     let Some(inner) = line.strip_prefix("#[") else {
         return false;
     };
-    let path = inner
-        .split(['(', ']'])
-        .next()
-        .unwrap_or_default()
-        .trim();
+    let path = inner.split(['(', ']']).next().unwrap_or_default().trim();
     path == "test"
         || path == "bench"
         || path.ends_with("::test")
