@@ -26,8 +26,9 @@ use crate::digest;
 use crate::state;
 use crate::tokens::{Encoding, Tokenizer};
 
-/// Version of the persisted index layout; a mismatch re-parses everything.
-const PERSIST_VERSION: u32 = 2;
+/// Version of the persisted index layout and of the skeletons stored in it; a mismatch
+/// re-parses everything (bump it when skeleton rendering changes, or stale skeletons survive).
+const PERSIST_VERSION: u32 = 3;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
