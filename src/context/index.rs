@@ -844,11 +844,17 @@ fn is_test_attribute(line: &str) -> bool {
 /// A test fragment's skeleton is the one line that says what it is (`fn parses_empty() { … }`,
 /// `mod tests { … }`): tests are not API a reader calls, and the handle recovers the rest.
 fn test_skeleton(rendered: &str) -> String {
+    // Brackets still open in an attribute that spans lines (`#![cfg(all(\n …\n))]`).
+    let mut open_attribute = 0i32;
     let mut lines = rendered.lines().filter(|l| {
         let t = l.trim_start();
+        if open_attribute > 0 || t.starts_with("#[") || t.starts_with("#!") {
+            open_attribute += t.bytes().filter(|&b| b == b'[' || b == b'(').count() as i32
+                - t.bytes().filter(|&b| b == b']' || b == b')').count() as i32;
+            open_attribute = open_attribute.max(0);
+            return false;
+        }
         !(t.is_empty()
-            || t.starts_with("#[")
-            || t.starts_with("#!")
             || t.starts_with("//")
             || t.starts_with("/*")
             || t.starts_with('*')
@@ -1600,6 +1606,10 @@ mod tests {
             "mod tests { … }\n"
         );
         assert_eq!(test_skeleton("use a::b;\n"), "…\n");
+        assert_eq!(
+            test_skeleton("#![cfg(all(\n    test,\n))]\nfn a() { … }\n"),
+            "fn a() { … }\n"
+        );
         assert_eq!(
             dedent("    fn a() { … }\n        x,\n}\n"),
             "fn a() { … }\n    x,\n}\n"
