@@ -5,7 +5,10 @@
 //! process. A skeleton keeps every line outside elided bodies (signatures whole, however many
 //! lines they span, visibility, `impl`/class headers, type definitions, imports), keeps only the
 //! first line of each comment run (the first doc line), drops blank lines, and replaces each
-//! body with a marker naming the recovery handle of the fragment that holds the exact bytes.
+//! body with a `…` marker; the piece's header names the recovery handle that holds the exact
+//! bytes. Runs that are not API (private struct fields, private imports, the methods of a trait
+//! impl, whose signatures are the trait's) become one counted label such as
+//! `/* 3 private fields … */`.
 
 use std::cell::RefCell;
 use std::ops::Range;
