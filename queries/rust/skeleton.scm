@@ -6,6 +6,8 @@
 ;   @doc.marker   comments that document (other comment runs are dropped from skeletons)
 ;   @drop         lines dropped from skeletons (noise attributes)
 ;   @macro.body   a macro argument re-parsed as source (Rust cfg macros wrap whole items)
+;   @fields       a struct's field list: runs of private fields become a counted label
+;   @import       an import: runs of private imports become a counted label
 (function_item name: (identifier) @name body: (block) @body) @item.function
 (function_signature_item name: (identifier) @name) @item.function
 (struct_item name: (type_identifier) @name) @item.struct
@@ -20,6 +22,8 @@
 (macro_definition name: (identifier) @name) @item.macro @fold
 (const_item value: (_) @body.multiline)
 (static_item value: (_) @body.multiline)
+(field_declaration_list) @fields
+(use_declaration) @import
 (line_comment) @comment
 (block_comment) @comment
 ; Brace arguments of item-level macros (cfg_rt! { ... }) are parsed again as items; without

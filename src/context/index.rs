@@ -26,8 +26,9 @@ use crate::digest;
 use crate::state;
 use crate::tokens::{Encoding, Tokenizer};
 
-/// Version of the persisted index layout; a mismatch re-parses everything.
-const PERSIST_VERSION: u32 = 2;
+/// Version of the persisted index layout and of the skeletons stored in it; a mismatch
+/// re-parses everything (bump it when skeleton rendering changes, or stale skeletons survive).
+const PERSIST_VERSION: u32 = 3;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
@@ -749,11 +750,14 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
                         span.last,
                         "",
                     );
-                    if span.kind == FragmentKind::Block {
+                    let rendered = if is_test_code(path, body, span.context.as_deref()) {
+                        test_skeleton(&rendered)
+                    } else if span.kind == FragmentKind::Block {
                         collapse_block(rendered)
                     } else {
                         rendered
-                    }
+                    };
+                    dedent(&rendered)
                 }
                 None => text_skeleton(body, &chunk_id, language, span.kind),
             };
@@ -795,6 +799,101 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
         text,
         fragments,
     }
+}
+
+/// Whether a fragment is test code: a file under a `tests`/`benches` directory or named as a
+/// test file, a member of a test module, or an item carrying a test attribute.
+fn is_test_code(path: &str, body: &str, context: Option<&str>) -> bool {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    if parts
+        .iter()
+        .any(|p| matches!(*p, "tests" | "benches" | "__tests__"))
+        || file.ends_with("_test.go")
+        || (file.starts_with("test_") && file.ends_with(".py"))
+        || file.contains(".test.")
+        || file.contains(".spec.")
+    {
+        return true;
+    }
+    if context.is_some_and(|c| {
+        c.split(" > ")
+            .any(|part| matches!(part, "mod tests" | "mod test" | "pub mod tests"))
+    }) {
+        return true;
+    }
+    body.lines()
+        .map(str::trim_start)
+        .take_while(|l| l.starts_with("#[") || l.starts_with("//") || l.is_empty())
+        .any(is_test_attribute)
+}
+
+/// `#[cfg(test)]`, `#[test]`, `#[bench]` and runtime test macros (`#[tokio::test(...)]`).
+fn is_test_attribute(line: &str) -> bool {
+    let Some(inner) = line.strip_prefix("#[") else {
+        return false;
+    };
+    let path = inner.split(['(', ']']).next().unwrap_or_default().trim();
+    path == "test"
+        || path == "bench"
+        || path.ends_with("::test")
+        || path == "wasm_bindgen_test"
+        || (path == "cfg" && inner.trim_end_matches([']', ' ']) == "cfg(test)")
+}
+
+/// A test fragment's skeleton is the one line that says what it is (`fn parses_empty() { … }`,
+/// `mod tests { … }`): tests are not API a reader calls, and the handle recovers the rest.
+fn test_skeleton(rendered: &str) -> String {
+    // Brackets still open in an attribute that spans lines (`#![cfg(all(\n …\n))]`).
+    let mut open_attribute = 0i32;
+    let mut lines = rendered.lines().filter(|l| {
+        let t = l.trim_start();
+        if open_attribute > 0 || t.starts_with("#[") || t.starts_with("#!") {
+            open_attribute += t.bytes().filter(|&b| b == b'[' || b == b'(').count() as i32
+                - t.bytes().filter(|&b| b == b']' || b == b')').count() as i32;
+            open_attribute = open_attribute.max(0);
+            return false;
+        }
+        !(t.is_empty()
+            || t.starts_with("//")
+            || t.starts_with("/*")
+            || t.starts_with('*')
+            || t.starts_with('@')
+            || t.starts_with("use ")
+            || t.starts_with("import ")
+            || t.starts_with("from "))
+    });
+    let Some(first) = lines.next() else {
+        return "…\n".to_string();
+    };
+    let first = first.trim_end();
+    // Closing brackets after the line say nothing the marker does not.
+    let more = lines.any(|l| !l.trim().bytes().all(|b| b"{}()[];,".contains(&b)));
+    match (more, first.ends_with('{')) {
+        (true, true) => format!("{first} … }}\n"),
+        (true, false) => format!("{first} …\n"),
+        (false, _) => format!("{first}\n"),
+    }
+}
+
+/// Removes the indentation every line of a skeleton shares: the header names the enclosing
+/// definition, so nesting depth costs tokens without saying anything.
+fn dedent(skeleton: &str) -> String {
+    let indent = skeleton
+        .lines()
+        .filter(|l| !l.trim().bytes().all(|b| b"{}()[];,".contains(&b)))
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    if indent == 0 {
+        return skeleton.to_string();
+    }
+    let mut out = String::with_capacity(skeleton.len());
+    for line in skeleton.lines() {
+        out.push_str(line.get(indent..).unwrap_or_else(|| line.trim_start()));
+        out.push('\n');
+    }
+    out
 }
 
 /// Statements kept in a module-level block's skeleton besides its declarations.
@@ -1471,6 +1570,49 @@ mod tests {
         assert_eq!(
             parse.skeleton.as_deref(),
             Some("/// Parses.\nfn parse(x: &str) -> u32 { … }\n")
+        );
+    }
+
+    #[test]
+    fn test_code_skeletons_are_one_line() {
+        assert!(is_test_code("crate/tests/it.rs", "fn a() {}\n", None));
+        assert!(is_test_code("src/a.rs", "fn a() {}\n", Some("mod tests")));
+        assert!(is_test_code(
+            "src/a.rs",
+            "#[cfg(test)]\nmod tests {\n",
+            None
+        ));
+        assert!(is_test_code(
+            "src/a.rs",
+            "#[tokio::test(flavor = \"x\")]\nasync fn a() {}\n",
+            None
+        ));
+        assert!(!is_test_code(
+            "src/a.rs",
+            "#[cfg(not(test))]\nfn a() {}\n",
+            None
+        ));
+        assert!(!is_test_code(
+            "src/a.rs",
+            "/// test\npub fn test() {}\n",
+            None
+        ));
+        assert_eq!(
+            test_skeleton("#[test]\nfn parses() { … }\n"),
+            "fn parses() { … }\n"
+        );
+        assert_eq!(
+            test_skeleton("mod tests {\n    use super::*;\n    fn a() { … }\n}\n"),
+            "mod tests { … }\n"
+        );
+        assert_eq!(test_skeleton("use a::b;\n"), "…\n");
+        assert_eq!(
+            test_skeleton("#![cfg(all(\n    test,\n))]\nfn a() { … }\n"),
+            "fn a() { … }\n"
+        );
+        assert_eq!(
+            dedent("    fn a() { … }\n        x,\n}\n"),
+            "fn a() { … }\n    x,\n}\n"
         );
     }
 

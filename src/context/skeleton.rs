@@ -5,7 +5,10 @@
 //! process. A skeleton keeps every line outside elided bodies (signatures whole, however many
 //! lines they span, visibility, `impl`/class headers, type definitions, imports), keeps only the
 //! first line of each comment run (the first doc line), drops blank lines, and replaces each
-//! body with a marker naming the recovery handle of the fragment that holds the exact bytes.
+//! body with a `…` marker; the piece's header names the recovery handle that holds the exact
+//! bytes. Runs that are not API (private struct fields, private imports, the methods of a trait
+//! impl, whose signatures are the trait's) become one counted label such as
+//! `/* 3 private fields … */`.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -170,6 +173,9 @@ pub struct Elision {
     pub doc: Option<Range<usize>>,
     /// Keep the node's first line (folds) instead of eliding from the region start.
     pub fold: bool,
+    /// Text standing in for the region instead of the body marker (a counted run of private
+    /// fields or imports).
+    pub label: Option<String>,
 }
 
 /// The parsed structure of one file.
@@ -199,6 +205,7 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
     let RawCaptures {
         mut items,
         bodies,
+        labelled,
         docs,
         mut comments,
         mut doc_markers,
@@ -235,7 +242,7 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
         }
         stack.push(index);
     }
-    let elisions = outermost(bodies, &docs, text);
+    let elisions = outermost(bodies, labelled, &docs, text);
     // A docstring outside any elided body (a class docstring) reads like a comment run: only
     // its first line survives.
     for doc in &docs {
@@ -274,6 +281,8 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
 struct RawCaptures {
     items: Vec<Item>,
     bodies: Vec<(Range<usize>, bool)>,
+    /// Runs replaced by a counted label (private fields, imports).
+    labelled: Vec<(Range<usize>, String)>,
     docs: Vec<Range<usize>>,
     comments: Vec<Range<usize>>,
     doc_markers: Vec<Range<usize>>,
@@ -320,6 +329,7 @@ fn collect(
     let mut has_errors = depth == 0 && root.has_error();
     let names = query.capture_names();
     let mut macro_bodies = Vec::new();
+    let mut imports = Vec::new();
     let mut cursor = QueryCursor::new();
     let mut matches = cursor.matches(query, root, source.as_bytes());
     while let Some(found) = matches.next() {
@@ -338,6 +348,8 @@ fn collect(
                 }
                 "fold" => raw.bodies.push((range, true)),
                 "macro.body" => macro_bodies.push(range),
+                "fields" => private_field_runs(capture.node, source, base, &mut raw.labelled),
+                "import" => imports.push(range),
                 "doc" => raw.docs.push(range),
                 "comment" => raw.comments.push(range),
                 "doc.marker" => raw.doc_markers.push(range),
@@ -359,6 +371,7 @@ fn collect(
             });
         }
     }
+    import_runs(imports, text, &mut raw.labelled);
     for body in macro_bodies {
         let inner = &text[body.clone()];
         if !inner.contains('\n') {
@@ -382,6 +395,95 @@ fn collect(
     Ok(has_errors)
 }
 
+/// Lines a counted run must span before it is replaced by its label (a one-line run costs
+/// about what its label would).
+const RUN_MIN_LINES: usize = 2;
+
+/// Runs of private struct fields (with the docs and attributes above them) become one
+/// `/* N private fields … */` label: they are not part of the type's API, and the marker says
+/// how many the fragment's handle recovers.
+fn private_field_runs(
+    list: tree_sitter::Node<'_>,
+    source: &str,
+    base: usize,
+    out: &mut Vec<(Range<usize>, String)>,
+) {
+    let mut flush = |run: &mut Option<(usize, usize, usize)>| {
+        if let Some((start, end, count)) = run.take()
+            && source[start..end].lines().count() >= RUN_MIN_LINES
+        {
+            let noun = if count == 1 { "field" } else { "fields" };
+            out.push((
+                start + base..end + base,
+                format!("/* {count} private {noun} … */"),
+            ));
+        }
+    };
+    let mut run: Option<(usize, usize, usize)> = None;
+    let mut leading: Option<usize> = None;
+    let mut walker = list.walk();
+    for child in list.named_children(&mut walker) {
+        match child.kind() {
+            "line_comment" | "block_comment" | "attribute_item" => {
+                leading.get_or_insert(child.start_byte());
+            }
+            "field_declaration" => {
+                let public = child
+                    .child(0)
+                    .is_some_and(|c| c.kind() == "visibility_modifier");
+                if public {
+                    flush(&mut run);
+                } else {
+                    let mut end = child.end_byte();
+                    if let Some(next) = child.next_sibling()
+                        && next.kind() == ","
+                    {
+                        end = next.end_byte();
+                    }
+                    let start = leading.unwrap_or(child.start_byte());
+                    run = Some(match run {
+                        Some((first, _, count)) => (first, end, count + 1),
+                        None => (start, end, 1),
+                    });
+                }
+                leading = None;
+            }
+            _ => {}
+        }
+    }
+    flush(&mut run);
+}
+
+/// Runs of private imports separated only by whitespace become one `/* N imports … */` label:
+/// imports name what a body uses, not what the file offers (`pub use` re-exports stay).
+fn import_runs(mut imports: Vec<Range<usize>>, text: &str, out: &mut Vec<(Range<usize>, String)>) {
+    imports.retain(|r| !text[r.clone()].starts_with("pub"));
+    imports.sort_by_key(|r| r.start);
+    let mut run: Option<(Range<usize>, usize)> = None;
+    let mut flush = |run: Option<(Range<usize>, usize)>| {
+        if let Some((range, count)) = run
+            && text[range.clone()].lines().count() >= RUN_MIN_LINES
+        {
+            let noun = if count == 1 { "import" } else { "imports" };
+            out.push((range, format!("/* {count} {noun} … */")));
+        }
+    };
+    for import in imports {
+        run = match run {
+            Some((range, count))
+                if range.end <= import.start && text[range.end..import.start].trim().is_empty() =>
+            {
+                Some((range.start..import.end, count + 1))
+            }
+            other => {
+                flush(other);
+                Some((import, 1))
+            }
+        };
+    }
+    flush(run);
+}
+
 fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
@@ -389,6 +491,7 @@ fn first_line(text: &str) -> &str {
 /// Keeps the outermost regions, sorted; folds start after their node's first line.
 fn outermost(
     mut bodies: Vec<(Range<usize>, bool)>,
+    labelled: Vec<(Range<usize>, String)>,
     docs: &[Range<usize>],
     text: &str,
 ) -> Vec<Elision> {
@@ -402,18 +505,32 @@ fn outermost(
             };
         }
     }
-    bodies.retain(|(range, _)| range.start < range.end);
-    bodies.sort_by(|a, b| a.0.start.cmp(&b.0.start).then(b.0.end.cmp(&a.0.end)));
+    let mut regions: Vec<(Range<usize>, bool, Option<String>)> = bodies
+        .into_iter()
+        .map(|(range, fold)| (range, fold, None))
+        .chain(
+            labelled
+                .into_iter()
+                .map(|(range, label)| (range, false, Some(label))),
+        )
+        .filter(|(range, _, _)| range.start < range.end)
+        .collect();
+    regions.sort_by(|a, b| a.0.start.cmp(&b.0.start).then(b.0.end.cmp(&a.0.end)));
     let mut out: Vec<Elision> = Vec::new();
-    for (range, fold) in bodies {
+    for (range, fold, label) in regions {
         if out.last().is_some_and(|last| range.start < last.range.end) {
             continue;
         }
         let doc = docs
             .iter()
-            .find(|d| d.start >= range.start && d.end <= range.end)
+            .find(|d| label.is_none() && d.start >= range.start && d.end <= range.end)
             .cloned();
-        out.push(Elision { range, doc, fold });
+        out.push(Elision {
+            range,
+            doc,
+            fold,
+            label,
+        });
     }
     out
 }
@@ -617,6 +734,10 @@ fn push_marker(out: &mut String, text: &str, elision: &Elision, marker: &str, la
             .take_while(|c| c.is_whitespace())
             .collect()
     };
+    if let Some(label) = &elision.label {
+        out.push_str(label);
+        return;
+    }
     if let Some(doc) = &elision.doc {
         let doc_line = text[doc.clone()]
             .trim_start_matches(['"', '\'', 'r', 'b', 'u', 'f'])
@@ -707,6 +828,25 @@ mod tests {
         assert_eq!(
             skeleton,
             "use std::fmt;\n/// Adds numbers.\npub fn add(\n    a: u32,\n    b: u32,\n) -> u32 { … }\nimpl Foo {\n    /// Makes one.\n    pub fn new() -> Self { … }\n}\n"
+        );
+    }
+
+    #[test]
+    fn private_fields_and_imports_become_counted_labels_trait_methods_stay_whole() {
+        let text = "use std::fmt;\nuse std::io;\npub use inner::Thing;\n\npub struct A {\n    pub open: u32,\n    /// Hidden.\n    hidden: u32,\n    other: u8,\n    pub last: u8,\n}\n\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {\n        Ok(())\n    }\n}\n";
+        let skeleton = skeleton_of(Language::Rust, text);
+        assert_eq!(
+            skeleton,
+            "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { … }\n}\n"
+        );
+    }
+
+    #[test]
+    fn a_lone_private_field_stays() {
+        let text = "struct B {\n    only: u32,\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "struct B {\n    only: u32,\n}\n"
         );
     }
 
