@@ -8,13 +8,13 @@ export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 build:
 	$(CARGO) build --locked
 
-# Formatting, lints, every test, then the benchmark regression gate.
-# nextest is used when installed, else cargo test.
-test: fmt-check lint test-unit gate
+# Formatting, lints, the benchmark regression gate, then every test (the test runner's summary
+# closes the output). nextest is used when installed, else cargo test.
+test: fmt-check lint gate test-unit
 
 test-unit:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		$(CARGO) nextest run --locked --no-fail-fast && $(CARGO) test --locked --doc; \
+		$(CARGO) test --locked --doc && $(CARGO) nextest run --locked --no-fail-fast; \
 	else \
 		$(CARGO) test --locked --no-fail-fast; \
 	fi
