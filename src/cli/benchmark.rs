@@ -176,7 +176,7 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn default_out() -> PathBuf {
-    let stamp = svc::witness::certificate::rfc3339(std::time::SystemTime::now());
+    let stamp = svc::clock::rfc3339(std::time::SystemTime::now());
     // 2026-11-21T13:47:39Z -> 20261121-134739
     let compact: String = stamp
         .chars()

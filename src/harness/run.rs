@@ -1251,33 +1251,7 @@ fn git_commit() -> Option<String> {
 
 /// The current UTC time as RFC 3339 (`2026-11-21T12:00:00Z`).
 pub fn utc_now() -> String {
-    let seconds = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    format_utc(seconds)
-}
-
-fn format_utc(seconds: u64) -> String {
-    let days = (seconds / 86_400) as i64;
-    let rem = seconds % 86_400;
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60
-    )
+    crate::clock::rfc3339_seconds(std::time::SystemTime::now())
 }
 
 #[cfg(test)]
@@ -1760,11 +1734,5 @@ mod tests {
             .collect();
         assert_eq!(failed.len(), 6);
         assert!(failed[0].3.contains("HTTP 400"), "{}", failed[0].3);
-    }
-
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00Z");
-        assert_eq!(format_utc(1_795_000_000), "2026-11-18T11:06:40Z");
     }
 }
