@@ -19,37 +19,7 @@ pub const WILCOXON_EXACT_MAX_N: usize = 50;
 /// arithmetic, bounds the bootstrap on large inputs).
 const BOOTSTRAP_BLOCK: usize = 8;
 
-/// SplitMix64: a tiny, well-mixed 64-bit generator. Written out here (rather than `rand`) so
-/// the bootstrap's index stream is specified exactly and the scipy check can replay it.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        Self { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform index in `0..n` by multiply-shift (Lemire); the bias is below 2^-40 for any
-    /// realistic `n` and the mapping is trivial to replay elsewhere.
-    pub fn below(&mut self, n: usize) -> usize {
-        ((u128::from(self.next_u64()) * n as u128) >> 64) as usize
-    }
-
-    /// Uniform float in [0, 1) with 53 random bits.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+pub use crate::rng::SplitMix64;
 
 /// The generator for bootstrap resample `index`: independent of thread scheduling, so the
 /// result does not depend on how resamples are spread over cores.

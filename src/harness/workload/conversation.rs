@@ -83,7 +83,7 @@ pub(super) fn load(
             },
         ];
         for _ in 0..source.filler_exchanges {
-            let exchange = &filler.exchange[rng.below(filler.exchange.len())];
+            let exchange = &filler.exchange[rng.below_modulo(filler.exchange.len())];
             turns.push(Turn {
                 role: "user".into(),
                 text: exchange.user.clone(),

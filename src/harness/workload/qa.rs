@@ -193,7 +193,7 @@ fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task
         let mut others: Vec<usize> = (0..items.len()).filter(|&i| i != position).collect();
         // Partial Fisher–Yates: the first `distractors` slots are a uniform sample.
         for slot in 0..distractors {
-            let pick = slot + rng.below(others.len() - slot);
+            let pick = slot + rng.below_modulo(others.len() - slot);
             others.swap(slot, pick);
         }
         let mut chosen: Vec<usize> = others[..distractors].to_vec();
