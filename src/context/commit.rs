@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 use super::store::{BlobStore, StoreError};
 use crate::digest;
 use crate::state;
-use crate::tokens::Tokenizer;
+use crate::tokens::{Encoding, Tokenizer};
 
 /// How a chunk was sent to the model.
 #[derive(
@@ -78,6 +78,10 @@ pub struct ChunkInput {
     pub resolution: Option<Resolution>,
     /// Tokens of what was sent for this chunk (0 when omitted).
     pub sent_tokens: usize,
+    /// The exact token count of `full_text` under an encoding, when the caller already has it
+    /// (an index counts every fragment); used for `receipt_token_count` when the encoding is
+    /// the commit's, so the text is not tokenised twice.
+    pub full_tokens: Option<(Encoding, usize)>,
 }
 
 /// Per-chunk entry of the context receipt.
@@ -246,12 +250,16 @@ impl CommitStore {
         }
         let bytes: Vec<&[u8]> = chunks.iter().map(|c| c.full_text.as_bytes()).collect();
         let hashes = self.blobs.put_many(&bytes)?;
-        // Counting every chunk is the commit's CPU cost on large trees: spread it over cores.
+        // Counting every chunk is the commit's CPU cost on large trees: reuse counts the caller
+        // already has, and spread the rest over cores.
         let counts: Vec<usize> = {
             use rayon::prelude::*;
             chunks
                 .par_iter()
-                .map(|c| tokenizer.count(&c.full_text))
+                .map(|c| match c.full_tokens {
+                    Some((encoding, tokens)) if encoding == tokenizer.encoding() => tokens,
+                    _ => tokenizer.count(&c.full_text),
+                })
                 .collect()
         };
         let mut receipt_chunks = Vec::with_capacity(chunks.len());
@@ -391,6 +399,7 @@ mod tests {
                 full_text: "fn a() {\n    1\n}\n".into(),
                 resolution: Some(Resolution::Full),
                 sent_tokens: 8,
+                full_tokens: None,
             },
             ChunkInput {
                 chunk_id: "src/b.rs#L1-2".into(),
@@ -398,6 +407,7 @@ mod tests {
                 full_text: "fn b() { 2 }\r\n\u{00e9}\n".into(),
                 resolution: None,
                 sent_tokens: 0,
+                full_tokens: None,
             },
         ]
     }
@@ -427,6 +437,26 @@ mod tests {
         assert_eq!(text, "fn b() { 2 }\r\n\u{00e9}\n");
         assert_eq!(receipt.recoverable().count(), 1);
         assert!(receipt.chunks[1].receipt_token_count > 0);
+    }
+
+    #[test]
+    fn receipt_counts_reuse_only_counts_in_the_commit_encoding() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = CommitStore::new(dir.path());
+        let tokenizer = Tokenizer::default();
+        let mut inputs = chunks();
+        let exact = tokenizer.count(&inputs[0].full_text);
+        inputs[0].full_tokens = Some((tokenizer.encoding(), exact));
+        // A count under another encoding is not this commit's: it is recounted.
+        inputs[1].full_tokens = Some((Encoding::Cl100kBase, 999_999));
+        let receipt = store
+            .commit(&inputs, serde_json::json!({}), "x", &tokenizer)
+            .expect("commit");
+        assert_eq!(receipt.chunks[0].receipt_token_count, exact);
+        assert_eq!(
+            receipt.chunks[1].receipt_token_count,
+            tokenizer.count(&inputs[1].full_text)
+        );
     }
 
     #[test]

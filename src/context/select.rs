@@ -21,7 +21,7 @@ use serde::Serialize;
 use super::commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};
 use super::index::{Fragment, Index, PieceKind};
 use super::terms::{score, sort_by_score};
-use crate::tokens::Tokenizer;
+use crate::tokens::{Encoding, Tokenizer};
 
 /// Largest DP table width; costs are scaled to fit.
 pub const DP_CAPACITY: usize = 4096;
@@ -103,6 +103,8 @@ pub struct Selection {
     pub manifest: Vec<ManifestEntry>,
     /// The exact bytes of each manifest entry (same order).
     texts: Vec<(Arc<str>, Range<usize>)>,
+    /// Encoding of every count above and of the manifest's `full_tokens`.
+    encoding: Encoding,
 }
 
 impl Selection {
@@ -118,6 +120,8 @@ impl Selection {
                 full_text: text[range.clone()].to_string(),
                 resolution: entry.resolution,
                 sent_tokens: entry.tokens,
+                // The index counted each fragment's exact bytes already.
+                full_tokens: Some((self.encoding, entry.full_tokens)),
             })
             .collect()
     }
@@ -417,6 +421,7 @@ pub fn select(
         tokens,
         manifest,
         texts,
+        encoding: index.encoding,
     })
 }
 
@@ -638,6 +643,13 @@ mod tests {
             assert_eq!(selection.manifest.len(), index.fragments.len());
             let inputs = selection.chunk_inputs();
             assert_eq!(inputs.len(), index.fragments.len());
+            // Commits reuse these counts for receipts, so they must be the exact counts.
+            for input in &inputs {
+                assert_eq!(
+                    input.full_tokens,
+                    Some((index.encoding, tokenizer.count(&input.full_text)))
+                );
+            }
         }
     }
 

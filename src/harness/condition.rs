@@ -374,6 +374,7 @@ fn svc(
                 full_text: text.clone(),
                 resolution: None,
                 sent_tokens: 0,
+                full_tokens: None,
             })
             .collect()
     };
@@ -482,6 +483,7 @@ pub(crate) mod tests {
                     full_text: t.clone(),
                     resolution: k.then_some(Resolution::Full),
                     sent_tokens: if *k { tokenizer.count(t) } else { 0 },
+                    full_tokens: None,
                 })
                 .collect();
             let tokens = tokenizer.count(&rendered);

@@ -321,6 +321,7 @@ pub fn compress_messages(
                 full_text: text_of(&messages[i], slot).to_string(),
                 resolution: Some(Resolution::Full),
                 sent_tokens: tokens,
+                full_tokens: None,
             }),
             Some(r) => {
                 chunks.extend(r.chunk_inputs(&format!("messages[{i}]"), tokenizer));

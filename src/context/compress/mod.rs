@@ -253,17 +253,23 @@ impl Reduced {
     pub(crate) fn chunk_inputs(&self, source: &str, tokenizer: &Tokenizer) -> Vec<ChunkInput> {
         self.parts
             .iter()
-            .map(|part| ChunkInput {
-                chunk_id: part.chunk_id.clone(),
-                source: source.to_string(),
-                full_text: part.original.clone(),
-                resolution: part.resolution,
-                sent_tokens: match part.resolution {
-                    None => 0,
-                    // A skeleton part stands for the whole rendering.
-                    Some(Resolution::Skeleton) | Some(Resolution::Reference) => self.tokens,
-                    Some(Resolution::Full) => tokenizer.count(&part.original),
-                },
+            .map(|part| {
+                // A part sent in full is counted once, for both the sent and the receipt count.
+                let full = (part.resolution == Some(Resolution::Full))
+                    .then(|| tokenizer.count(&part.original));
+                ChunkInput {
+                    chunk_id: part.chunk_id.clone(),
+                    source: source.to_string(),
+                    full_text: part.original.clone(),
+                    resolution: part.resolution,
+                    sent_tokens: match part.resolution {
+                        None => 0,
+                        // A skeleton part stands for the whole rendering.
+                        Some(Resolution::Skeleton) | Some(Resolution::Reference) => self.tokens,
+                        Some(Resolution::Full) => full.unwrap_or_default(),
+                    },
+                    full_tokens: full.map(|tokens| (tokenizer.encoding(), tokens)),
+                }
             })
             .collect()
     }
