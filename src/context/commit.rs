@@ -17,12 +17,13 @@
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::store::{BlobStore, StoreError};
 use crate::digest;
-use crate::state;
+use crate::state::{self, GroupCommit, Packs, group::Synced};
 use crate::tokens::{Encoding, Tokenizer};
 
 /// How a chunk was sent to the model.
@@ -198,15 +199,49 @@ pub struct CommitStore {
     home: PathBuf,
     commits: PathBuf,
     blobs: BlobStore,
+    /// Set for a group-committing store (see [`CommitStore::grouped`]).
+    group: Option<Arc<GroupCommit>>,
+    /// Where group-committed receipts, bundles and blobs are read from.
+    packs: Arc<Packs>,
 }
 
 impl CommitStore {
-    /// A store under `state_home` (see [`crate::state::home`]).
+    /// A store under `state_home` (see [`crate::state::home`]) whose every commit is durable
+    /// when [`commit`](Self::commit) returns.
     pub fn new(state_home: &Path) -> Self {
+        let packs = Arc::new(Packs::new(state_home));
         Self {
             home: state_home.to_path_buf(),
             commits: state_home.join("commits"),
-            blobs: BlobStore::new(state_home.join("blobs")),
+            blobs: BlobStore::new(state_home.join("blobs")).with_packs(packs.clone()),
+            group: None,
+            packs,
+        }
+    }
+
+    /// A group-committing store: [`commit`](Self::commit) stages its files, and they become
+    /// durable and readable together at the next [`sync`](Self::sync). Clones share the group.
+    /// The caller must sync before it names a returned `ctx_…` id anywhere durable (a trial
+    /// record, a printed id); a crash before the sync loses only unnamed commits.
+    pub fn grouped(state_home: &Path) -> Self {
+        let group = Arc::new(GroupCommit::new(state_home));
+        let packs = Arc::new(Packs::new(state_home));
+        Self {
+            home: state_home.to_path_buf(),
+            commits: state_home.join("commits"),
+            blobs: BlobStore::grouped(state_home.join("blobs"), group.clone())
+                .with_packs(packs.clone()),
+            group: Some(group),
+            packs,
+        }
+    }
+
+    /// Makes every commit staged so far durable and readable (nothing to do for a store made
+    /// by [`new`](Self::new)).
+    pub fn sync(&self) -> Result<Synced, CommitError> {
+        match &self.group {
+            Some(group) => Ok(group.sync()?),
+            None => Ok(Synced::default()),
         }
     }
 
@@ -289,22 +324,24 @@ impl CommitStore {
         };
         let bundle = RecoveryBundle { ctx_id, entries };
         let dir = self.dir_of(&receipt.ctx_id)?;
-        write_json(&dir.join("bundle.json"), &bundle)?;
-        // The receipt is written last: its presence marks a complete commit.
-        write_json(&dir.join("receipt.json"), &receipt)?;
+        let group = self.group.as_deref();
+        write_json(&dir.join("bundle.json"), &bundle, group)?;
+        // The receipt is written last: its presence marks a complete commit. (A group sync
+        // makes a whole batch readable at once.)
+        write_json(&dir.join("receipt.json"), &receipt, group)?;
         Ok(receipt)
     }
 
     /// The receipt of a commit.
     pub fn receipt(&self, ctx_id: &str) -> Result<ContextReceipt, CommitError> {
         let path = self.dir_of(ctx_id)?.join("receipt.json");
-        read_json(&path, ctx_id)
+        read_json(&path, ctx_id, &self.packs)
     }
 
     /// The recovery bundle of a commit.
     pub fn bundle(&self, ctx_id: &str) -> Result<RecoveryBundle, CommitError> {
         let path = self.dir_of(ctx_id)?.join("bundle.json");
-        read_json(&path, ctx_id)
+        read_json(&path, ctx_id, &self.packs)
     }
 
     /// The exact bytes of one chunk, verified against the bundle's content hash and the
@@ -357,30 +394,45 @@ fn commit_id(
     format!("ctx_{}", &digest::sha256_hex(material)[..24])
 }
 
-fn write_json(path: &Path, value: &impl Serialize) -> Result<(), CommitError> {
+fn write_json(
+    path: &Path,
+    value: &impl Serialize,
+    group: Option<&GroupCommit>,
+) -> Result<(), CommitError> {
     let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| CommitError::Parse {
         path: path.to_path_buf(),
         source,
     })?;
     bytes.push(b'\n');
-    state::atomic_write(path, &bytes)?;
+    match group {
+        Some(group) => group.stage(path, &bytes)?,
+        None => state::atomic_write(path, &bytes)?,
+    }
     Ok(())
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path, ctx_id: &str) -> Result<T, CommitError> {
-    let bytes = fs::read(path).map_err(|source| {
-        if source.kind() == io::ErrorKind::NotFound {
-            CommitError::UnknownCommit {
-                ctx_id: ctx_id.to_string(),
-                path: path.to_path_buf(),
+fn read_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    ctx_id: &str,
+    packs: &Packs,
+) -> Result<T, CommitError> {
+    let bytes =
+        match fs::read(path) {
+            Ok(bytes) => bytes,
+            // A group-committed receipt or bundle lives in a pack instead.
+            Err(source) if source.kind() == io::ErrorKind::NotFound => packs
+                .read(path)?
+                .ok_or_else(|| CommitError::UnknownCommit {
+                    ctx_id: ctx_id.to_string(),
+                    path: path.to_path_buf(),
+                })?,
+            Err(source) => {
+                return Err(CommitError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                });
             }
-        } else {
-            CommitError::Read {
-                path: path.to_path_buf(),
-                source,
-            }
-        }
-    })?;
+        };
     serde_json::from_slice(&bytes).map_err(|source| CommitError::Parse {
         path: path.to_path_buf(),
         source,
@@ -457,6 +509,60 @@ mod tests {
             receipt.chunks[1].receipt_token_count,
             tokenizer.count(&inputs[1].full_text)
         );
+    }
+
+    #[test]
+    fn a_grouped_commit_is_readable_only_after_sync() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = CommitStore::grouped(dir.path());
+        let tokenizer = Tokenizer::default();
+        let receipt = store
+            .commit(
+                &chunks(),
+                serde_json::json!({"budget": 10}),
+                "fn a() {}",
+                &tokenizer,
+            )
+            .expect("commit");
+        let again = store
+            .commit(
+                &chunks(),
+                serde_json::json!({"budget": 20}),
+                "fn a() {}",
+                &tokenizer,
+            )
+            .expect("a second commit sharing the blobs");
+        assert!(matches!(
+            store.receipt(&receipt.ctx_id),
+            Err(CommitError::UnknownCommit { .. })
+        ));
+        let synced = store.sync().expect("sync");
+        // Two blobs (shared by both commits) and a receipt and bundle per commit.
+        assert_eq!(synced.files, 6);
+        for ctx_id in [&receipt.ctx_id, &again.ctx_id] {
+            assert_eq!(store.receipt(ctx_id).expect("receipt").ctx_id, *ctx_id);
+            assert_eq!(
+                store.recover(ctx_id, "src/b.rs#L1-2").expect("recover"),
+                "fn b() { 2 }\r\n\u{00e9}\n"
+            );
+        }
+        // A plain store over the same directory reads what the group wrote.
+        let plain = CommitStore::new(dir.path());
+        assert_eq!(plain.receipt(&receipt.ctx_id).expect("receipt"), receipt);
+        assert_eq!(plain.sync().expect("no-op").files, 0);
+
+        // Packed bytes are verified like loose ones.
+        let pack = fs::read_dir(dir.path().join(state::pack::PACK_DIR))
+            .expect("packs")
+            .map(|e| e.expect("entry").path())
+            .find(|p| p.extension().is_some_and(|e| e == "pack"))
+            .expect("a pack");
+        let text = fs::read_to_string(&pack).expect("read pack");
+        fs::write(&pack, text.replace("fn b() { 2 }", "fn b() { 3 }")).expect("tamper");
+        let error = CommitStore::new(dir.path())
+            .recover(&receipt.ctx_id, "src/b.rs#L1-2")
+            .expect_err("tampered");
+        assert!(error.to_string().contains("tampered"), "{error}");
     }
 
     #[test]

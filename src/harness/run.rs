@@ -184,6 +184,10 @@ pub enum RunError {
     Settings(String),
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
+    #[error(
+        "cannot make the run's context commits durable: {0}; the records naming them were not written (free space or fix permissions, then re-run to resume)"
+    )]
+    Commit(String),
 }
 
 /// The manifest of a run directory.
@@ -419,9 +423,14 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let progress = settings.progress.clone();
     let max_error_rate = settings.max_error_rate;
     let writer_abort = abort.clone();
+    // Commits are group-committed: the writer makes each batch's commits durable before it
+    // writes the records that name them, so workers never wait on fsync.
+    let commits = CommitStore::grouped(&settings.state_home);
+    let writer_commits = commits.clone();
     let writer_thread = std::thread::spawn(move || {
         let result = write_loop(
             writer,
+            &writer_commits,
             &notes_path,
             receiver,
             total,
@@ -439,7 +448,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let context = TrialContext {
         settings,
         prepared: prepared.clone(),
-        commits: CommitStore::new(&settings.state_home),
+        commits,
         tokenizer,
     };
     if runner.is_local() {
@@ -1022,8 +1031,16 @@ struct Counts {
     aborted: bool,
 }
 
+/// Most trials one batch of the write loop takes: one commit sync and one write per batch.
+const WRITE_BATCH: usize = 4096;
+
+/// Writes finished trials as they arrive, in batches: every commit staged by the batch's trials
+/// is made durable first (one group sync), then the batch's records are written (one write), so
+/// a record on disk never names a commit that is not.
+#[allow(clippy::too_many_arguments)]
 fn write_loop(
     mut writer: TrialWriter,
+    commits: &CommitStore,
     notes_path: &Path,
     receiver: mpsc::Receiver<Finished>,
     total: u64,
@@ -1039,51 +1056,67 @@ fn write_loop(
     };
     let mut notes: Option<fs::File> = None;
     let mut done = 0u64;
-    for finished in receiver {
-        done += 1;
-        if !finished.notes.is_empty() {
-            if notes.is_none() {
-                notes = Some(
-                    fs::OpenOptions::new()
-                        .create(true)
-                        .append(true)
-                        .open(notes_path)
-                        .map_err(|source| RunError::Io {
+    let mut batch = Vec::with_capacity(WRITE_BATCH);
+    while let Ok(first) = receiver.recv() {
+        let mut next = Some(first);
+        while let Some(finished) = next.take() {
+            // The error rate is judged as trials arrive, so an abort does not wait for a sync.
+            done += 1;
+            let failed = finished
+                .record
+                .as_ref()
+                .is_none_or(|record| record.outcome == Outcome::Error);
+            counts.errors += u64::from(failed);
+            if let Some(limit) = max_error_rate
+                && done >= 20.min(total)
+                && counts.errors as f64 / done as f64 > limit
+                && !counts.aborted
+            {
+                counts.aborted = true;
+                abort.store(true, Ordering::Relaxed);
+            }
+            batch.push(finished);
+            if batch.len() < WRITE_BATCH {
+                next = receiver.try_recv().ok();
+            }
+        }
+        // The trials of this batch committed before they were sent.
+        commits
+            .sync()
+            .map_err(|error| RunError::Commit(error.to_string()))?;
+        for finished in batch.drain(..) {
+            if !finished.notes.is_empty() {
+                if notes.is_none() {
+                    notes = Some(
+                        fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(notes_path)
+                            .map_err(|source| RunError::Io {
+                                path: notes_path.to_path_buf(),
+                                source,
+                            })?,
+                    );
+                }
+                if let Some(file) = notes.as_mut() {
+                    for note in &finished.notes {
+                        let line = serde_json::to_string(note).unwrap_or_default();
+                        writeln!(file, "{line}").map_err(|source| RunError::Io {
                             path: notes_path.to_path_buf(),
                             source,
-                        })?,
-                );
-            }
-            if let Some(file) = notes.as_mut() {
-                for note in &finished.notes {
-                    let line = serde_json::to_string(note).unwrap_or_default();
-                    writeln!(file, "{line}").map_err(|source| RunError::Io {
-                        path: notes_path.to_path_buf(),
-                        source,
-                    })?;
+                        })?;
+                    }
                 }
             }
-        }
-        match finished.record {
-            Some(record) => {
-                let is_error = record.outcome == Outcome::Error;
-                writer.write(&record)?;
-                counts.written += 1;
-                counts.errors += u64::from(is_error);
-            }
-            None => {
-                counts.unwritten += 1;
-                counts.errors += 1;
+            match finished.record {
+                Some(record) => {
+                    writer.push(&record)?;
+                    counts.written += 1;
+                }
+                None => counts.unwritten += 1,
             }
         }
-        if let Some(limit) = max_error_rate
-            && done >= 20.min(total)
-            && counts.errors as f64 / done as f64 > limit
-            && !counts.aborted
-        {
-            counts.aborted = true;
-            abort.store(true, Ordering::Relaxed);
-        }
+        writer.flush()?;
         if let Some(callback) = &progress {
             callback(Progress {
                 done,
@@ -1520,9 +1553,29 @@ mod tests {
                 );
             }
         }
+        // Failing trials are fast now that commits do not wait on fsync, so a double that slows
+        // down after ten groups (20 records) gives the writer time to see the error rate.
+        struct FailingSlowly {
+            calls: std::sync::atomic::AtomicUsize,
+        }
+        impl ContextSelector for FailingSlowly {
+            fn select(
+                &self,
+                _: &[(String, String)],
+                _: &str,
+                _: usize,
+            ) -> Result<crate::harness::condition::SelectedContext, String> {
+                if self.calls.fetch_add(1, Ordering::SeqCst) >= 10 {
+                    std::thread::sleep(std::time::Duration::from_millis(500));
+                }
+                Err("the context engine failed".into())
+            }
+        }
         let dir = tempfile::tempdir().expect("tempdir");
         let mut settings = self::settings(dir.path(), Shard::default());
-        settings.selector = failing();
+        settings.selector = Arc::new(FailingSlowly {
+            calls: Default::default(),
+        });
         settings.conditions = vec![Condition::Svc];
         settings.max_error_rate = Some(0.1);
         settings.threads = Some(1);

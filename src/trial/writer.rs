@@ -1,6 +1,8 @@
 //! JSONL writer for trial records. Every record is validated (type rules, schema, integrity)
-//! before it is written, so an output file never holds an invalid record; each record is one
-//! `write` of a whole line, flushed, so an interrupted run leaves only complete lines.
+//! before it is written, so an output file never holds an invalid record. Whole lines are
+//! written with one `write` per record ([`TrialWriter::write`]) or per batch
+//! ([`TrialWriter::push`] then [`TrialWriter::flush`]); a reader of an interrupted run need
+//! only drop a torn last line.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufWriter, Write};
@@ -33,6 +35,8 @@ pub struct TrialWriter {
     path: PathBuf,
     out: BufWriter<File>,
     validator: RecordValidator,
+    /// Validated lines not yet written.
+    pending: Vec<u8>,
 }
 
 impl TrialWriter {
@@ -54,6 +58,7 @@ impl TrialWriter {
             path: path.to_path_buf(),
             out: BufWriter::new(file),
             validator: RecordValidator::new()?,
+            pending: Vec::new(),
         })
     }
 
@@ -63,6 +68,13 @@ impl TrialWriter {
 
     /// Validates and appends one record.
     pub fn write(&mut self, record: &TrialRecord) -> Result<(), WriteError> {
+        self.push(record)?;
+        self.flush()
+    }
+
+    /// Validates one record and holds its line for the next [`flush`](Self::flush). A record
+    /// that fails validation is refused and the held lines stay held.
+    pub fn push(&mut self, record: &TrialRecord) -> Result<(), WriteError> {
         let value = serde_json::to_value(record).map_err(|e| WriteError::Io {
             path: self.path.clone(),
             source: io::Error::other(e),
@@ -75,13 +87,25 @@ impl TrialWriter {
                 problems,
             });
         }
-        let mut line = value.to_string();
-        line.push('\n');
+        // `Value`'s Display writes compact JSON into the buffer without an extra String.
+        write!(self.pending, "{value}").map_err(|source| WriteError::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        self.pending.push(b'\n');
+        Ok(())
+    }
+
+    /// Writes every held line.
+    pub fn flush(&mut self) -> Result<(), WriteError> {
         let io_error = |source| WriteError::Io {
             path: self.path.clone(),
             source,
         };
-        self.out.write_all(line.as_bytes()).map_err(io_error)?;
+        if !self.pending.is_empty() {
+            self.out.write_all(&self.pending).map_err(io_error)?;
+            self.pending.clear();
+        }
         self.out.flush().map_err(io_error)
     }
 }
@@ -106,5 +130,25 @@ mod tests {
         assert_eq!(text.lines().count(), 1);
         let back: TrialRecord = serde_json::from_str(text.trim()).expect("parse");
         assert_eq!(back, sample());
+    }
+
+    #[test]
+    fn pushed_records_are_written_at_flush() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("trials.jsonl");
+        let mut writer = TrialWriter::append(&path).expect("open");
+        writer.push(&sample()).expect("valid");
+        let mut bad = sample();
+        bad.task_score = -1.0;
+        assert!(writer.push(&bad).is_err());
+        writer.push(&sample()).expect("valid");
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), "");
+        writer.flush().expect("flush");
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert_eq!(text.lines().count(), 2);
+        for line in text.lines() {
+            let back: TrialRecord = serde_json::from_str(line).expect("parse");
+            assert_eq!(back, sample());
+        }
     }
 }

@@ -8,6 +8,11 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+pub mod group;
+pub mod pack;
+pub use group::GroupCommit;
+pub use pack::Packs;
+
 /// Environment variable naming the state directory.
 pub const SVC_HOME: &str = "SVC_HOME";
 
@@ -21,6 +26,20 @@ pub enum StateError {
         path: PathBuf,
         #[source]
         source: io::Error,
+    },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{path}:{line}: {message}; the packed state is damaged (move the pack and its .idx aside to keep the rest readable)"
+    )]
+    Pack {
+        path: PathBuf,
+        line: usize,
+        message: String,
     },
 }
 
