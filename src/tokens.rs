@@ -96,21 +96,18 @@ impl Tokenizer {
     /// The longest prefix of `text`, cut at a char boundary, whose token count is at most
     /// `max_tokens`. Returns the prefix and its exact token count.
     pub fn truncate<'a>(&self, text: &'a str, max_tokens: usize) -> (&'a str, usize) {
-        let total = self.count(text);
-        if total <= max_tokens {
-            return (text, total);
-        }
-        // Decode the first max_tokens tokens to find the byte length, then back off to a char
-        // boundary and re-count: BPE merges across the cut can change counts by a token or two.
+        // One encoding gives both the count and the cut: the first max_tokens tokens decode to
+        // the prefix's bytes. Back off to a char boundary and re-count only the prefix, since
+        // BPE merges across the cut can change counts by a token or two.
         let ids = self.encode(text);
-        let mut bytes = 0usize;
-        for id in ids.iter().take(max_tokens) {
-            bytes += self
-                .bpe
-                .decode_bytes(&[*id])
-                .map(|b| b.len())
-                .unwrap_or_default();
+        if ids.len() <= max_tokens {
+            return (text, ids.len());
         }
+        let bytes = self
+            .bpe
+            .decode_bytes(&ids[..max_tokens])
+            .map(|b| b.len())
+            .unwrap_or_default();
         let mut end = bytes.min(text.len());
         while !text.is_char_boundary(end) {
             end -= 1;

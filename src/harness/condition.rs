@@ -252,15 +252,32 @@ pub fn head_tail_parts<'a>(
     let available = budget - marker_tokens;
     let (head, head_tokens) = head_within(text, available / 2, tokenizer);
     let rest = &text[head.len()..];
-    let mut tail_budget = available - head_tokens;
+    let mut tail = tail_within(rest, available - head_tokens, tokenizer);
+    // Tokens merge across the joins, so the pieces' own counts can undershoot: drop the tail's
+    // first piece until the whole fits. (These are the suffixes a shrinking tail budget would
+    // give, longest first, with one count each instead of one per budget token.)
     loop {
-        let tail = tail_within(rest, tail_budget, tokenizer);
         let tokens = tokenizer.count(&format!("{head}{separator}{tail}"));
-        if tokens <= budget || tail_budget == 0 {
+        if tokens <= budget || tail.is_empty() {
             return Some((head, tail, tokens));
         }
-        tail_budget -= 1;
+        tail = &tail[next_piece(tail)..];
+        tail = tail.trim_start_matches(' ');
     }
+}
+
+/// Where the second piece of `text` starts (see [`tail_within`]), or its length if it has one
+/// piece.
+fn next_piece(text: &str) -> usize {
+    let bytes = text.as_bytes();
+    for (i, &b) in bytes.iter().enumerate() {
+        let boundary = b == b'\n'
+            || ((b == b'.' || b == b'?' || b == b'!') && bytes.get(i + 1) == Some(&b' '));
+        if boundary && i + 1 < bytes.len() {
+            return i + 1;
+        }
+    }
+    text.len()
 }
 
 /// The longest prefix of `text` within `budget` tokens (token-exact). Only a generous byte
@@ -430,6 +447,54 @@ pub(crate) mod tests {
     use super::*;
     use crate::context::Resolution;
     use crate::harness::workload::{AnswerKind, Document};
+
+    /// `head_tail_parts` as it was before it dropped whole pieces: shrink the tail budget one
+    /// token per re-count. The faster loop must give exactly the same cut.
+    fn head_tail_parts_by_single_tokens<'a>(
+        text: &'a str,
+        budget: usize,
+        separator: &str,
+        tokenizer: &Tokenizer,
+    ) -> Option<(&'a str, &'a str, usize)> {
+        let marker_tokens = tokenizer.count(separator);
+        if budget <= marker_tokens + 2 {
+            return None;
+        }
+        let available = budget - marker_tokens;
+        let (head, head_tokens) = head_within(text, available / 2, tokenizer);
+        let rest = &text[head.len()..];
+        let mut tail_budget = available - head_tokens;
+        loop {
+            let tail = tail_within(rest, tail_budget, tokenizer);
+            let tokens = tokenizer.count(&format!("{head}{separator}{tail}"));
+            if tokens <= budget || tail_budget == 0 {
+                return Some((head, tail, tokens));
+            }
+            tail_budget -= 1;
+        }
+    }
+
+    #[test]
+    fn head_and_tail_cuts_match_the_token_by_token_search() {
+        let tokenizer = Tokenizer::default();
+        let mut text = String::new();
+        for i in 0..120 {
+            // Pieces that merge across joins (no space after the full stop, digits, CJK).
+            text.push_str(&format!(
+                "Line {i} says 0x{i:04x}.Then {}! Über 東京 {i}? ok.\n",
+                "word ".repeat(i % 7)
+            ));
+        }
+        for budget in (4..400).step_by(7) {
+            for separator in ["\n[… earlier context omitted …]\n", "…"] {
+                assert_eq!(
+                    head_tail_parts(&text, budget, separator, &tokenizer),
+                    head_tail_parts_by_single_tokens(&text, budget, separator, &tokenizer),
+                    "budget {budget}"
+                );
+            }
+        }
+    }
 
     /// A test double for the context engine: keeps whole units, best word overlap with the
     /// query first, while they fit. Test code only; the product's selector is the context engine.
