@@ -186,7 +186,7 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("creating {}", parent.display()))?;
         }
-        svc::state::atomic_write(&args.baseline, json.as_bytes())
+        svc::state::atomic_write_shared(&args.baseline, json.as_bytes())
             .with_context(|| format!("writing {}", args.baseline.display()))?;
         println!("baseline written: {}", args.baseline.display());
         return Ok(ExitCode::SUCCESS);

@@ -202,7 +202,7 @@ fn mine(args: MineArgs) -> anyhow::Result<ExitCode> {
     }
     match &args.out {
         Some(path) => {
-            svc::state::atomic_write(path, text.as_bytes())
+            svc::state::atomic_write_shared(path, text.as_bytes())
                 .with_context(|| format!("writing {}", path.display()))?;
             eprintln!("svc: {} tasks written to {}", tasks.len(), path.display());
         }

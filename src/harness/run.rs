@@ -1259,7 +1259,7 @@ fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
     let mut bytes =
         serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
     bytes.push(b'\n');
-    state::atomic_write(&dir.join("manifest.json"), &bytes)?;
+    state::atomic_write_shared(&dir.join("manifest.json"), &bytes)?;
     Ok(())
 }
 

@@ -40,7 +40,7 @@ pub fn write_all(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, Report
     let mut written = Vec::new();
     for (name, text) in outputs {
         let path = out_dir.join(name);
-        state::atomic_write(&path, text.as_bytes()).map_err(|e| ReportError::Write {
+        state::atomic_write_shared(&path, text.as_bytes()).map_err(|e| ReportError::Write {
             path: path.clone(),
             message: e.to_string(),
         })?;

@@ -56,7 +56,18 @@ pub fn home() -> Result<PathBuf, StateError> {
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory is written,
 /// fsynced and renamed over `path`, then the directory is fsynced so the rename is durable.
+/// The file is private to the user (mode 0600), as state should be.
 pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    write_atomically(path, bytes, false)
+}
+
+/// [`atomic_write`] for files made for others to read (reports, manifests, a baseline kept in
+/// git): created like any new file, mode 0666 less the umask.
+pub fn atomic_write_shared(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+    write_atomically(path, bytes, true)
+}
+
+fn write_atomically(path: &Path, bytes: &[u8], shared: bool) -> Result<(), StateError> {
     let wrap = |source| StateError::Write {
         path: path.to_path_buf(),
         source,
@@ -66,7 +77,16 @@ pub fn atomic_write(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
         _ => Path::new("."),
     };
     fs::create_dir_all(dir).map_err(wrap)?;
-    let mut temp = tempfile::NamedTempFile::new_in(dir).map_err(wrap)?;
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    if shared {
+        use std::os::unix::fs::PermissionsExt;
+        // The mode goes to open(2), which applies the umask.
+        builder.permissions(fs::Permissions::from_mode(0o666));
+    }
+    #[cfg(not(unix))]
+    let _ = shared;
+    let mut temp = builder.tempfile_in(dir).map_err(wrap)?;
     temp.write_all(bytes).map_err(wrap)?;
     temp.as_file().sync_all().map_err(wrap)?;
     temp.persist(path).map_err(|e| wrap(e.error))?;
@@ -92,5 +112,23 @@ mod tests {
             .expect("list")
             .count();
         assert_eq!(leftovers, 1, "no temporary files are left behind");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn state_is_private_and_shared_files_follow_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let private = dir.path().join("state.json");
+        let shared = dir.path().join("report.md");
+        atomic_write(&private, b"x").expect("write");
+        atomic_write_shared(&shared, b"x").expect("write");
+        let mode = |p: &Path| fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&private), 0o600);
+        // Whatever the umask, a shared file is readable by its owner's group or others unless
+        // the umask forbids it, and never more than 0666.
+        let reference = dir.path().join("plain");
+        fs::write(&reference, b"x").expect("plain write");
+        assert_eq!(mode(&shared), mode(&reference));
     }
 }

@@ -66,11 +66,12 @@ impl PackWriter {
             .keep()
             .map_err(|e| wrap(dir)(e.error))?;
         let index_path = pack_path.with_extension("idx");
-        let index = fs::OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&index_path)
-            .map_err(wrap(&index_path))?;
+        let mut options = fs::OpenOptions::new();
+        options.create_new(true).append(true);
+        // Private like the pack (and every other state file written through a temporary file).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let index = options.open(&index_path).map_err(wrap(&index_path))?;
         // Both names must survive a crash once the first batch is synced into them.
         if let Ok(handle) = fs::File::open(dir) {
             let _ = handle.sync_all();
