@@ -189,6 +189,32 @@ fn ladder() -> Vec<Limits> {
     out
 }
 
+/// Levels for tight budgets, tried when the ladder's first fit fills the budget poorly: the
+/// ladder drops members before depth, so a small budget kept two top-level keys and nothing
+/// else (55 of 200 tokens on `fixtures/compress/orders.json`); summarising below a depth
+/// keeps every key in sight instead.
+fn tight_levels() -> Vec<Limits> {
+    let mut out = Vec::new();
+    for depth in 1..=4 {
+        for (items, members, string) in [
+            (2, 32, 40),
+            (1, 32, 24),
+            (1, 16, 16),
+            (0, 64, 16),
+            (0, 16, 12),
+            (0, 8, 8),
+        ] {
+            out.push(Limits {
+                items,
+                members,
+                string,
+                depth,
+            });
+        }
+    }
+    out
+}
+
 struct Renderer<'a> {
     source: &'a str,
     prefix: &'a str,
@@ -410,6 +436,18 @@ pub(crate) fn reduce(
             None => lo = mid + 1,
         }
     }
+    // A fill under 80 % means the ladder stepped past a good level: try the tight ones and keep
+    // the fullest that fits (the first of equals, so the choice is deterministic).
+    if best.1 * 5 < budget * 4 {
+        for limits in tight_levels() {
+            let (text, parts) = render(source, &root, limits, prefix);
+            if let Some(tokens) = fits(tokenizer, &text, budget)
+                && tokens > best.1
+            {
+                best = (text, tokens, parts);
+            }
+        }
+    }
     let (text, tokens, mut parts) = best;
     let whole = Part {
         chunk_id: format!("{prefix}doc"),
@@ -449,6 +487,32 @@ mod tests {
     }
 
     #[test]
+    fn tight_budgets_keep_every_top_level_key() {
+        let source = include_str!("../../../fixtures/compress/orders.json");
+        let tokenizer = Tokenizer::default();
+        for budget in [120, 160, 200, 240] {
+            let (text, tokens, parts) = reduce(source, budget, &tokenizer, "").expect("fits");
+            assert!(tokens <= budget && tokens == tokenizer.count(&text));
+            // At least half the budget is used, not the 55 tokens of two keys.
+            assert!(
+                tokens * 2 >= budget,
+                "budget {budget}: {tokens} tokens\n{text}"
+            );
+            let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+            let keys: Vec<&String> = value.as_object().expect("object").keys().collect();
+            assert!(
+                ["api_version", "query", "results", "total"]
+                    .iter()
+                    .all(|k| keys.iter().any(|key| key == k)),
+                "budget {budget}: {keys:?}"
+            );
+            for part in &parts[1..] {
+                assert!(source.contains(&part.original));
+            }
+        }
+    }
+
+    #[test]
     fn every_level_renders_valid_json() {
         let source = serde_json::json!({
             "items": (0..50).map(|i| serde_json::json!({"id": i, "name": format!("item {i} ").repeat(20)})).collect::<Vec<_>>(),
@@ -460,7 +524,7 @@ mod tests {
             at: 0,
         };
         let root = parser.value();
-        for limits in ladder() {
+        for limits in ladder().into_iter().chain(tight_levels()) {
             let (text, parts) = render(&source, &root, limits, "");
             serde_json::from_str::<serde_json::Value>(&text).expect("valid JSON");
             for part in parts {
