@@ -1,6 +1,7 @@
 ; Skeleton query for Rust. Captures:
 ;   @item.<kind>  a definition that becomes a fragment; @name its symbol
 ;   @body         a block elided in skeletons (function bodies)
+;   @value.multiline  an initialiser spanning lines, elided to `…` (`const X: T = …;`)
 ;   @fold         a node kept only by its first line (macro definitions)
 ;   @comment      comments (only the first line of a run survives in skeletons)
 ;   @doc.marker   comments that document (other comment runs are dropped from skeletons)
@@ -20,8 +21,8 @@
 (const_item name: (identifier) @name) @item.const
 (static_item name: (identifier) @name) @item.const
 (macro_definition name: (identifier) @name) @item.macro @fold
-(const_item value: (_) @body.multiline)
-(static_item value: (_) @body.multiline)
+(const_item value: (_) @value.multiline)
+(static_item value: (_) @value.multiline)
 (field_declaration_list) @fields
 (use_declaration) @import
 (line_comment) @comment
@@ -33,5 +34,7 @@
 ; Rust documents with ///, //!, /** and /*!; plain comments are dropped from skeletons.
 ((line_comment) @doc.marker (#match? @doc.marker "^//[/!]"))
 ((block_comment) @doc.marker (#match? @doc.marker "^/\\*[*!]"))
-; Attributes that say how, not what, are dropped; derive, test and repr stay.
-((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive)"))
+; Attributes that say how, not what, are dropped; derive, test, repr and deprecated stay.
+; Inner attributes follow the same rule (`#![allow(...)]`, `#![doc(...)]`, `#![cfg_attr(docsrs, ...)]`).
+((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive|deprecated)"))
+((inner_attribute_item) @drop (#not-match? @drop "^#!\\[(derive|test|tokio::test|repr|non_exhaustive)"))

@@ -28,7 +28,7 @@ use crate::tokens::{Encoding, Tokenizer};
 
 /// Version of the persisted index layout and of the skeletons stored in it; a mismatch
 /// re-parses everything (bump it when skeleton rendering changes, or stale skeletons survive).
-const PERSIST_VERSION: u32 = 3;
+const PERSIST_VERSION: u32 = 4;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
@@ -870,30 +870,76 @@ fn test_skeleton(rendered: &str) -> String {
     // Closing brackets after the line say nothing the marker does not.
     let more = lines.any(|l| !l.trim().bytes().all(|b| b"{}()[];,".contains(&b)));
     match (more, first.ends_with('{')) {
-        (true, true) => format!("{first} … }}\n"),
+        (true, true) => format!("{first}...}}\n"),
         (true, false) => format!("{first} …\n"),
         (false, _) => format!("{first}\n"),
     }
 }
 
-/// Removes the indentation every line of a skeleton shares: the header names the enclosing
-/// definition, so nesting depth costs tokens without saying anything.
+/// Columns a tab stands for when measuring indentation.
+const TAB_COLUMNS: usize = 4;
+
+/// Whether a line holds only closing brackets and separators (`}`, `});`, `]`).
+fn is_closer_line(line: &str) -> bool {
+    line.trim().bytes().all(|b| b"{}()[];,".contains(&b))
+}
+
+/// Lays out a rendered skeleton compactly without changing what it says:
+///
+/// - closer-only lines that close a bracket opened before the fragment (the `}` of an `impl`
+///   whose last member this is) are dropped: nothing in the piece opened them;
+/// - the indentation every line shares is removed (the header names the enclosing definition,
+///   so nesting depth costs tokens without saying anything);
+/// - the remaining indentation keeps its levels but not its width: the indents' common step
+///   (4 spaces, a tab, 2 spaces) becomes one space. A 4-space indent costs an o200k token of
+///   its own where one space merges into the next word. Indents that share no step (4 and 9
+///   columns) keep their widths.
 fn dedent(skeleton: &str) -> String {
-    let indent = skeleton
+    let mut depth = 0i64;
+    let lines: Vec<&str> = skeleton
         .lines()
-        .filter(|l| !l.trim().bytes().all(|b| b"{}()[];,".contains(&b)))
-        .map(|l| l.len() - l.trim_start().len())
+        .filter(|line| {
+            let opens = line.bytes().filter(|b| b"{([".contains(b)).count() as i64;
+            let closes = line.bytes().filter(|b| b"})]".contains(b)).count() as i64;
+            if is_closer_line(line) && closes > opens && depth <= 0 {
+                return false;
+            }
+            depth += opens - closes;
+            true
+        })
+        .collect();
+    let width = |line: &str| -> usize {
+        line.chars()
+            .take_while(|c| c.is_whitespace())
+            .map(|c| if c == '\t' { TAB_COLUMNS } else { 1 })
+            .sum()
+    };
+    let indent = lines
+        .iter()
+        .filter(|l| !is_closer_line(l))
+        .map(|l| width(l))
         .min()
         .unwrap_or(0);
-    if indent == 0 {
-        return skeleton.to_string();
-    }
+    let step = lines
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| width(l).saturating_sub(indent))
+        .filter(|&w| w > 0)
+        .fold(0, gcd)
+        .max(1);
     let mut out = String::with_capacity(skeleton.len());
-    for line in skeleton.lines() {
-        out.push_str(line.get(indent..).unwrap_or_else(|| line.trim_start()));
+    for line in lines {
+        let content = line.trim_start();
+        let levels = width(line).saturating_sub(indent) / step;
+        out.extend(std::iter::repeat_n(' ', levels));
+        out.push_str(content.trim_end());
         out.push('\n');
     }
     out
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 /// Statements kept in a module-level block's skeleton besides its declarations.
@@ -1569,7 +1615,7 @@ mod tests {
         let parse = &index.fragments[1];
         assert_eq!(
             parse.skeleton.as_deref(),
-            Some("/// Parses.\nfn parse(x: &str) -> u32 { … }\n")
+            Some("/// Parses.\nfn parse(x: &str) -> u32 {...}\n")
         );
     }
 
@@ -1598,21 +1644,46 @@ mod tests {
             None
         ));
         assert_eq!(
-            test_skeleton("#[test]\nfn parses() { … }\n"),
-            "fn parses() { … }\n"
+            test_skeleton("#[test]\nfn parses() {...}\n"),
+            "fn parses() {...}\n"
         );
         assert_eq!(
-            test_skeleton("mod tests {\n    use super::*;\n    fn a() { … }\n}\n"),
-            "mod tests { … }\n"
+            test_skeleton("mod tests {\n    use super::*;\n    fn a() {...}\n}\n"),
+            "mod tests {...}\n"
         );
         assert_eq!(test_skeleton("use a::b;\n"), "…\n");
         assert_eq!(
-            test_skeleton("#![cfg(all(\n    test,\n))]\nfn a() { … }\n"),
-            "fn a() { … }\n"
+            test_skeleton("#![cfg(all(\n    test,\n))]\nfn a() {...}\n"),
+            "fn a() {...}\n"
+        );
+    }
+
+    #[test]
+    fn skeleton_layout_drops_outer_closers_and_narrows_indent_steps() {
+        // The `}` closes an impl whose header is in another fragment: dropped; the shared
+        // indent goes; each 4-column step becomes one space.
+        assert_eq!(
+            dedent("    fn a(\n        x: u8,\n    ) {...}\n}\n"),
+            "fn a(\n x: u8,\n) {...}\n"
+        );
+        // A closer of a bracket the piece opened stays.
+        assert_eq!(
+            dedent("impl A {\n    fn a() {...}\n}\n"),
+            "impl A {\n fn a() {...}\n}\n"
+        );
+        // Tabs and 2-space steps narrow too; levels are kept.
+        assert_eq!(
+            dedent("func (s *S) F(\n\ta int,\n\t\tb int,\n) {...}\n"),
+            "func (s *S) F(\n a int,\n  b int,\n) {...}\n"
         );
         assert_eq!(
-            dedent("    fn a() { … }\n        x,\n}\n"),
-            "fn a() { … }\n    x,\n}\n"
+            dedent("class A {\n  f() {...}\n    g;\n}\n"),
+            "class A {\n f() {...}\n  g;\n}\n"
+        );
+        // Indents that share no step (4 and 9 columns) keep their widths.
+        assert_eq!(
+            dedent("impl A {\n    fn a(x: u8,\n         y: u8) {...}\n}\n"),
+            "impl A {\n    fn a(x: u8,\n         y: u8) {...}\n}\n"
         );
     }
 

@@ -4,11 +4,12 @@
 //! What to capture lives in data files (`queries/<lang>/skeleton.scm`), compiled once per
 //! process. A skeleton keeps every line outside elided bodies (signatures whole, however many
 //! lines they span, visibility, `impl`/class headers, type definitions, imports), keeps only the
-//! first line of each comment run (the first doc line), drops blank lines, and replaces each
-//! body with a `…` marker; the piece's header names the recovery handle that holds the exact
-//! bytes. Runs that are not API (private struct fields, private imports, the methods of a trait
-//! impl, whose signatures are the trait's) become one counted label such as
-//! `/* 3 private fields … */`.
+//! first line of each comment run (the first doc line), drops blank lines and attributes that
+//! say how rather than what, and replaces each body with a `{...}` marker (a multi-line
+//! initialiser with `…`); the piece's header names the recovery handle that holds the exact
+//! bytes. Runs that are not API (private struct fields, private imports) become one counted
+//! label such as `/* 3 private fields … */`; every function signature stays whole, trait-impl
+//! methods included.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -346,6 +347,12 @@ fn collect(
                         raw.bodies.push((range, false));
                     }
                 }
+                // An initialiser is a body too, but not a block: `const X: T = …;`.
+                "value.multiline" => {
+                    if source[local].contains('\n') {
+                        raw.labelled.push((range, "…".to_string()));
+                    }
+                }
                 "fold" => raw.bodies.push((range, true)),
                 "macro.body" => macro_bodies.push(range),
                 "fields" => private_field_runs(capture.node, source, base, &mut raw.labelled),
@@ -656,7 +663,11 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
     let start = lines.starts[first];
     // The first elision that may touch the range.
     let mut next = elisions.partition_point(|e| e.range.end <= start);
-    let mut comment_kept = false;
+    // A range that starts inside a comment run (a long doc comment cut into blocks) continues
+    // it: the run's first line is in the range before, so none of these lines is kept.
+    let mut comment_kept = first > 0
+        && line_flags.get(first) == Some(&LineFlag::Comment)
+        && line_flags.get(first - 1) == Some(&LineFlag::Comment);
     for line in first..=last {
         let span = lines.span(line);
         let content_end = span.start + text[span.clone()].trim_end().len();
@@ -776,7 +787,9 @@ fn marker_text(marker: &str, language: Language, fold: bool) -> String {
         }
         Language::Python => format!(" # {inner}"),
         _ if fold => format!(" {inner}"),
-        _ => format!("{{ {inner} }}"),
+        // `{...}` costs two o200k tokens where `{ … }` costs three, on every elided body.
+        _ if marker.is_empty() => "{...}".to_string(),
+        _ => format!("{{... {marker} }}"),
     }
 }
 
@@ -827,7 +840,7 @@ mod tests {
         let skeleton = skeleton_of(Language::Rust, text);
         assert_eq!(
             skeleton,
-            "use std::fmt;\n/// Adds numbers.\npub fn add(\n    a: u32,\n    b: u32,\n) -> u32 { … }\nimpl Foo {\n    /// Makes one.\n    pub fn new() -> Self { … }\n}\n"
+            "use std::fmt;\n/// Adds numbers.\npub fn add(\n    a: u32,\n    b: u32,\n) -> u32 {...}\nimpl Foo {\n    /// Makes one.\n    pub fn new() -> Self {...}\n}\n"
         );
     }
 
@@ -837,8 +850,45 @@ mod tests {
         let skeleton = skeleton_of(Language::Rust, text);
         assert_eq!(
             skeleton,
-            "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { … }\n}\n"
+            "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {...}\n}\n"
         );
+    }
+
+    #[test]
+    fn noise_attributes_go_meaningful_ones_stay() {
+        let text = "#![allow(dead_code)]\n#![cfg_attr(docsrs, feature(doc_cfg))]\n\n/// A.\n#[inline]\n#[must_use]\n#[deprecated(since = \"1.0\")]\npub fn a() -> u8 {\n    1\n}\n\n#[derive(Debug)]\n#[cfg_attr(docsrs, doc(cfg(feature = \"x\")))]\npub struct B;\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "/// A.\n#[deprecated(since = \"1.0\")]\npub fn a() -> u8 {...}\n#[derive(Debug)]\npub struct B;\n"
+        );
+    }
+
+    #[test]
+    fn multiline_initialisers_are_elided_short_ones_stay() {
+        let text = "pub const TABLE: &[(char, char)] = &[\n    ('a', 'b'),\n    ('c', 'd'),\n];\nstatic MAX: usize = 8;\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "pub const TABLE: &[(char, char)] = …;\nstatic MAX: usize = 8;\n"
+        );
+    }
+
+    #[test]
+    fn only_the_first_line_of_a_doc_run_survives_even_when_a_range_starts_inside_it() {
+        let text = "/// First.\n/// Second.\n///\n/// Third.\npub fn a() {\n    1;\n}\n";
+        let outline = outline(Language::Rust, "test", text).expect("outline");
+        let lines = LineMap::new(text);
+        let flags = line_flags(text, &lines, &outline);
+        let source = SkeletonSource {
+            text,
+            lines: &lines,
+            line_flags: &flags,
+            elisions: &outline.elisions,
+            language: Language::Rust,
+        };
+        assert_eq!(render(&source, 0, 6, ""), "/// First.\npub fn a() {...}\n");
+        // A range cut out of the middle of the run (a long doc comment split into blocks)
+        // continues it: none of its lines is a first doc line.
+        assert_eq!(render(&source, 1, 3, ""), "");
     }
 
     #[test]
