@@ -552,11 +552,7 @@ mod tests {
         assert_eq!(plain.sync().expect("no-op").files, 0);
 
         // Packed bytes are verified like loose ones.
-        let pack = fs::read_dir(dir.path().join(state::pack::PACK_DIR))
-            .expect("packs")
-            .map(|e| e.expect("entry").path())
-            .find(|p| p.extension().is_some_and(|e| e == "pack"))
-            .expect("a pack");
+        let pack = state::pack::first_file(dir.path(), "pack");
         let text = fs::read_to_string(&pack).expect("read pack");
         fs::write(&pack, text.replace("fn b() { 2 }", "fn b() { 3 }")).expect("tamper");
         let error = CommitStore::new(dir.path())

@@ -262,6 +262,17 @@ fn load(dir: &Path) -> Result<PackIndex, StateError> {
     Ok(index)
 }
 
+/// The first file in `home`'s pack directory whose extension is `extension` (tests look inside
+/// packs and indexes).
+#[cfg(test)]
+pub(crate) fn first_file(home: &Path, extension: &str) -> PathBuf {
+    fs::read_dir(home.join(PACK_DIR))
+        .expect("the pack directory")
+        .map(|e| e.expect("entry").path())
+        .find(|p| p.extension().is_some_and(|e| e == extension))
+        .expect("a pack file")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,11 +297,7 @@ mod tests {
         let kept = dir.path().join("a");
         group.stage(&kept, b"kept bytes").expect("stage");
         group.sync().expect("sync");
-        let index_path = fs::read_dir(dir.path().join(PACK_DIR))
-            .expect("list")
-            .map(|e| e.expect("entry").path())
-            .find(|p| p.extension().is_some_and(|e| e == "idx"))
-            .expect("index");
+        let index_path = first_file(dir.path(), "idx");
         let mut file = fs::OpenOptions::new()
             .append(true)
             .open(&index_path)
@@ -328,11 +335,7 @@ mod tests {
             .stage(&dir.path().join("commits/x.json"), b"{}\n")
             .expect("stage");
         group.sync().expect("sync");
-        let pack = fs::read_dir(dir.path().join(PACK_DIR))
-            .expect("list")
-            .map(|e| e.expect("entry").path())
-            .find(|p| p.extension().is_some_and(|e| e == "pack"))
-            .expect("pack");
+        let pack = first_file(dir.path(), "pack");
         assert_eq!(
             fs::read_to_string(pack).expect("read"),
             "svc-pack-entry 3 commits/x.json\n{}\n\n"
