@@ -54,9 +54,20 @@ pub struct BenchArgs {
     /// Tasks mined for the file-localisation figures.
     #[arg(long, default_value_t = 40)]
     localize_tasks: usize,
+    /// Only one part of the context group (`needles` or `localisation`), for iterating on
+    /// selection quality.
+    #[arg(long, hide = true)]
+    context_part: Option<ContextPart>,
     /// Records generated for the report benchmark (aggregate + paired stats).
     #[arg(long, default_value_t = 1_000_000)]
     report_records: usize,
+}
+
+/// Parts of the context group that can run alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ContextPart {
+    Needles,
+    Localisation,
 }
 
 /// Benchmark groups.
@@ -113,10 +124,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             corpus_root.display()
         );
         let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
-        figures.extend(svc::context::bench::context_figures(
-            &corpus_root,
-            &fixtures,
-        )?);
+        match args.context_part {
+            None => figures.extend(svc::context::bench::context_figures(
+                &corpus_root,
+                &fixtures,
+            )?),
+            Some(ContextPart::Needles) => figures.push(
+                svc::context::bench::needle_figure_on_registry(&corpus_root, &fixtures)?,
+            ),
+            Some(ContextPart::Localisation) => {}
+        }
         let repo = args
             .localize_repo
             .clone()
@@ -126,12 +143,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         } else {
             "--all"
         };
-        eprintln!("bench: file localisation on {} history…", repo.display());
-        figures.extend(svc::context::bench::localisation_figures(
-            &repo,
-            revision,
-            args.localize_tasks,
-        )?);
+        if args.context_part != Some(ContextPart::Needles) {
+            eprintln!("bench: file localisation on {} history…", repo.display());
+            figures.extend(svc::context::bench::localisation_figures(
+                &repo,
+                revision,
+                args.localize_tasks,
+            )?);
+        }
     }
     if wants(Group::Compress) {
         eprintln!(

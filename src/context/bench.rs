@@ -270,11 +270,22 @@ pub fn context_figures(registry: &Path, fixtures: &Path) -> Result<Vec<Figure>, 
     });
     drop(warm);
 
-    // Needles: the fixture trees among the corpus as distractors.
+    figures.push(needle_figure(&[(String::new(), tree)], fixtures)?);
+    Ok(figures)
+}
+
+/// Needle hits at 4K: the fixture trees (`fixtures`, with `needles.json`) among the crate
+/// sources as distractors, each `(prefix, directory)` of `roots` indexed under its prefix.
+pub fn needle_figure(
+    roots: &[(String, PathBuf)],
+    fixtures: &Path,
+) -> Result<Figure, ContextBenchError> {
     let needles = eval::load_needles(&fixtures.join("needles.json"))?;
     let mut docs: Vec<(String, String)> = Vec::new();
     collect_documents(fixtures, "fixtures/", fixtures, &mut docs);
-    collect_documents(&tree, "", &tree, &mut docs);
+    for (prefix, root) in roots {
+        collect_documents(root, prefix, root, &mut docs);
+    }
     let haystack = Index::from_documents(&docs);
     let outcomes = eval::run_needles(&haystack, &needles, "fixtures/", 4_000)?;
     let hits = outcomes.iter().filter(|o| o.hit).count();
@@ -283,7 +294,7 @@ pub fn context_figures(registry: &Path, fixtures: &Path) -> Result<Vec<Figure>, 
         .filter(|o| !o.hit)
         .map(|o| o.symbol.as_str())
         .collect();
-    figures.push(Figure {
+    Ok(Figure {
         name: "context needles (4K budget)".into(),
         value: hits as f64,
         unit: format!("hits of {}", outcomes.len()),
@@ -291,10 +302,37 @@ pub fn context_figures(registry: &Path, fixtures: &Path) -> Result<Vec<Figure>, 
         detail: format!(
             "defining fragment sent full; fixtures/code among {} tokens of crate sources; missed: {}",
             haystack.stats.tokens,
-            if misses.is_empty() { "none".to_string() } else { misses.join(", ") }
+            if misses.is_empty() {
+                "none".to_string()
+            } else {
+                misses.join(", ")
+            }
         ),
-    });
-    Ok(figures)
+    })
+}
+
+/// [`needle_figure`] straight on the crates picked under `registry` (no copy, no index
+/// figures): the same documents under the same names as in [`context_figures`].
+pub fn needle_figure_on_registry(
+    registry: &Path,
+    fixtures: &Path,
+) -> Result<Figure, ContextBenchError> {
+    let crates = pick_crates(registry);
+    if crates.is_empty() {
+        return Err(ContextBenchError::NoCorpus {
+            root: registry.to_path_buf(),
+            wanted: CRATES.iter().map(|c| c.to_string()).collect(),
+        });
+    }
+    let mut roots: Vec<(String, PathBuf)> = crates
+        .iter()
+        .filter_map(|c| {
+            let name = c.file_name()?.to_string_lossy().into_owned();
+            Some((format!("{name}/"), c.clone()))
+        })
+        .collect();
+    roots.sort();
+    needle_figure(&roots, fixtures)
 }
 
 fn collect_documents(dir: &Path, prefix: &str, root: &Path, out: &mut Vec<(String, String)>) {

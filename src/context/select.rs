@@ -4,7 +4,14 @@
 //! Scoring is BM25 over identifier parts (camelCase and snake_case split, lightly stemmed), path
 //! components and doc text, plus structure: a fragment that *defines* a queried symbol outranks
 //! one that mentions it, and the best fragments lend a share of their score to what they call,
-//! what calls them and their own file (import/reference graph proximity).
+//! what calls them and their own file (import/reference graph proximity). A query word also
+//! meets a few common synonyms at half weight (find/search/lookup, position/index/offset, …).
+//!
+//! A fragment's value is its relative score to the fourth power, times the square root of its
+//! size when sent full (a skeleton keeps 0.4 of the weight, a reference 0.08): the budget goes
+//! to the whole text of the best fragments. Each file's best fragment also carries a smaller
+//! value (relative score squared) for showing the file at all, full or as a skeleton, so files
+//! ranked lower still appear.
 //!
 //! The choice is an exact multiple-choice knapsack solved by dynamic programming over token
 //! cost. Costs are scaled to at most [`DP_CAPACITY`] cells (rounded up, so the scaled solution
@@ -28,10 +35,21 @@ pub const DP_CAPACITY: usize = 4096;
 /// Value of a resolution relative to sending the fragment in full.
 const SKELETON_VALUE: f64 = 0.4;
 const REFERENCE_VALUE: f64 = 0.08;
-/// Weight of a fragment's size (log2 of hundreds of tokens) in the value of sending it full.
-/// Measured on 40 tasks mined from this repository's history: 0 gave 40% changed-line
-/// coverage at 8K, 0.5 gave 51%, 1.0 gave 54% but lost gold-file recall.
-const SIZE_BONUS: f64 = 0.5;
+/// A fragment's value grows with this power of its score relative to the best. On tasks mined
+/// from this repository's history, the share of a commit's changed lines found in a fragment
+/// falls about as steeply as the fourth power of its relative score (0.057 per fragment above
+/// 0.7, 0.005 at 0.4 to 0.5, 0.001 at 0.2 to 0.3); the square used before spread the budget
+/// over too many weak fragments.
+const RELEVANCE_POWER: i32 = 4;
+/// Sending a fragment full is worth `sqrt((tokens + SIZE_OFFSET) / 100)`: on the same tasks the
+/// changed lines a relevant fragment holds grow about as the square root of its size (a
+/// 1,500-token fragment holds 6.5 times what a 50-token one does), so big fragments of the
+/// best files are sent whole rather than as skeletons.
+const SIZE_OFFSET: f64 = 50.0;
+/// The best fragment of each file also carries the value of showing that file at all (sent
+/// full or as a skeleton): this share of its relative score squared. The fourth power alone
+/// leaves files ranked lower invisible and lost gold-file recall.
+const PRESENCE_VALUE: f64 = 0.1;
 /// Fragments scoring below this share of the best score stay out of the knapsack.
 const MIN_RELATIVE: f64 = 0.03;
 
@@ -250,28 +268,39 @@ pub fn select(
     let pinned_set: HashSet<u32> = pinned.iter().copied().collect();
     let weighted: Vec<(u32, f64)> = ranked
         .iter()
-        // Below MIN_RELATIVE of the best score a fragment's value (relative²) is noise next to
-        // the fragments above it; leaving it out keeps the DP small.
+        // Below MIN_RELATIVE of the best score a fragment's value is noise next to the fragments
+        // above it; leaving it out keeps the DP small.
         .filter(|(f, s)| *s > 0.0 && *s > max_score * MIN_RELATIVE && !pinned_set.contains(f))
         .take(options.max_candidates)
         .map(|&(f, s)| (f, s / max_score))
         .collect();
+    // The first (best) fragment of each file carries the file's presence value.
+    let mut carriers: HashSet<u32> = HashSet::new();
+    let mut files_seen: HashSet<usize> = HashSet::new();
+    for &(fragment, _) in &weighted {
+        if files_seen.insert(index.fragments[fragment as usize].file) {
+            carriers.insert(fragment);
+        }
+    }
     for &(fragment, relative) in &weighted {
         let f = &index.fragments[fragment as usize];
-        // Sending a bigger fragment in full carries more of what the query may need; the
-        // logarithm keeps one large fragment from outweighing several relevant small ones.
-        let size_bonus = 1.0 + SIZE_BONUS * (f.text_tokens as f64 / 100.0 + 1.0).log2();
-        let weight = relative * relative * 1000.0;
+        let size_factor = ((f.text_tokens as f64 + SIZE_OFFSET) / 100.0).sqrt();
+        let weight = relative.powi(RELEVANCE_POWER) * 1000.0;
+        let present = if carriers.contains(&fragment) {
+            PRESENCE_VALUE * relative * relative * 1000.0
+        } else {
+            0.0
+        };
         let mut choices = vec![Choice {
             kind: PieceKind::Full,
             cost: full_cost(f),
-            value: weight * size_bonus,
+            value: weight * size_factor + present,
         }];
         if f.skeleton.is_some() {
             choices.push(Choice {
                 kind: PieceKind::Skeleton,
                 cost: f.header_tokens + skeleton_word + f.skeleton_tokens,
-                value: weight * SKELETON_VALUE,
+                value: weight * SKELETON_VALUE + present,
             });
         }
         choices.push(Choice {
@@ -683,5 +712,55 @@ mod tests {
             select(&index, "format", 100, &unknown),
             Err(SelectError::UnknownPin { .. })
         ));
+    }
+
+    /// Found on tasks mined from git history: a long, best-scoring function was sent as a
+    /// skeleton while the budget went to many weakly matching fragments, and the lines a commit
+    /// changed were in its body. A weaker file still shows up through its best fragment.
+    #[test]
+    fn the_best_long_fragment_is_sent_whole_and_weaker_files_still_appear() {
+        let mut body = String::new();
+        for i in 0..60 {
+            body.push_str(&format!("    let step_{i} = retry_budget(attempt, {i});\n"));
+        }
+        let main = format!(
+            "/// Retries a request with backoff until the retry budget is spent.\npub fn retry_with_backoff(attempt: u32) -> u32 {{\n{body}    attempt\n}}\n"
+        );
+        let mut docs = vec![("src/retry.rs".to_string(), main)];
+        for i in 0..12 {
+            docs.push((
+                format!("src/weak_{i:02}.rs"),
+                format!(
+                    "/// Counts a retry of request {i}.\npub fn retry_request(request: u32) -> u32 {{\n    request + {i}\n}}\n\n/// Unrelated {i}.\npub fn other_{i}(x: u32) -> u32 {{\n    let y = x * 3;\n    let z = y + {i};\n    z - 1\n}}\n"
+                ),
+            ));
+        }
+        let index = Index::from_documents(&docs);
+        let retry = index
+            .fragments
+            .iter()
+            .find(|f| f.symbols.iter().any(|s| s == "retry_with_backoff"))
+            .expect("defined");
+        let budget = retry.text_tokens + retry.header_tokens + 120;
+        let selection = select(
+            &index,
+            "retry a request with backoff",
+            budget,
+            &SelectOptions::default(),
+        )
+        .expect("select");
+        assert!(selection.tokens <= budget);
+        assert_eq!(
+            selection.entry(&retry.chunk_id).and_then(|e| e.resolution),
+            Some(Resolution::Full),
+            "{:#?}",
+            selection.manifest
+        );
+        let weak_files_shown: HashSet<&str> = selection
+            .sent()
+            .filter(|e| e.path.starts_with("src/weak_"))
+            .map(|e| e.path.as_str())
+            .collect();
+        assert!(!weak_files_shown.is_empty(), "{:#?}", selection.manifest);
     }
 }

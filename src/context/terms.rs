@@ -6,7 +6,8 @@
 //! a million-token tree then allocates almost nothing per word, and a collision (about one in
 //! 10^19 per pair) could at worst blur one term's score.
 //!
-//! Scoring is BM25 plus structure: a definition named after queried words (or named verbatim)
+//! Scoring is BM25 (a query word also searching for its [`SYNONYMS`] at half weight) plus
+//! structure: a definition named after queried words (or named verbatim)
 //! gains the idf of the words it matches, and the best fragments lend a share of their score to
 //! what they call, what calls them and their own file.
 
@@ -28,6 +29,30 @@ const STOPWORDS: &[&str] = &[
     "what", "how", "does", "do", "when", "then", "there", "we", "you", "can", "will", "should",
     "would", "given", "code", "func", "package", "import",
 ];
+
+/// Words programmers use interchangeably for one concept. A query word from a group also
+/// searches for the group's other words (multi-word entries as all their parts) at
+/// [`SYNONYM_WEIGHT`] of their usual weight, so a query phrased in other words than the code
+/// (`find the position … by bisection` for `binary_search_index`) still meets it.
+const SYNONYMS: &[&[&str]] = &[
+    &["find", "search", "lookup", "locate"],
+    &["position", "index", "offset"],
+    &["bisection", "bisect", "binary search"],
+    &["remove", "delete", "erase"],
+    &["length", "len", "size"],
+    &["array", "vector", "vec", "slice"],
+    &["dictionary", "dict", "map"],
+    &["directory", "dir", "folder"],
+    &["argument", "arg", "parameter", "param"],
+    &["initialize", "initialise", "init"],
+    &["configuration", "config"],
+    &["message", "msg"],
+    &["number", "num"],
+    &["compare", "cmp"],
+];
+
+/// Weight of a synonym's match relative to a word of the query itself.
+const SYNONYM_WEIGHT: f64 = 0.5;
 
 /// Passes 64-bit hashes through unchanged (keys are already FNV hashes).
 #[derive(Default, Clone, Copy)]
@@ -296,13 +321,14 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
     }
     query_terms.sort_unstable();
     query_terms.dedup();
+    let weights = synonym_weights(&query_terms, &mut buffer);
     let mut scores: HashMap<u32, Scored> = HashMap::new();
     let mut idfs: HashMap<u64, f64> = HashMap::new();
-    for term in &query_terms {
+    for (term, weight) in &weights {
         let Some(postings) = terms.postings.get(term) else {
             continue;
         };
-        let idf = terms.idf(postings.len());
+        let idf = terms.idf(postings.len()) * weight;
         idfs.insert(*term, idf);
         for &(fragment, frequency) in postings {
             let tf = f64::from(frequency);
@@ -347,6 +373,36 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
     }
     graph_boost(index, &mut scores);
     scores
+}
+
+/// Query term hashes with their weights: the query's own terms at 1, and the other words of a
+/// [`SYNONYMS`] group one of them belongs to at [`SYNONYM_WEIGHT`]. Sorted by hash.
+fn synonym_weights(query_terms: &[u64], buffer: &mut String) -> Vec<(u64, f64)> {
+    let mut weights: HashMap<u64, f64> = query_terms.iter().map(|t| (*t, 1.0)).collect();
+    for group in SYNONYMS {
+        let members: Vec<Vec<u64>> = group
+            .iter()
+            .map(|member| {
+                let mut parts = Vec::new();
+                for word in words(member) {
+                    for_each_part(word, buffer, |part| parts.push(term_hash(part)));
+                }
+                parts
+            })
+            .collect();
+        let asked = members
+            .iter()
+            .any(|parts| parts.len() == 1 && query_terms.contains(&parts[0]));
+        if !asked {
+            continue;
+        }
+        for part in members.iter().flatten() {
+            weights.entry(*part).or_insert(SYNONYM_WEIGHT);
+        }
+    }
+    let mut weights: Vec<(u64, f64)> = weights.into_iter().collect();
+    weights.sort_unstable_by_key(|w| w.0);
+    weights
 }
 
 /// The best fragments lend score to their neighbours in the reference graph: what they use
@@ -449,5 +505,44 @@ mod tests {
             vec!["pars", "pars", "pars", "pars", "pars", "library"]
         );
         assert_eq!(term_hash("Parse"), term_hash("parse"));
+    }
+
+    #[test]
+    fn synonyms_meet_a_paraphrased_query_at_reduced_weight() {
+        let docs = vec![
+            (
+                "src/search.cpp".to_string(),
+                "// Returns the index of needle or -1.\nint binary_search_index(const std::vector<int> &sorted, int needle) {\n    return -1;\n}\n".to_string(),
+            ),
+            (
+                "src/other.cpp".to_string(),
+                "// Sum of a sorted list.\nint total(const std::vector<int> &sorted) {\n    return 0;\n}\n".to_string(),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        let scores = score(
+            &index,
+            "find the position of a value in a sorted array by bisection",
+        );
+        let best = scores
+            .iter()
+            .max_by(|a, b| a.1.score.total_cmp(&b.1.score))
+            .map(|(f, _)| index.fragments[*f as usize].symbols.clone())
+            .expect("something scores");
+        assert!(best.iter().any(|s| s == "binary_search_index"), "{best:?}");
+
+        // The query's own words weigh 1, their synonyms half, unrelated words nothing.
+        let mut buffer = String::new();
+        let hash = |w: &str| {
+            let mut parts = Vec::new();
+            identifier_parts(w, &mut parts);
+            term_hash(&parts[0])
+        };
+        let weights = synonym_weights(&[hash("position")], &mut buffer);
+        let weight_of = |w: &str| weights.iter().find(|t| t.0 == hash(w)).map(|t| t.1);
+        assert_eq!(weight_of("position"), Some(1.0));
+        assert_eq!(weight_of("index"), Some(SYNONYM_WEIGHT));
+        assert_eq!(weight_of("offset"), Some(SYNONYM_WEIGHT));
+        assert_eq!(weight_of("search"), None);
     }
 }
