@@ -28,6 +28,16 @@ pub enum LocalizeError {
     Select(#[from] SelectError),
 }
 
+impl From<crate::git::GitError> for LocalizeError {
+    fn from(e: crate::git::GitError) -> Self {
+        LocalizeError::Git {
+            repo: e.repo,
+            args: e.args,
+            message: e.message,
+        }
+    }
+}
+
 /// One mined task.
 #[derive(Debug, Clone, Serialize)]
 pub struct LocalisationTask {
@@ -52,11 +62,7 @@ pub struct LocalisationOutcome {
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<Vec<u8>, LocalizeError> {
-    crate::git::run(repo, args).map_err(|e| LocalizeError::Git {
-        repo: e.repo,
-        args: e.args,
-        message: e.message,
-    })
+    Ok(crate::git::run(repo, args)?)
 }
 
 /// Mines up to `max_tasks` tasks from the history reachable from `revision` (e.g. `--all` or
@@ -67,22 +73,10 @@ pub fn mine_tasks(
     max_tasks: usize,
     max_files: usize,
 ) -> Result<Vec<LocalisationTask>, LocalizeError> {
-    let log = git(
-        repo,
-        &["log", revision, "--no-merges", "--format=%H %P%x00%B%x1e"],
-    )?;
-    let log = String::from_utf8_lossy(&log);
+    let commits = crate::git::single_parent_commits(repo, &[revision])?;
     let mut tasks = Vec::new();
-    for record in log.split('\u{1e}') {
-        let record = record.trim_start_matches('\n');
-        let Some((ids, message)) = record.split_once('\0') else {
-            continue;
-        };
-        let ids: Vec<&str> = ids.split_whitespace().collect();
-        if ids.len() != 2 || message.trim().is_empty() {
-            continue;
-        }
-        let (commit, parent) = (ids[0], ids[1]);
+    for logged in commits {
+        let (commit, parent) = (logged.commit.as_str(), logged.parent.as_str());
         let diff = git(
             repo,
             &["diff", "-U0", "--no-color", "--no-renames", parent, commit],
@@ -98,7 +92,7 @@ pub fn mine_tasks(
         tasks.push(LocalisationTask {
             commit: commit.to_string(),
             parent: parent.to_string(),
-            query: message.trim().to_string(),
+            query: logged.message.clone(),
             gold_files: changed.keys().cloned().collect(),
             changed_lines: changed,
         });

@@ -66,11 +66,7 @@ pub fn is_test(path: &str) -> bool {
 }
 
 fn git(repo: &Path, args: &[&str]) -> Result<String, WorkloadError> {
-    let stdout = crate::git::run(repo, args).map_err(|e| WorkloadError::Git {
-        repo: e.repo,
-        args: e.args,
-        message: e.message,
-    })?;
+    let stdout = crate::git::run(repo, args)?;
     Ok(String::from_utf8_lossy(&stdout).into_owned())
 }
 
@@ -83,27 +79,14 @@ pub fn mine_git(
     since: Option<&str>,
 ) -> Result<Vec<MinedTask>, WorkloadError> {
     let range = since.map(|rev| format!("{rev}..HEAD"));
-    let mut args = vec!["log", "--no-merges", "--format=%H%x00%P%x00%B%x1e"];
-    if let Some(range) = &range {
-        args.push(range);
-    }
-    let log = git(repo, &args)?;
+    let revisions: Vec<&str> = range.as_deref().into_iter().collect();
+    let commits = crate::git::single_parent_commits(repo, &revisions)?;
     let mut tasks = Vec::new();
-    for entry in log.split('\x1e') {
+    for logged in commits {
         if tasks.len() >= max {
             break;
         }
-        let mut fields = entry.trim_start_matches('\n').splitn(3, '\0');
-        let (Some(commit), Some(parents), Some(message)) =
-            (fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let parents: Vec<&str> = parents.split_whitespace().collect();
-        let query = message.trim();
-        if parents.len() != 1 || query.is_empty() {
-            continue;
-        }
+        let (commit, parent) = (logged.commit.as_str(), logged.parent.as_str());
         let changed = git(
             repo,
             &[
@@ -112,7 +95,7 @@ pub fn mine_git(
                 "-r",
                 "--name-only",
                 "--diff-filter=M",
-                parents[0],
+                parent,
                 commit,
             ],
         )?;
@@ -128,8 +111,8 @@ pub fn mine_git(
         tasks.push(MinedTask {
             id: commit[..12.min(commit.len())].to_string(),
             commit: commit.to_string(),
-            parent: parents[0].to_string(),
-            query: query.to_string(),
+            parent: parent.to_string(),
+            query: logged.message.clone(),
             gold_files,
         });
     }

@@ -252,6 +252,16 @@ pub enum WorkloadError {
     },
 }
 
+impl From<crate::git::GitError> for WorkloadError {
+    fn from(e: crate::git::GitError) -> Self {
+        WorkloadError::Git {
+            repo: e.repo,
+            args: e.args,
+            message: e.message,
+        }
+    }
+}
+
 /// The workloads directory: `$SVC_WORKLOADS_DIR`, else `./workloads`.
 pub fn workloads_root() -> PathBuf {
     std::env::var_os(SVC_WORKLOADS_DIR)
