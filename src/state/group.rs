@@ -24,16 +24,18 @@ use super::pack;
 pub struct GroupCommit {
     home: PathBuf,
     inner: Mutex<Inner>,
+    /// Held for a whole sync, so syncs run one at a time while staging goes on: the workers
+    /// that stage never wait on the fsyncs.
+    writer: Mutex<Option<pack::PackWriter>>,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     /// Path relative to the state home → bytes.
     staged: BTreeMap<String, Vec<u8>>,
-    /// Paths this group has already packed (a later stage of one is a no-op only where the
-    /// caller asks, see [`GroupCommit::contains`]).
+    /// Paths this group has packed or is packing (a later stage of one is a no-op only where
+    /// the caller asks, see [`GroupCommit::contains`]).
     packed: HashSet<String>,
-    writer: Option<pack::PackWriter>,
 }
 
 /// What one [`GroupCommit::sync`] made durable.
@@ -59,6 +61,7 @@ impl GroupCommit {
         Self {
             home: home.to_path_buf(),
             inner: Mutex::new(Inner::default()),
+            writer: Mutex::new(None),
         }
     }
 
@@ -103,34 +106,45 @@ impl GroupCommit {
     /// Makes every staged file durable and readable: one append and sync of the pack, one of
     /// its index. On error the batch stays staged, so a later sync can retry it.
     pub fn sync(&self) -> Result<Synced, StateError> {
-        let mut inner = self.lock();
-        if inner.staged.is_empty() {
+        // The writer's lock is poisoned only by a panic inside a sync, after which the pack
+        // holds at most an unindexed tail, which readers ignore.
+        let mut writer = self.writer.lock().unwrap_or_else(|e| e.into_inner());
+        // Everything staged so far goes in this batch. Its paths count as packed at once, so
+        // a blob staged again meanwhile is not written twice; a failed sync undoes that.
+        let staged = {
+            let mut inner = self.lock();
+            let staged = std::mem::take(&mut inner.staged);
+            inner.packed.extend(staged.keys().cloned());
+            staged
+        };
+        if staged.is_empty() {
             return Ok(Synced::default());
         }
-        let staged = std::mem::take(&mut inner.staged);
-        let writer = match inner.writer.take() {
-            Some(writer) => Ok(writer),
-            None => pack::PackWriter::create(&self.home.join(pack::PACK_DIR)),
+        let pack = match writer.as_mut() {
+            Some(pack) => pack,
+            None => match pack::PackWriter::create(&self.home.join(pack::PACK_DIR)) {
+                Ok(created) => writer.insert(created),
+                Err(error) => return Err(self.restage(staged, error)),
+            },
         };
-        let result = writer.and_then(|mut writer| {
-            let outcome = writer.append(staged.iter().map(|(k, v)| (k.as_str(), v.as_slice())));
-            inner.writer = Some(writer);
-            outcome
-        });
-        match result {
-            Ok(bytes) => {
-                let files = staged.len();
-                inner.packed.extend(staged.into_keys());
-                Ok(Synced { files, bytes })
-            }
-            Err(error) => {
-                // Newer stagings of the same paths win over the failed batch.
-                for (key, bytes) in staged {
-                    inner.staged.entry(key).or_insert(bytes);
-                }
-                Err(error)
-            }
+        match pack.append(staged.iter().map(|(k, v)| (k.as_str(), v.as_slice()))) {
+            Ok(bytes) => Ok(Synced {
+                files: staged.len(),
+                bytes,
+            }),
+            Err(error) => Err(self.restage(staged, error)),
         }
+    }
+
+    /// Puts a failed batch back for a later sync and returns the error.
+    fn restage(&self, staged: BTreeMap<String, Vec<u8>>, error: StateError) -> StateError {
+        let mut inner = self.lock();
+        for (key, bytes) in staged {
+            inner.packed.remove(&key);
+            // A newer staging of the same path wins over the failed one.
+            inner.staged.entry(key).or_insert(bytes);
+        }
+        error
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
