@@ -146,6 +146,12 @@ pub fn token_count(corpus: &[String], encoding: Encoding) -> Figure {
 /// Source files under `root` (sorted, so runs are comparable), up to `max_bytes` in total.
 pub fn load_source_corpus(root: &Path, max_bytes: usize) -> Vec<String> {
     const EXTENSIONS: [&str; 10] = ["rs", "py", "js", "ts", "go", "java", "c", "h", "cpp", "md"];
+    load_files(root, &EXTENSIONS, max_bytes)
+}
+
+/// The UTF-8 files under `root` with one of `extensions`, in sorted path order (so runs are
+/// comparable), until `max_bytes` of text have been read.
+pub fn load_files(root: &Path, extensions: &[&str], max_bytes: usize) -> Vec<String> {
     let mut paths: Vec<PathBuf> = Vec::new();
     let mut stack = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -161,7 +167,7 @@ pub fn load_source_corpus(root: &Path, max_bytes: usize) -> Vec<String> {
                         && path
                             .extension()
                             .and_then(|e| e.to_str())
-                            .is_some_and(|e| EXTENSIONS.contains(&e)) =>
+                            .is_some_and(|e| extensions.contains(&e)) =>
                 {
                     paths.push(path)
                 }

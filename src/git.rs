@@ -1,6 +1,7 @@
 //! Running the `git` command line: the one place svc shells out to git (mining tasks from a
 //! repository's history for workloads and for the localisation figures).
 
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -33,6 +34,77 @@ pub fn run(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
         ));
     }
     Ok(output.stdout)
+}
+
+/// The blobs of `rev`'s tree that `keep(path, size)` accepts, as (path, exact bytes) in
+/// `ls-tree` order, read in one `git cat-file --batch`.
+pub fn tree_files(
+    repo: &Path,
+    rev: &str,
+    keep: impl Fn(&str, u64) -> bool,
+) -> Result<Vec<(String, Vec<u8>)>, GitError> {
+    let listing = run(repo, &["ls-tree", "-r", "-l", rev])?;
+    let listing = String::from_utf8_lossy(&listing);
+    let mut wanted: Vec<(&str, &str)> = Vec::new();
+    for line in listing.lines() {
+        // <mode> SP <type> SP <object> SP+ <size> TAB <path>
+        let Some((meta, path)) = line.split_once('\t') else {
+            continue;
+        };
+        let fields: Vec<&str> = meta.split_whitespace().collect();
+        if fields.len() == 4
+            && fields[1] == "blob"
+            && fields[3].parse::<u64>().is_ok_and(|size| keep(path, size))
+        {
+            wanted.push((path, fields[2]));
+        }
+    }
+    let error = |message: String| GitError {
+        repo: repo.to_path_buf(),
+        args: "cat-file --batch".into(),
+        message,
+    };
+    let mut child = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["cat-file", "--batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| error(format!("cannot run git: {e} (is git installed?)")))?;
+    let (Some(mut stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        return Err(error("git's pipes were not opened".into()));
+    };
+    let objects: String = wanted
+        .iter()
+        .map(|(_, object)| format!("{object}\n"))
+        .collect();
+    // Writing from another thread avoids a pipe deadlock when the output is large.
+    let writer = std::thread::spawn(move || stdin.write_all(objects.as_bytes()));
+    let mut reader = BufReader::new(stdout);
+    let mut files = Vec::with_capacity(wanted.len());
+    for (path, _) in &wanted {
+        let mut header = String::new();
+        reader
+            .read_line(&mut header)
+            .map_err(|e| error(e.to_string()))?;
+        let size: usize = header
+            .split_whitespace()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| error(format!("unexpected header {header:?} for {path}")))?;
+        // The object's bytes and the newline after them.
+        let mut bytes = vec![0u8; size + 1];
+        reader
+            .read_exact(&mut bytes)
+            .map_err(|e| error(e.to_string()))?;
+        bytes.pop();
+        files.push((path.to_string(), bytes));
+    }
+    let _ = writer.join();
+    let _ = child.wait();
+    Ok(files)
 }
 
 /// One non-merge commit of a history walk.
@@ -79,6 +151,16 @@ pub fn single_parent_commits(
 mod tests {
     use super::*;
 
+    fn init_repo(repo: &Path) {
+        for args in [
+            &["init", "--quiet", "--initial-branch=main"][..],
+            &["config", "user.email", "t@example.com"],
+            &["config", "user.name", "t"],
+        ] {
+            run(repo, args).expect("git");
+        }
+    }
+
     #[test]
     fn failures_name_the_command_and_repository() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -88,13 +170,28 @@ mod tests {
     }
 
     #[test]
+    fn tree_files_reads_the_kept_blobs_of_a_revision() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path();
+        let git = |args: &[&str]| run(repo, args).expect("git");
+        init_repo(repo);
+        std::fs::create_dir_all(repo.join("src")).expect("mkdir");
+        std::fs::write(repo.join("src/a.rs"), "fn a() {}\r\n").expect("write");
+        std::fs::write(repo.join("big.txt"), "x".repeat(100)).expect("write");
+        git(&["add", "."]);
+        git(&["commit", "--quiet", "-m", "files"]);
+        let files = tree_files(repo, "HEAD", |_, size| size <= 50).expect("tree");
+        assert_eq!(files, [("src/a.rs".to_string(), b"fn a() {}\r\n".to_vec())]);
+        let error = tree_files(repo, "no-such-rev", |_, _| true).expect_err("bad rev");
+        assert!(error.args.starts_with("ls-tree"), "{error}");
+    }
+
+    #[test]
     fn lists_single_parent_commits_with_messages_newest_first() {
         let dir = tempfile::tempdir().expect("tempdir");
         let repo = dir.path();
         let git = |args: &[&str]| run(repo, args).expect("git");
-        git(&["init", "--quiet", "--initial-branch=main"]);
-        git(&["config", "user.email", "t@example.com"]);
-        git(&["config", "user.name", "t"]);
+        init_repo(repo);
         std::fs::write(repo.join("a.txt"), "one").expect("write");
         git(&["add", "."]);
         git(&["commit", "--quiet", "-m", "Root commit"]);

@@ -6,9 +6,7 @@
 //! Uses the `git` command line (read-only: `log`, `diff`, `ls-tree`, `cat-file`).
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
 use serde::Serialize;
 
@@ -132,72 +130,14 @@ fn parse_diff(diff: &str) -> HashMap<String, Vec<usize>> {
     out
 }
 
-/// The parent tree as `(path, text)` documents (UTF-8 files up to 1 MB).
+/// The parent tree as `(path, text)` documents (UTF-8 files without NUL bytes, up to 1 MB).
 fn tree_documents(repo: &Path, revision: &str) -> Result<Vec<(String, String)>, LocalizeError> {
-    let listing = git(repo, &["ls-tree", "-r", "-l", revision])?;
-    let listing = String::from_utf8_lossy(&listing);
-    let mut wanted = Vec::new();
-    for line in listing.lines() {
-        let Some((meta, path)) = line.split_once('\t') else {
-            continue;
-        };
-        let fields: Vec<&str> = meta.split_whitespace().collect();
-        if fields.len() == 4
-            && fields[1] == "blob"
-            && fields[3].parse::<u64>().is_ok_and(|s| s <= 1_000_000)
-        {
-            wanted.push((fields[2].to_string(), path.to_string()));
-        }
-    }
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| LocalizeError::Git {
-            repo: repo.to_path_buf(),
-            args: "cat-file --batch".into(),
-            message: e.to_string(),
-        })?;
-    let request: String = wanted.iter().map(|(id, _)| format!("{id}\n")).collect();
-    let mut stdin = child.stdin.take();
-    let writer = std::thread::spawn(move || {
-        if let Some(stdin) = stdin.as_mut() {
-            let _ = stdin.write_all(request.as_bytes());
-        }
-    });
-    let output = child.wait_with_output().map_err(|e| LocalizeError::Git {
-        repo: repo.to_path_buf(),
-        args: "cat-file --batch".into(),
-        message: e.to_string(),
-    })?;
-    let _ = writer.join();
-    let bytes = output.stdout;
-    let mut docs = Vec::new();
-    let mut offset = 0;
-    for (_, path) in &wanted {
-        let Some(header_end) = bytes[offset..].iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let header = String::from_utf8_lossy(&bytes[offset..offset + header_end]).to_string();
-        offset += header_end + 1;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        let body = &bytes[offset..(offset + size).min(bytes.len())];
-        offset += size + 1;
-        if body.contains(&0) {
-            continue;
-        }
-        if let Ok(text) = std::str::from_utf8(body) {
-            docs.push((path.clone(), text.to_string()));
-        }
-    }
-    Ok(docs)
+    let files = crate::git::tree_files(repo, revision, |_, size| size <= 1_000_000)?;
+    Ok(files
+        .into_iter()
+        .filter(|(_, bytes)| !bytes.contains(&0))
+        .filter_map(|(path, bytes)| String::from_utf8(bytes).ok().map(|text| (path, text)))
+        .collect())
 }
 
 /// First line, last line and how a fragment was sent.
@@ -273,6 +213,7 @@ pub fn run_localisation(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::process::{Command, Stdio};
 
     #[test]
     fn diff_parsing_takes_parent_side_lines() {

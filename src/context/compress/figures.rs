@@ -153,35 +153,10 @@ pub fn distill_figures() -> Vec<Figure> {
 /// Real prose for the prose figure: Markdown files under `root` (sorted paths, so runs are
 /// comparable), concatenated up to `max_bytes`.
 pub fn load_markdown(root: &std::path::Path, max_bytes: usize) -> String {
-    let mut paths = Vec::new();
-    let mut stack = vec![root.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match entry.file_type() {
-                Ok(t) if t.is_dir() => stack.push(path),
-                Ok(t) if t.is_file() && path.extension().is_some_and(|e| e == "md") => {
-                    paths.push(path)
-                }
-                _ => {}
-            }
-        }
-    }
-    paths.sort();
-    let mut out = String::new();
-    for path in paths {
-        if out.len() >= max_bytes {
-            break;
-        }
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            out.push_str(&text);
-            out.push_str("\n\n");
-        }
-    }
-    out
+    crate::bench::load_files(root, &["md"], max_bytes)
+        .into_iter()
+        .map(|text| text + "\n\n")
+        .collect()
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 //! once into the state cache.
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -188,79 +187,20 @@ pub fn tree_documents(
     rev: &str,
     max_bytes: usize,
 ) -> Result<Vec<Document>, WorkloadError> {
-    let listing = git(repo, &["ls-tree", "-r", "-l", rev])?;
-    let mut wanted: Vec<(String, String)> = Vec::new();
-    for line in listing.lines() {
-        // <mode> SP <type> SP <object> SP+ <size> TAB <path>
-        let Some((meta, path)) = line.split_once('\t') else {
-            continue;
-        };
-        let parts: Vec<&str> = meta.split_whitespace().collect();
-        if parts.len() != 4 || parts[1] != "blob" {
-            continue;
-        }
-        let size: usize = parts[3].parse().unwrap_or(usize::MAX);
+    let files = crate::git::tree_files(repo, rev, |path, size| {
         let ext = extension(path);
-        if size <= max_bytes && (SOURCE_EXTENSIONS.contains(&ext) || TEXT_EXTENSIONS.contains(&ext))
-        {
-            wanted.push((path.to_string(), parts[2].to_string()));
-        }
-    }
-    wanted.sort();
-    let git_error = |message: String| WorkloadError::Git {
-        repo: repo.to_path_buf(),
-        args: "cat-file --batch".into(),
-        message,
-    };
-    let mut child = Command::new("git")
-        .arg("-C")
-        .arg(repo)
-        .args(["cat-file", "--batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| git_error(format!("cannot run git: {e}")))?;
-    let mut stdin = child
-        .stdin
-        .take()
-        .ok_or_else(|| git_error("no stdin".into()))?;
-    let objects: String = wanted
-        .iter()
-        .map(|(_, object)| format!("{object}\n"))
+        size <= max_bytes as u64
+            && (SOURCE_EXTENSIONS.contains(&ext) || TEXT_EXTENSIONS.contains(&ext))
+    })?;
+    let mut documents: Vec<Document> = files
+        .into_iter()
+        .filter_map(|(name, bytes)| {
+            String::from_utf8(bytes)
+                .ok()
+                .map(|text| Document { name, text })
+        })
         .collect();
-    // Writing from another thread avoids a pipe deadlock when the output is large.
-    let writer = std::thread::spawn(move || stdin.write_all(objects.as_bytes()));
-    let stdout = child
-        .stdout
-        .take()
-        .ok_or_else(|| git_error("no stdout".into()))?;
-    let mut reader = BufReader::new(stdout);
-    let mut documents = Vec::with_capacity(wanted.len());
-    for (path, _) in &wanted {
-        let mut header = String::new();
-        reader
-            .read_line(&mut header)
-            .map_err(|e| git_error(e.to_string()))?;
-        let size: usize = header
-            .split_whitespace()
-            .nth(2)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| git_error(format!("unexpected header {header:?} for {path}")))?;
-        let mut content = vec![0u8; size + 1];
-        reader
-            .read_exact(&mut content)
-            .map_err(|e| git_error(e.to_string()))?;
-        content.pop();
-        if let Ok(text) = String::from_utf8(content) {
-            documents.push(Document {
-                name: path.clone(),
-                text,
-            });
-        }
-    }
-    let _ = writer.join();
-    let _ = child.wait();
+    documents.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(documents)
 }
 
