@@ -147,7 +147,11 @@ pub struct RecoveryBundle {
 
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
-    #[error("unknown context commit {ctx_id}: no {path} (list commits with `ls {dir}`)", dir = .path.parent().and_then(Path::parent).map(|p| p.display().to_string()).unwrap_or_default())]
+    #[error(
+        "unknown context commit {ctx_id}: no {path} and no pack entry for it (list commits with `ls {dir}`; trial runs' commits are listed in `{packs}/*.idx`)",
+        dir = .path.parent().and_then(Path::parent).map(|p| p.display().to_string()).unwrap_or_default(),
+        packs = .path.ancestors().nth(3).map(|home| home.join(state::pack::PACK_DIR).display().to_string()).unwrap_or_default()
+    )]
     UnknownCommit { ctx_id: String, path: PathBuf },
     #[error("{ctx_id} is not a context commit id (they look like ctx_0123abcd…)")]
     BadId { ctx_id: String },
@@ -568,10 +572,14 @@ mod tests {
         let receipt = store
             .commit(&chunks(), serde_json::json!({}), "x", &Tokenizer::default())
             .expect("commit");
-        assert!(matches!(
-            store.recover("ctx_ffff", "x"),
-            Err(CommitError::UnknownCommit { .. })
-        ));
+        let unknown = store.recover("ctx_ffff", "x");
+        assert!(matches!(unknown, Err(CommitError::UnknownCommit { .. })));
+        let message = unknown.expect_err("unknown").to_string();
+        let packs = dir.path().join("packs").display().to_string();
+        assert!(
+            message.contains(&packs),
+            "names where packed commits are: {message}"
+        );
         assert!(matches!(
             store.recover("nonsense", "x"),
             Err(CommitError::BadId { .. })
