@@ -188,6 +188,15 @@ fn summary_schema_errors(summary: &Value) -> Vec<String> {
         .collect()
 }
 
+/// `svc report INPUT --resamples 50 --out <state>/out`: the result and the output folder.
+fn report_into(state: &Path, input: &str) -> (crate::harness::Run, PathBuf) {
+    let out = state.join("out");
+    let result = run(svc(state)
+        .args(["report", input, "--resamples", "50", "--out"])
+        .arg(&out));
+    (result, out)
+}
+
 fn read_summary(dir: &Path) -> Value {
     let summary: Value =
         serde_json::from_str(&fs::read_to_string(dir.join("summary.json")).expect("summary.json"))
@@ -278,16 +287,7 @@ fn report_outputs_match_golden_files_and_schema() {
 #[test]
 fn bad_records_are_excluded_counted_and_named() {
     let state = tempfile::tempdir().expect("tempdir");
-    let out = state.path().join("out");
-    let result = run(svc(state.path())
-        .args([
-            "report",
-            "fixtures/report/bad/mixed.jsonl",
-            "--resamples",
-            "50",
-            "--out",
-        ])
-        .arg(&out));
+    let (result, out) = report_into(state.path(), "fixtures/report/bad/mixed.jsonl");
     assert_eq!(result.code, 0, "{}", result.stderr);
     assert!(
         result.stderr.contains("4 invalid record(s) excluded"),
@@ -346,16 +346,7 @@ fn empty_input_renders_an_empty_report() {
 #[test]
 fn run_directories_are_merged_with_their_manifest_budget() {
     let state = tempfile::tempdir().expect("tempdir");
-    let out = state.path().join("out");
-    let result = run(svc(state.path())
-        .args([
-            "report",
-            "fixtures/report/runs",
-            "--resamples",
-            "50",
-            "--out",
-        ])
-        .arg(&out));
+    let (result, out) = report_into(state.path(), "fixtures/report/runs");
     assert_eq!(result.code, 0, "{}", result.stderr);
     let summary = read_summary(&out);
     let files = summary["inputs"]["files"].as_array().expect("files");
@@ -492,16 +483,7 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
 #[test]
 fn report_compares_with_a_stored_summary() {
     let state = tempfile::tempdir().expect("tempdir");
-    let out = state.path().join("out");
-    let result = run(svc(state.path())
-        .args([
-            "report",
-            "fixtures/report/paired.jsonl",
-            "--resamples",
-            "50",
-            "--out",
-        ])
-        .arg(&out));
+    let (result, out) = report_into(state.path(), "fixtures/report/paired.jsonl");
     assert_eq!(result.code, 0, "{}", result.stderr);
     let worse = degraded(state.path(), Condition::Combined);
     let out2 = state.path().join("out2");
