@@ -15,7 +15,9 @@ fn options(kind: Option<ContentKind>) -> CompressOptions {
     }
 }
 
-const CODE: &str = include_str!("../commit.rs");
+/// A frozen copy of an early `context/commit.rs`: real Rust, but not the live file, whose edits
+/// must not move this test.
+const CODE: &str = include_str!("../../../fixtures/compress/commit_store.rs");
 
 /// Checks the invariants every compression must keep.
 fn check(
