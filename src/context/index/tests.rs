@@ -1,0 +1,213 @@
+use super::*;
+
+fn doc_index(name: &str, text: &str) -> Index {
+    Index::from_documents(&[(name.to_string(), text.to_string())])
+}
+
+fn assert_partition(index: &Index) {
+    for file in &index.files {
+        let joined: String = index.fragments[file.fragments.clone()]
+            .iter()
+            .map(|f| index.text(f))
+            .collect();
+        assert_eq!(joined, &*file.text, "fragments of {} rebuild it", file.path);
+    }
+    let ids: std::collections::HashSet<_> = index.fragments.iter().map(|f| &f.chunk_id).collect();
+    assert_eq!(ids.len(), index.fragments.len(), "chunk ids are unique");
+}
+
+#[test]
+fn rust_file_splits_into_definitions() {
+    let text = "use std::io;\n\n/// Parses.\nfn parse(x: &str) -> u32 {\n    let trimmed = x.trim();\n    let digits = trimmed.trim_end_matches(|c: char| !c.is_ascii_digit());\n    digits.parse().unwrap_or_default()\n}\n\nstruct A {\n    b: u32,\n}\n";
+    let index = doc_index("src/lib.rs", text);
+    assert_partition(&index);
+    let kinds: Vec<_> = index
+        .fragments
+        .iter()
+        .map(|f| (f.kind, f.symbols.clone(), f.lines))
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (FragmentKind::Block, vec![], (1, 2)),
+            (FragmentKind::Function, vec!["parse".to_string()], (3, 9)),
+            (FragmentKind::Struct, vec!["A".to_string()], (10, 12)),
+        ]
+    );
+    let parse = &index.fragments[1];
+    assert_eq!(
+        parse.skeleton.as_deref(),
+        Some("/// Parses.\nfn parse(x: &str) -> u32 {...}\n")
+    );
+}
+
+#[test]
+fn test_code_skeletons_are_one_line() {
+    assert!(is_test_code("crate/tests/it.rs", "fn a() {}\n", None));
+    assert!(is_test_code("src/a.rs", "fn a() {}\n", Some("mod tests")));
+    assert!(is_test_code(
+        "src/a.rs",
+        "#[cfg(test)]\nmod tests {\n",
+        None
+    ));
+    assert!(is_test_code(
+        "src/a.rs",
+        "#[tokio::test(flavor = \"x\")]\nasync fn a() {}\n",
+        None
+    ));
+    assert!(!is_test_code(
+        "src/a.rs",
+        "#[cfg(not(test))]\nfn a() {}\n",
+        None
+    ));
+    assert!(!is_test_code(
+        "src/a.rs",
+        "/// test\npub fn test() {}\n",
+        None
+    ));
+    assert_eq!(
+        test_skeleton("#[test]\nfn parses() {...}\n"),
+        "fn parses() {...}\n"
+    );
+    assert_eq!(
+        test_skeleton("mod tests {\n    use super::*;\n    fn a() {...}\n}\n"),
+        "mod tests {...}\n"
+    );
+    assert_eq!(test_skeleton("use a::b;\n"), "…\n");
+    assert_eq!(
+        test_skeleton("#![cfg(all(\n    test,\n))]\nfn a() {...}\n"),
+        "fn a() {...}\n"
+    );
+}
+
+#[test]
+fn skeleton_layout_drops_outer_closers_and_narrows_indent_steps() {
+    // The `}` closes an impl whose header is in another fragment: dropped; the shared
+    // indent goes; each 4-column step becomes one space.
+    assert_eq!(
+        dedent("    fn a(\n        x: u8,\n    ) {...}\n}\n"),
+        "fn a(\n x: u8,\n) {...}\n"
+    );
+    // A closer of a bracket the piece opened stays.
+    assert_eq!(
+        dedent("impl A {\n    fn a() {...}\n}\n"),
+        "impl A {\n fn a() {...}\n}\n"
+    );
+    // Tabs and 2-space steps narrow too; levels are kept.
+    assert_eq!(
+        dedent("func (s *S) F(\n\ta int,\n\t\tb int,\n) {...}\n"),
+        "func (s *S) F(\n a int,\n  b int,\n) {...}\n"
+    );
+    assert_eq!(
+        dedent("class A {\n  f() {...}\n    g;\n}\n"),
+        "class A {\n f() {...}\n  g;\n}\n"
+    );
+    // Indents that share no step (4 and 9 columns) keep their widths.
+    assert_eq!(
+        dedent("impl A {\n    fn a(x: u8,\n         y: u8) {...}\n}\n"),
+        "impl A {\n    fn a(x: u8,\n         y: u8) {...}\n}\n"
+    );
+}
+
+#[test]
+fn large_impls_split_into_methods() {
+    let mut text = String::from("impl Big {\n");
+    for i in 0..30 {
+        text.push_str(&format!(
+            "    /// Method {i}.\n    pub fn method_{i}(&self) -> usize {{\n        {i} + self.value * 2 + 1\n    }}\n\n"
+        ));
+    }
+    text.push_str("}\n");
+    let index = doc_index("big.rs", &text);
+    assert_partition(&index);
+    assert_eq!(index.fragments[0].kind, FragmentKind::Impl);
+    assert_eq!(index.fragments.len(), 31);
+    let method = &index.fragments[5];
+    assert_eq!(method.kind, FragmentKind::Method);
+    assert_eq!(method.context.as_deref(), Some("impl Big"));
+    assert!(index.text(method).starts_with("    /// Method 4."));
+    assert!(
+        index
+            .text(index.fragments.last().expect("last"))
+            .ends_with("}\n")
+    );
+}
+
+#[test]
+fn documents_split_by_section_key_and_paragraph() {
+    let md =
+        "# Title\nIntro.\n\n## Install\nRun it.\n```\n# not a heading\n```\n## Use\nCall it.\n";
+    let index = doc_index("guide", md);
+    assert_partition(&index);
+    let symbols: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
+    assert_eq!(symbols, vec!["Title", "Install", "Use"]);
+
+    let json = "{\n  \"name\": \"x\",\n  \"deps\": {\n    \"a\": 1\n  },\n  \"list\": [1, 2]\n}\n";
+    let index = doc_index("package.json", json);
+    assert_partition(&index);
+    let keys: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
+    assert_eq!(keys, vec!["name", "deps", "list"]);
+
+    let toml = "name = 1\n\n[dependencies]\na = 1\n[[bin]]\nname = \"x\"\n";
+    let index = doc_index("Cargo.toml", toml);
+    assert_partition(&index);
+    let keys: Vec<_> = index.fragments.iter().map(|f| f.symbols.join("")).collect();
+    assert_eq!(keys, vec!["(top level)", "dependencies", "bin"]);
+
+    let prose = "First paragraph is here. It has two sentences.\n\nSecond.\n".repeat(20);
+    let index = doc_index("notes", &prose);
+    assert_partition(&index);
+    assert!(index.fragments.len() > 1);
+    assert!(
+        index
+            .fragments
+            .iter()
+            .all(|f| f.kind == FragmentKind::Paragraph)
+    );
+}
+
+#[test]
+fn duplicate_document_names_get_suffixes() {
+    let index = Index::from_documents(&[("a".into(), "one".into()), ("a".into(), "two".into())]);
+    let paths: Vec<_> = index.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, vec!["a", "a~2"]);
+}
+
+#[test]
+fn second_build_reuses_unchanged_files_and_skips_binaries() {
+    let tree = tempfile::tempdir().expect("tree");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::write(tree.path().join("a.rs"), "fn a() {}\n").expect("write");
+    std::fs::write(tree.path().join("b.py"), "def b():\n    return 1\n").expect("write");
+    std::fs::write(tree.path().join("blob.bin"), [0u8, 1, 2, 3]).expect("write");
+    std::fs::write(tree.path().join("latin1.txt"), b"caf\xe9\n").expect("write");
+    std::fs::write(tree.path().join("ignored.rs"), "fn x() {}\n").expect("write");
+    std::fs::write(tree.path().join(".svcignore"), "ignored.rs\n").expect("write");
+    let options = IndexOptions {
+        state_home: Some(home.path().to_path_buf()),
+        ..IndexOptions::default()
+    };
+    let first = Index::build(tree.path(), &options).expect("build");
+    assert_eq!((first.stats.parsed, first.stats.reused), (2, 0));
+    let reasons: Vec<_> = first
+        .stats
+        .skipped
+        .iter()
+        .map(|s| {
+            (
+                s.path.as_str(),
+                s.reason.split(' ').next().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(reasons, vec![("blob.bin", "binary"), ("latin1.txt", "not")]);
+    assert!(first.files.iter().all(|f| f.path != "ignored.rs"));
+    std::fs::write(tree.path().join("a.rs"), "fn a() { 2 }\n").expect("write");
+    let second = Index::build(tree.path(), &options).expect("rebuild");
+    assert_eq!((second.stats.parsed, second.stats.reused), (1, 1));
+    assert_eq!(second.fragments, {
+        let third = Index::build(tree.path(), &options).expect("third");
+        assert_eq!((third.stats.parsed, third.stats.reused), (0, 2));
+        third.fragments
+    });
+}
