@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use svc::trial::accept;
 use svc::trial::read::RecordReader;
 use svc::trial::validate::{Problem, RecordValidator, SCHEMA_JSON};
 
@@ -34,6 +35,14 @@ pub struct ValidateArgs {
     /// a final summary object.
     #[arg(long, value_enum, default_value_t)]
     format: Format,
+    /// Print at most N problems, then only count the rest (the summary counts every invalid
+    /// record). 0 prints none.
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    max_problems: u64,
+    /// Exit 0 on input with no records at all (by default that is a failed check, exit 1, so a
+    /// CI step fed an empty or truncated file does not pass).
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 pub fn run(command: RecordsCommand) -> anyhow::Result<ExitCode> {
@@ -62,6 +71,8 @@ struct Summary<'a> {
     valid: u64,
     invalid: u64,
     unreadable: &'a [String],
+    /// Problems found but not printed because of `--max-problems`.
+    problems_not_shown: u64,
 }
 
 fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
@@ -69,6 +80,7 @@ fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());
     let (mut valid, mut invalid) = (0u64, 0u64);
+    let (mut shown, mut not_shown) = (0u64, 0u64);
     let mut unreadable = Vec::new();
     for name in &args.files {
         let input: Box<dyn BufRead> = if name == "-" {
@@ -100,8 +112,12 @@ fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
                     break;
                 }
             };
+            // The acceptance rule every reader shares (report, gate, resume).
             let problems = match &item.text {
-                Ok(text) => validator.check_str(text),
+                Ok(text) => match accept::check(&validator, text) {
+                    Ok(_) => Vec::new(),
+                    Err(problems) => problems,
+                },
                 Err(reason) => vec![Problem {
                     kind: svc::trial::ProblemKind::Json,
                     pointer: String::new(),
@@ -116,26 +132,48 @@ fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             }
             invalid += 1;
             for problem in &problems {
-                write_problem(&mut out, args.format, name, item.line, problem)?;
+                if shown < args.max_problems {
+                    shown += 1;
+                    write_problem(&mut out, args.format, name, item.line, problem)?;
+                } else {
+                    not_shown += 1;
+                }
             }
         }
     }
+    let empty = valid == 0 && invalid == 0 && unreadable.is_empty();
     match args.format {
-        Format::Text => writeln!(out, "{valid} valid, {invalid} invalid")?,
+        Format::Text => {
+            if not_shown > 0 {
+                writeln!(
+                    out,
+                    "… {not_shown} more problems not shown (--max-problems {})",
+                    args.max_problems
+                )?;
+            }
+            writeln!(out, "{valid} valid, {invalid} invalid")?;
+        }
         Format::Json => {
             let summary = Summary {
                 r#type: "summary",
                 valid,
                 invalid,
                 unreadable: &unreadable,
+                problems_not_shown: not_shown,
             };
             writeln!(out, "{}", serde_json::to_string(&summary)?)?;
         }
     }
     out.flush().context("writing the report")?;
+    if empty && !args.allow_empty {
+        eprintln!(
+            "svc: no records in {}: an empty input fails the check (pass --allow-empty if that is expected)",
+            args.files.join(", ")
+        );
+    }
     Ok(if !unreadable.is_empty() {
         ExitCode::from(2)
-    } else if invalid > 0 {
+    } else if invalid > 0 || (empty && !args.allow_empty) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

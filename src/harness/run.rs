@@ -1181,7 +1181,7 @@ fn existing_keys(path: &Path) -> Result<(HashSet<String>, u64), RunError> {
             continue;
         }
         let record: TrialRecord =
-            serde_json::from_str(line).map_err(|error| RunError::Existing {
+            crate::trial::accept::accept(line).map_err(|error| RunError::Existing {
                 path: path.to_path_buf(),
                 line: index + 1,
                 message: error.to_string(),

@@ -211,19 +211,10 @@ fn parse(raw: RawRecord, validator: &RecordValidator, budget: Option<u64>) -> Pa
             };
         }
     };
-    match serde_json::from_str::<TrialRecord>(&text) {
-        Ok(record) => match record.integrity_error() {
-            None => Parsed::Valid(Box::new(split(record, budget))),
-            Some(expected) => Parsed::Invalid {
-                line: raw.line,
-                schema_version: Some(record.schema_version),
-                message: format!(
-                    "/response_sha256: integrity: is not the SHA-256 of response_text (expected {expected})"
-                ),
-            },
-        },
-        Err(error) => {
-            let problems = validator.check_str(&text);
+    match crate::trial::accept::check(validator, &text) {
+        Ok(record) => Parsed::Valid(Box::new(split(record, budget))),
+        Err(problems) => {
+            // `accept` never returns an empty list.
             let message = match problems.first() {
                 Some(problem) => {
                     let more = match problems.len() {
@@ -241,7 +232,7 @@ fn parse(raw: RawRecord, validator: &RecordValidator, budget: Option<u64>) -> Pa
                         problem.message
                     )
                 }
-                None => error.to_string(),
+                None => "refused".to_string(),
             };
             let schema_version = serde_json::from_str::<serde_json::Value>(&text)
                 .ok()

@@ -33,6 +33,9 @@ pub struct RecordReader<'a> {
     line: usize,
     done: bool,
     pending_first: Option<RawRecord>,
+    /// Line of the last problem found while scanning values: later debris of the same line is
+    /// skipped, so one broken line yields one problem.
+    last_problem_line: Option<usize>,
 }
 
 impl<'a> RecordReader<'a> {
@@ -56,7 +59,11 @@ impl<'a> RecordReader<'a> {
         let mut first_line = Vec::new();
         reader.read_until(b'\n', &mut first_line)?;
         let trimmed = trim_line(&first_line);
-        if serde_json::from_slice::<serde::de::IgnoredAny>(trimmed).is_ok() {
+        // A first line that opens and closes an object is a record of JSON Lines even when it
+        // is broken inside: read as a multi-line document, its stray brace would derail every
+        // following record.
+        let looks_like_a_line = trimmed.first() == Some(&b'{') && trimmed.last() == Some(&b'}');
+        if looks_like_a_line || serde_json::from_slice::<serde::de::IgnoredAny>(trimmed).is_ok() {
             let mut this = Self::with_mode(reader, Mode::Lines);
             this.line = 2;
             this.pending_first = Some(RawRecord {
@@ -76,6 +83,7 @@ impl<'a> RecordReader<'a> {
             line: 1,
             done: false,
             pending_first: None,
+            last_problem_line: None,
         }
     }
 
@@ -136,6 +144,7 @@ impl<'a> RecordReader<'a> {
     fn next_value(&mut self) -> io::Result<Option<RawRecord>> {
         let Some(first) = self.skip_whitespace()? else {
             if self.mode == Mode::Array {
+                self.done = true;
                 return Ok(Some(RawRecord {
                     line: self.line,
                     text: Err("the JSON array is not closed with ']'".to_string()),
@@ -201,10 +210,41 @@ impl<'a> RecordReader<'a> {
                 break 'outer;
             }
         }
+        if buffer.is_empty() {
+            // A closer or a comma where a value should start: consume it with the rest of its
+            // line, so the reader always advances.
+            let byte = first;
+            self.skip_rest_of_line()?;
+            return Ok(Some(RawRecord {
+                line: start_line,
+                text: Err(format!(
+                    "not valid JSON: unexpected `{}` where a record should start",
+                    char::from(byte).escape_default()
+                )),
+            }));
+        }
+        if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&buffer) {
+            // Resynchronise at the next line: what is left of this one is debris of the same
+            // broken record.
+            self.skip_rest_of_line()?;
+            return Ok(Some(RawRecord {
+                line: start_line,
+                text: Err(format!("not valid JSON: {error}")),
+            }));
+        }
         Ok(Some(RawRecord {
             line: start_line,
             text: to_text(buffer),
         }))
+    }
+
+    /// Consumes bytes up to and including the next newline (or the end of input).
+    fn skip_rest_of_line(&mut self) -> io::Result<()> {
+        let mut rest = Vec::new();
+        if self.inner.read_until(b'\n', &mut rest)? > 0 && rest.last() == Some(&b'\n') {
+            self.line += 1;
+        }
+        Ok(())
     }
 }
 
@@ -220,15 +260,21 @@ impl Iterator for RecordReader<'_> {
         }
         let result = match self.mode {
             Mode::Lines => self.next_line(),
-            Mode::Array | Mode::Values => self.next_value(),
+            Mode::Array | Mode::Values => loop {
+                match self.next_value() {
+                    Ok(Some(record)) if record.text.is_err() => {
+                        if self.last_problem_line == Some(record.line) {
+                            continue;
+                        }
+                        self.last_problem_line = Some(record.line);
+                        break Ok(Some(record));
+                    }
+                    other => break other,
+                }
+            },
         };
         match result {
-            Ok(Some(record)) => {
-                if record.text.is_err() && self.mode == Mode::Array {
-                    self.done = true;
-                }
-                Some(Ok(record))
-            }
+            Ok(Some(record)) => Some(Ok(record)),
             Ok(None) => {
                 self.done = true;
                 None
@@ -333,6 +379,47 @@ mod tests {
     fn jsonl_name_forces_lines_even_if_first_line_is_broken() {
         let got = read("{\"a\":\n{\"b\":1}\n", Some("x.jsonl"));
         assert_eq!(got, vec![(1, "{\"a\":".into()), (2, "{\"b\":1}".into())]);
+    }
+
+    /// Issue 10: one stray `}` in a record read from a stream without a `.jsonl` name made the
+    /// reader yield empty values forever.
+    #[test]
+    fn issue_10_a_stray_brace_yields_one_problem_and_the_reader_advances() {
+        let good = r#"{"a":1,"latency_ms":3.25,"b":2}"#;
+        let bad = r#"{"a":1,"latency_ms":} 3.25, "b":2}"#;
+        let input = format!("{bad}\n{good}\n{good}\n");
+        for name in [None, Some("-"), Some("x.json"), Some("x.jsonl")] {
+            let got = read(&input, name);
+            assert_eq!(got.len(), 3, "{name:?}: {got:?}");
+            let first_is_json = serde_json::from_str::<serde_json::Value>(&got[0].1).is_ok();
+            assert!(!first_is_json, "{got:?}");
+            assert_eq!(got[0].0, 1);
+            assert_eq!((got[1].0, got[2].0), (2, 3));
+            assert_eq!(got[1].1, good);
+        }
+    }
+
+    #[test]
+    fn debris_in_a_document_gives_at_most_one_problem_per_line() {
+        let input = "{\n  \"a\": 1 }} ]] ,, 3\n}\n,\n{\"b\": 2}\n";
+        let got = read(input, None);
+        let mut lines: Vec<usize> = got
+            .iter()
+            .filter(|(_, text)| text.starts_with("ERR"))
+            .map(|(line, _)| *line)
+            .collect();
+        let problems = lines.len();
+        lines.dedup();
+        assert_eq!(lines.len(), problems, "one problem per line: {got:?}");
+        assert!(got.iter().any(|(_, text)| text == "{\"b\": 2}"), "{got:?}");
+    }
+
+    #[test]
+    fn an_invalid_array_element_does_not_end_the_array() {
+        let got = read("[\n{\"a\":},\n{\"b\":1}\n]\n", None);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got[0].1.starts_with("ERR"));
+        assert_eq!(got[1], (3, "{\"b\":1}".to_string()));
     }
 
     #[test]

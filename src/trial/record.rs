@@ -171,19 +171,60 @@ mod unchecked {
         pub response_text: Option<String>,
         #[serde(deserialize_with = "required_nullable")]
         pub response_sha256: Option<String>,
+        #[serde(deserialize_with = "integral")]
         pub replicate: u64,
         pub condition: Condition,
         pub scorer: String,
         pub task_score: f64,
         pub evidence_recall: f64,
         pub unsupported_claim_rate: f64,
+        #[serde(deserialize_with = "integral")]
         pub context_tokens: u64,
+        #[serde(deserialize_with = "integral")]
         pub reasoning_tokens: u64,
+        #[serde(deserialize_with = "integral")]
         pub output_tokens: u64,
         pub billed_cost_usd: f64,
         pub latency_ms: f64,
         #[serde(deserialize_with = "required_nullable")]
         pub context_commit_id: Option<String>,
+    }
+
+    /// JSON Schema counts `412.0` as an integer, and many JSON writers produce it: an integral
+    /// number is accepted wherever the record wants a count, so every reader agrees with the
+    /// schema. A fraction, a negative or a count beyond 64 bits is refused.
+    fn integral<'de, D>(deserializer: D) -> Result<u64, D::Error>
+    where
+        D: serde::Deserializer<'de>,
+    {
+        struct Integral;
+        impl serde::de::Visitor<'_> for Integral {
+            type Value = u64;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a non-negative integer")
+            }
+            fn visit_u64<E: serde::de::Error>(self, value: u64) -> Result<u64, E> {
+                Ok(value)
+            }
+            fn visit_i64<E: serde::de::Error>(self, value: i64) -> Result<u64, E> {
+                u64::try_from(value).map_err(|_| E::custom(format!("{value} is negative")))
+            }
+            fn visit_f64<E: serde::de::Error>(self, value: f64) -> Result<u64, E> {
+                // 2^64 is exactly representable; every integral f64 below it fits in a u64.
+                const LIMIT: f64 = 18_446_744_073_709_551_616.0;
+                if value.fract() != 0.0 || !value.is_finite() {
+                    Err(E::custom(format!("{value} is not an integer")))
+                } else if value < 0.0 {
+                    Err(E::custom(format!("{value} is negative")))
+                } else if value >= LIMIT {
+                    Err(E::custom(format!("{value} does not fit in 64 bits")))
+                } else {
+                    // Integral and in range, so the conversion is exact.
+                    Ok(value as u64)
+                }
+            }
+        }
+        deserializer.deserialize_any(Integral)
     }
 
     fn required_nullable<'de, D>(deserializer: D) -> Result<Option<String>, D::Error>

@@ -221,3 +221,112 @@ fn schema_command_prints_the_committed_schema() {
     );
     assert_eq!(schema["required"].as_array().map(Vec::len), Some(27));
 }
+
+/// Runs `svc records validate ARGS -` with `input` on stdin, with a time limit: the bug this
+/// guards against was an endless loop.
+fn validate_stdin(args: &[&str], input: &[u8]) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut child = svc(state.path())
+        .args(["records", "validate"])
+        .args(args)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        if child.try_wait().expect("wait").is_some() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("svc records validate did not finish within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    writer.join().expect("writer");
+    let output = child.wait_with_output().expect("output");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// Issue 10: one record with a stray `}` made `svc records validate -` print problems forever.
+#[test]
+fn issue_10_a_stray_brace_on_stdin_is_one_problem() {
+    let good = fs::read_to_string(root().join("fixtures/records/valid/raw-success.jsonl"))
+        .expect("fixture");
+    let good = good.trim_end();
+    let bad = good.replacen("\"latency_ms\":", "\"latency_ms\":} ", 1);
+    assert_ne!(bad, good, "the fixture has a latency_ms field");
+    let input = format!("{bad}\n{good}\n{good}\n");
+    let (code, stdout, _) = validate_stdin(&[], input.as_bytes());
+    assert_eq!(code, Some(1), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "one problem and the summary: {stdout}");
+    assert!(lines[0].starts_with("-:1: "), "{stdout}");
+    assert_eq!(lines[1], "2 valid, 1 invalid");
+}
+
+#[test]
+fn problems_are_capped_and_counted() {
+    let line = r#"{"schema_version": 1}"#;
+    let input = format!("{line}\n").repeat(50);
+    let (code, stdout, _) = validate_stdin(&["--max-problems", "5"], input.as_bytes());
+    assert_eq!(code, Some(1));
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 7, "{stdout}");
+    assert!(lines[5].contains("more problems not shown"), "{stdout}");
+    assert_eq!(lines[6], "0 valid, 50 invalid");
+}
+
+#[test]
+fn empty_input_fails_unless_allowed() {
+    let (code, stdout, stderr) = validate_stdin(&[], b"\n\n");
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("--allow-empty"), "{stderr}");
+    let (code, _, _) = validate_stdin(&["--allow-empty"], b"");
+    assert_eq!(code, Some(0));
+}
+
+/// Issue 10: `412.0` passed validation and then vanished from `svc report`. Both now accept it.
+#[test]
+fn issue_10_integral_floats_count_in_validate_and_report() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let text = fs::read_to_string(root().join("fixtures/records/valid/raw-success.jsonl"))
+        .expect("fixture");
+    let mut value: serde_json::Value = serde_json::from_str(text.trim()).expect("json");
+    let tokens = value["context_tokens"].as_u64().expect("count");
+    value["context_tokens"] = serde_json::json!(tokens as f64);
+    let rendered = value.to_string();
+    assert!(rendered.contains(".0"), "{rendered}");
+    let file = state.path().join("float.jsonl");
+    fs::write(&file, format!("{rendered}\n")).expect("write");
+    let out = run(svc(state.path()).args(["records", "validate"]).arg(&file));
+    assert_eq!(out.code, 0, "{}", out.stdout);
+    let report = state.path().join("report");
+    let out = run(svc(state.path())
+        .args(["report", "--out"])
+        .arg(&report)
+        .arg(&file));
+    assert!(
+        out.code == 0 || out.code == 1,
+        "{}{}",
+        out.stdout,
+        out.stderr
+    );
+    let summary = fs::read_to_string(report.join("summary.json")).expect("summary");
+    let summary: serde_json::Value = serde_json::from_str(&summary).expect("json");
+    assert_eq!(summary["inputs"]["valid_records"], 1, "{summary}");
+    assert_eq!(summary["inputs"]["invalid_records"], 0, "{summary}");
+}

@@ -1,0 +1,134 @@
+//! The one acceptance rule for trial records, shared by every reader: `svc records validate`,
+//! `svc report`, `svc gate` and a resumed run.
+//!
+//! A record is accepted when it deserialises into [`TrialRecord`] (types, required fields, no
+//! unknown fields, the value and cross-field rules of SPEC §2.1) and passes the integrity rule
+//! (`response_sha256` is the SHA-256 of `response_text`). The published JSON Schema says the
+//! same thing; where a reader needs to say *why* a record is refused, the schema validator
+//! supplies the diagnostics. Two deliberate points where this rule is stricter than the schema
+//! alone, both reported with a problem: a count beyond 64 bits, and a key given twice in one
+//! object. Integral floats (`412.0`) are accepted everywhere, as JSON Schema's `integer` does.
+
+use super::record::TrialRecord;
+use super::validate::{Problem, ProblemKind, RecordValidator};
+
+/// Why a record was refused, in the typed reader's words; [`Rejected::problems`] gives the
+/// schema's field-by-field diagnostics.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejected {
+    #[error("{0}")]
+    Record(#[from] serde_json::Error),
+    #[error("/response_sha256: is not the SHA-256 of response_text (expected {expected})")]
+    Integrity { expected: String },
+}
+
+impl Rejected {
+    /// The problems of the refused record `text`: the schema's diagnostics, or, where the
+    /// schema sees none (the two stricter points), this rejection's own message. Never empty.
+    pub fn problems(&self, validator: &RecordValidator, text: &str) -> Vec<Problem> {
+        let problems = validator.check_str(text);
+        if !problems.is_empty() {
+            return problems;
+        }
+        vec![Problem {
+            kind: ProblemKind::Schema,
+            pointer: String::new(),
+            rule_id: "record".into(),
+            message: self.to_string(),
+            value: None,
+        }]
+    }
+}
+
+/// Parses and checks one record's JSON text.
+pub fn accept(text: &str) -> Result<TrialRecord, Rejected> {
+    let record = serde_json::from_str::<TrialRecord>(text)?;
+    match record.integrity_error() {
+        None => Ok(record),
+        Some(expected) => Err(Rejected::Integrity { expected }),
+    }
+}
+
+/// [`accept`], with the problems of a refused record.
+pub fn check(validator: &RecordValidator, text: &str) -> Result<TrialRecord, Vec<Problem>> {
+    accept(text).map_err(|rejected| rejected.problems(validator, text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/records")
+            .join(name);
+        std::fs::read_to_string(&path).expect("fixture")
+    }
+
+    fn first_line(name: &str) -> String {
+        fixture(name).lines().next().expect("a line").to_string()
+    }
+
+    #[test]
+    fn issue_10_integral_floats_are_accepted_like_the_schema_does() {
+        let validator = RecordValidator::new().expect("validator");
+        let text = first_line("valid/svc-success.jsonl");
+        let mut value: serde_json::Value = serde_json::from_str(&text).expect("json");
+        value["context_tokens"] = serde_json::json!(412.0);
+        value["replicate"] = serde_json::json!(0.0);
+        let text = value.to_string();
+        assert!(validator.check_str(&text).is_empty(), "the schema accepts");
+        let record = check(&validator, &text).expect("accepted");
+        assert_eq!(record.context_tokens, 412);
+
+        value["context_tokens"] = serde_json::json!(412.5);
+        let problems = check(&validator, &value.to_string()).expect_err("a fraction");
+        assert_eq!(problems[0].pointer, "/context_tokens");
+    }
+
+    #[test]
+    fn stricter_points_still_explain_themselves() {
+        let validator = RecordValidator::new().expect("validator");
+        let text = first_line("valid/svc-success.jsonl");
+        let mut value: serde_json::Value = serde_json::from_str(&text).expect("json");
+        value["output_tokens"] = serde_json::json!(1e20);
+        let problems = check(&validator, &value.to_string()).expect_err("too large");
+        assert!(problems[0].message.contains("64 bits"), "{problems:?}");
+
+        let duplicated = text.replacen('{', "{\"model\":\"a\",", 1);
+        let problems = check(&validator, &duplicated).expect_err("duplicate key");
+        assert!(problems[0].message.contains("duplicate"), "{problems:?}");
+    }
+
+    /// Every committed fixture gets the same verdict from the acceptance rule as from the
+    /// schema validator.
+    #[test]
+    fn acceptance_and_schema_agree_on_the_fixtures() {
+        let validator = RecordValidator::new().expect("validator");
+        for kind in ["valid", "invalid"] {
+            let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/records")
+                .join(kind);
+            for entry in std::fs::read_dir(&dir).expect("fixtures") {
+                let path = entry.expect("entry").path();
+                let file = std::fs::File::open(&path).expect("open");
+                let reader = super::super::read::RecordReader::new(
+                    Box::new(std::io::BufReader::new(file)),
+                    path.to_str(),
+                )
+                .expect("reader");
+                for item in reader {
+                    let Ok(text) = item.expect("io").text else {
+                        continue;
+                    };
+                    let schema_ok = validator.check_str(&text).is_empty();
+                    let accepted = check(&validator, &text).is_ok();
+                    assert_eq!(schema_ok, accepted, "{}: {text}", path.display());
+                    if kind == "valid" {
+                        assert!(accepted, "{}", path.display());
+                    }
+                }
+            }
+        }
+    }
+}
