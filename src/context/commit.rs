@@ -179,6 +179,14 @@ pub enum CommitError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(
+        "{path} does not belong to {ctx_id}: {reason}; the commit's files were changed after it was made (recover from a copy of the state, or commit the selection again)"
+    )]
+    Tampered {
+        ctx_id: String,
+        path: PathBuf,
+        reason: String,
+    },
     #[error("recovered bytes of {chunk_id} are not UTF-8")]
     NotText { chunk_id: String },
     #[error(transparent)]
@@ -318,10 +326,11 @@ impl CommitStore {
             });
         }
         let context_sha256 = digest::sha256_hex(rendered_context);
-        let ctx_id = commit_id(&parameters, &receipt_chunks, &context_sha256);
+        let encoding = tokenizer.encoding().to_string();
+        let ctx_id = commit_id(&parameters, &encoding, &receipt_chunks, &context_sha256);
         let receipt = ContextReceipt {
             ctx_id: ctx_id.clone(),
-            encoding: tokenizer.encoding().to_string(),
+            encoding,
             context_sha256,
             parameters,
             chunks: receipt_chunks,
@@ -336,23 +345,81 @@ impl CommitStore {
         Ok(receipt)
     }
 
-    /// The receipt of a commit.
+    /// The receipt of a commit, checked: its id recomputed from its content must be `ctx_id`,
+    /// and its file must be byte for byte what svc wrote (so no edit, not even of white space,
+    /// goes unnoticed).
     pub fn receipt(&self, ctx_id: &str) -> Result<ContextReceipt, CommitError> {
         let path = self.dir_of(ctx_id)?.join("receipt.json");
-        read_json(&path, ctx_id, &self.packs)
+        let receipt: ContextReceipt = read_json(&path, ctx_id, &self.packs)?;
+        let tampered = |reason: String| CommitError::Tampered {
+            ctx_id: ctx_id.to_string(),
+            path: path.clone(),
+            reason,
+        };
+        if receipt.ctx_id != ctx_id {
+            return Err(tampered(format!("it names {}", receipt.ctx_id)));
+        }
+        let recomputed = commit_id(
+            &receipt.parameters,
+            &receipt.encoding,
+            &receipt.chunks,
+            &receipt.context_sha256,
+        );
+        // Commits made before the id covered counts, sources and the encoding keep their v1
+        // id; a v2 receipt cannot pass the v1 check by accident (the two ids differ).
+        let legacy = || {
+            legacy_commit_id(
+                &receipt.parameters,
+                &receipt.chunks,
+                &receipt.context_sha256,
+            )
+        };
+        if recomputed != ctx_id && legacy() != ctx_id {
+            return Err(tampered(format!(
+                "its content hashes to {recomputed}, not to its id"
+            )));
+        }
+        Ok(receipt)
     }
 
-    /// The recovery bundle of a commit.
+    /// The recovery bundle of a commit, checked: it names `ctx_id`, its file is byte for byte
+    /// what svc wrote, and it lists exactly the receipt's chunks.
     pub fn bundle(&self, ctx_id: &str) -> Result<RecoveryBundle, CommitError> {
+        let receipt = self.receipt(ctx_id)?;
+        self.checked_bundle(&receipt)
+    }
+
+    fn checked_bundle(&self, receipt: &ContextReceipt) -> Result<RecoveryBundle, CommitError> {
+        let ctx_id = receipt.ctx_id.as_str();
         let path = self.dir_of(ctx_id)?.join("bundle.json");
-        read_json(&path, ctx_id, &self.packs)
+        let bundle: RecoveryBundle = read_json(&path, ctx_id, &self.packs)?;
+        let tampered = |reason: String| CommitError::Tampered {
+            ctx_id: ctx_id.to_string(),
+            path: path.clone(),
+            reason,
+        };
+        if bundle.ctx_id != ctx_id {
+            return Err(tampered(format!("it names {}", bundle.ctx_id)));
+        }
+        let same_chunks = bundle.entries.len() == receipt.chunks.len()
+            && bundle
+                .entries
+                .iter()
+                .zip(&receipt.chunks)
+                .all(|(entry, chunk)| entry.chunk_id == chunk.chunk_id);
+        if !same_chunks {
+            return Err(tampered(
+                "its chunks are not the receipt's chunks".to_string(),
+            ));
+        }
+        Ok(bundle)
     }
 
     /// The exact bytes of one chunk, verified against the bundle's content hash and the
     /// receipt's fingerprint.
     pub fn recover(&self, ctx_id: &str, chunk_id: &str) -> Result<String, CommitError> {
         let receipt = self.receipt(ctx_id)?;
-        let bundle = self.bundle(ctx_id)?;
+        let bundle = self.checked_bundle(&receipt)?;
         let unknown = || CommitError::UnknownChunk {
             ctx_id: ctx_id.to_string(),
             chunk_id: chunk_id.to_string(),
@@ -377,7 +444,39 @@ impl CommitStore {
     }
 }
 
+/// The commit id: a digest of everything the receipt says (parameters, encoding, the sent
+/// context's hash, and per chunk its id, source, fingerprint, resolution and both token
+/// counts), so a receipt that was edited after the commit no longer matches its id.
 fn commit_id(
+    parameters: &serde_json::Value,
+    encoding: &str,
+    chunks: &[ReceiptChunk],
+    context_sha256: &str,
+) -> String {
+    #[derive(Serialize)]
+    struct Material<'a> {
+        parameters: &'a serde_json::Value,
+        encoding: &'a str,
+        context_sha256: &'a str,
+        chunks: &'a [ReceiptChunk],
+    }
+    let material = Material {
+        parameters,
+        encoding,
+        context_sha256,
+        chunks,
+    };
+    // Serialising plain data into a String cannot fail.
+    let json = serde_json::to_string(&material).unwrap_or_default();
+    format!(
+        "ctx_{}",
+        &digest::sha256_hex(format!("svc.commit.v2\n{json}"))[..24]
+    )
+}
+
+/// The id of commits made before v2: it covered the parameters, the context hash and each
+/// chunk's id, fingerprint and resolution.
+fn legacy_commit_id(
     parameters: &serde_json::Value,
     chunks: &[ReceiptChunk],
     context_sha256: &str,
@@ -403,11 +502,7 @@ fn write_json(
     value: &impl Serialize,
     group: Option<&GroupCommit>,
 ) -> Result<(), CommitError> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| CommitError::Parse {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    bytes.push(b'\n');
+    let bytes = json_bytes(value, path)?;
     match group {
         Some(group) => group.stage(path, &bytes)?,
         None => state::atomic_write(path, &bytes)?,
@@ -415,7 +510,7 @@ fn write_json(
     Ok(())
 }
 
-fn read_json<T: serde::de::DeserializeOwned>(
+fn read_json<T: serde::de::DeserializeOwned + Serialize>(
     path: &Path,
     ctx_id: &str,
     packs: &Packs,
@@ -437,10 +532,29 @@ fn read_json<T: serde::de::DeserializeOwned>(
                 });
             }
         };
-    serde_json::from_slice(&bytes).map_err(|source| CommitError::Parse {
+    let value: T = serde_json::from_slice(&bytes).map_err(|source| CommitError::Parse {
         path: path.to_path_buf(),
         source,
-    })
+    })?;
+    // svc writes one canonical form; any other bytes (even a changed space) were edited.
+    if json_bytes(&value, path)? != bytes {
+        return Err(CommitError::Tampered {
+            ctx_id: ctx_id.to_string(),
+            path: path.to_path_buf(),
+            reason: "it is not byte for byte the file svc wrote".to_string(),
+        });
+    }
+    Ok(value)
+}
+
+/// The canonical bytes of a commit file: pretty JSON and a final newline.
+fn json_bytes(value: &impl Serialize, path: &Path) -> Result<Vec<u8>, CommitError> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| CommitError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
 
 #[cfg(test)]

@@ -132,7 +132,13 @@ impl GroupCommit {
                 files: staged.len(),
                 bytes,
             }),
-            Err(error) => Err(self.restage(staged, error)),
+            Err(error) => {
+                // The writer cut its files back, but a retry goes to a new pack all the same:
+                // if the cut failed too, the old index may end in a torn line, and nothing may
+                // ever be appended after it.
+                *writer = None;
+                Err(self.restage(staged, error))
+            }
         }
     }
 

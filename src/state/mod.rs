@@ -76,7 +76,7 @@ fn write_atomically(path: &Path, bytes: &[u8], shared: bool) -> Result<(), State
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
-    fs::create_dir_all(dir).map_err(wrap)?;
+    create_dir_durable(dir).map_err(wrap)?;
     let mut builder = tempfile::Builder::new();
     #[cfg(unix)]
     if shared {
@@ -90,11 +90,48 @@ fn write_atomically(path: &Path, bytes: &[u8], shared: bool) -> Result<(), State
     temp.write_all(bytes).map_err(wrap)?;
     temp.as_file().sync_all().map_err(wrap)?;
     temp.persist(path).map_err(|e| wrap(e.error))?;
-    // A directory fsync makes the rename itself durable; not every filesystem supports it.
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Creates `dir` and any missing parents so that each new directory survives a crash: after
+/// every `mkdir` the parent that now names it is fsynced. (`create_dir_all` alone leaves a new
+/// `commits/ctx_…` or `blobs/ab` directory in the page cache, and a crash could drop it with the
+/// files inside although their own fsyncs returned.)
+pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut current = Some(dir);
+    while let Some(path) = current {
+        if path.as_os_str().is_empty() || path.is_dir() {
+            break;
+        }
+        missing.push(path);
+        current = path.parent();
+    }
+    for path in missing.into_iter().rev() {
+        match fs::create_dir(path) {
+            Ok(()) => {}
+            // Another writer made it meanwhile; it synced its own parent.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => {}
+            Err(error) => return Err(error),
+        }
+        match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+            _ => sync_dir(Path::new(".")),
+        }
+    }
+    Ok(())
+}
+
+/// Fsyncs a directory so the names created in it are durable. Not every filesystem supports a
+/// directory fsync; where it fails there is nothing better to do, so the error is ignored.
+pub fn sync_dir(dir: &Path) {
     if let Ok(handle) = fs::File::open(dir) {
         let _ = handle.sync_all();
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -112,6 +149,18 @@ mod tests {
             .expect("list")
             .count();
         assert_eq!(leftovers, 1, "no temporary files are left behind");
+    }
+
+    #[test]
+    fn create_dir_durable_makes_every_missing_level() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let deep = dir.path().join("a").join("b").join("c");
+        create_dir_durable(&deep).expect("create");
+        assert!(deep.is_dir());
+        create_dir_durable(&deep).expect("again is fine");
+        let file = dir.path().join("file");
+        fs::write(&file, b"x").expect("write");
+        assert!(create_dir_durable(&file.join("below")).is_err());
     }
 
     #[cfg(unix)]

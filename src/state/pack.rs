@@ -47,6 +47,13 @@ pub(super) struct PackWriter {
     pack_path: PathBuf,
     index: fs::File,
     index_path: PathBuf,
+    /// Lengths after the last batch that was made durable: a failed batch is cut back to them,
+    /// so its torn bytes can never be glued to the next batch's.
+    pack_len: u64,
+    index_len: u64,
+    /// Tests: the next index append writes this many bytes, then fails.
+    #[cfg(test)]
+    fail_index_after: Option<usize>,
 }
 
 impl PackWriter {
@@ -56,7 +63,7 @@ impl PackWriter {
             let path = path.to_path_buf();
             move |source| StateError::Write { path, source }
         };
-        fs::create_dir_all(dir).map_err(wrap(dir))?;
+        super::create_dir_durable(dir).map_err(wrap(dir))?;
         let (pack, pack_path) = tempfile::Builder::new()
             .prefix("pack-")
             .suffix(".pack")
@@ -73,14 +80,16 @@ impl PackWriter {
         std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
         let index = options.open(&index_path).map_err(wrap(&index_path))?;
         // Both names must survive a crash once the first batch is synced into them.
-        if let Ok(handle) = fs::File::open(dir) {
-            let _ = handle.sync_all();
-        }
+        super::sync_dir(dir);
         Ok(Self {
             pack,
             pack_path,
             index,
             index_path,
+            pack_len: 0,
+            index_len: 0,
+            #[cfg(test)]
+            fail_index_after: None,
         })
     }
 
@@ -95,25 +104,63 @@ impl PackWriter {
             let path = path.to_path_buf();
             move |source| StateError::Write { path, source }
         };
-        // Where this batch starts: the end of the file, whatever a failed batch left there.
-        let start = self
-            .pack
-            .seek(SeekFrom::End(0))
-            .map_err(wrap(&self.pack_path))?;
+        // Where this batch starts: the end of the last durable batch.
+        let start = self.pack_len;
         let mut body = Vec::new();
         let mut index = Vec::new();
         for (key, bytes) in entries {
             // Writing into a Vec cannot fail.
-            let _ = writeln!(body, "{ENTRY_TAG} {} {key}", bytes.len());
+            body.extend_from_slice(entry_header(bytes.len() as u64, key).as_bytes());
             let offset = start + body.len() as u64;
             body.extend_from_slice(bytes);
             body.push(b'\n');
             let _ = writeln!(index, "{offset} {} {key}", bytes.len());
         }
-        append_synced(&mut self.pack, &self.pack_path, &body)?;
-        append_synced(&mut self.index, &self.index_path, &index)?;
+        let written = self
+            .pack
+            .seek(SeekFrom::Start(start))
+            .map_err(wrap(&self.pack_path))
+            .and_then(|_| append_synced(&mut self.pack, &self.pack_path, &body))
+            .and_then(|()| self.append_index(&index));
+        if let Err(error) = written {
+            self.roll_back();
+            return Err(error);
+        }
+        self.pack_len = start + body.len() as u64;
+        self.index_len += index.len() as u64;
         Ok(body.len() as u64)
     }
+
+    fn append_index(&mut self, lines: &[u8]) -> Result<(), StateError> {
+        #[cfg(test)]
+        if let Some(cut) = self.fail_index_after.take() {
+            let _ = self.index.write_all(&lines[..cut.min(lines.len())]);
+            return Err(StateError::Write {
+                path: self.index_path.clone(),
+                source: io::Error::other("injected failure"),
+            });
+        }
+        append_synced(&mut self.index, &self.index_path, lines)
+    }
+
+    /// Cuts both files back to the last durable batch after a failed append. Best effort: the
+    /// group drops a writer whose append failed and starts a new pack, so even a failed cut
+    /// leaves only an unindexed tail and at most one torn last index line, which readers skip.
+    fn roll_back(&mut self) {
+        for (file, len) in [
+            (&mut self.pack, self.pack_len),
+            (&mut self.index, self.index_len),
+        ] {
+            if file.set_len(len).is_ok() {
+                let _ = file.sync_data();
+            }
+        }
+    }
+}
+
+/// The header line written before each entry's bytes.
+fn entry_header(len: u64, key: &str) -> String {
+    format!("{ENTRY_TAG} {len} {key}\n")
 }
 
 /// Writes `bytes` to `path` and fsyncs it: the pack and index files are appended in place, so
@@ -133,14 +180,19 @@ fn append_synced(file: &mut fs::File, path: &Path, bytes: &[u8]) -> Result<(), S
 #[derive(Debug, Clone)]
 struct Location {
     pack: usize,
+    /// 1-based line of the index that names the entry, for messages.
+    line: usize,
     offset: u64,
     len: u64,
 }
 
 #[derive(Debug, Default)]
 struct PackIndex {
-    packs: Vec<PathBuf>,
+    /// Each pack and its index file.
+    packs: Vec<(PathBuf, PathBuf)>,
     entries: HashMap<String, Location>,
+    /// Index lines that were skipped, each with its file, line and reason.
+    skipped: Vec<String>,
 }
 
 /// Reads files out of the packs under a state directory. The index is loaded on first use and
@@ -177,17 +229,45 @@ impl Packs {
         let Some(location) = index.entries.get(&key) else {
             return Ok(None);
         };
-        let pack = &index.packs[location.pack];
+        let (pack, index_path) = &index.packs[location.pack];
         let wrap = |source| StateError::Read {
             path: pack.clone(),
             source,
         };
+        // The entry is read with the header line before it and the newline after it, and both
+        // must be exactly what the writer put there: a damaged index line (offset, length or
+        // path) or a damaged header cannot hand out the wrong bytes.
+        let header = entry_header(location.len, &key);
+        let damaged = || StateError::Pack {
+            path: index_path.clone(),
+            line: location.line,
+            message: format!(
+                "the entry for {key} does not match its header in {}",
+                pack.display()
+            ),
+        };
+        let Some(start) = location.offset.checked_sub(header.len() as u64) else {
+            return Err(damaged());
+        };
         let mut file = fs::File::open(pack).map_err(wrap)?;
-        file.seek(SeekFrom::Start(location.offset)).map_err(wrap)?;
+        file.seek(SeekFrom::Start(start)).map_err(wrap)?;
         // Lengths were checked against the pack's size when the index was loaded.
-        let mut bytes = vec![0; location.len as usize];
-        file.read_exact(&mut bytes).map_err(wrap)?;
-        Ok(Some(bytes))
+        let mut framed = vec![0; header.len() + location.len as usize + 1];
+        file.read_exact(&mut framed).map_err(|_| damaged())?;
+        if !framed.starts_with(header.as_bytes()) || framed.last() != Some(&b'\n') {
+            return Err(damaged());
+        }
+        framed.pop();
+        Ok(Some(framed.split_off(header.len())))
+    }
+
+    /// Index lines skipped by the last load, each naming its file, line and why (damaged or
+    /// torn lines do not make the rest of the packed state unreadable).
+    pub fn skipped(&self) -> Vec<String> {
+        self.lock()
+            .as_ref()
+            .map(|index| index.skipped.clone())
+            .unwrap_or_default()
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Arc<PackIndex>>> {
@@ -220,46 +300,66 @@ fn load(dir: &Path) -> Result<PackIndex, StateError> {
     let mut index = PackIndex::default();
     for index_path in indexes {
         let pack_path = index_path.with_extension("pack");
-        let pack_len = fs::metadata(&pack_path)
-            .map_err(read_error(&pack_path))?
-            .len();
-        let text = fs::read_to_string(&index_path).map_err(read_error(&index_path))?;
-        let pack = index.packs.len();
-        index.packs.push(pack_path.clone());
-        // The text after the last newline is a line torn by a crash: its entry was never
-        // acknowledged, so it is skipped.
-        let complete = text.rfind('\n').map_or("", |end| &text[..end]);
-        for (number, line) in complete.lines().enumerate() {
-            let bad = |message: String| StateError::Pack {
-                path: index_path.clone(),
-                line: number + 1,
-                message,
-            };
-            let mut fields = line.splitn(3, ' ');
-            let (Some(offset), Some(len), Some(key)) =
-                (fields.next(), fields.next(), fields.next())
-            else {
-                return Err(bad(format!(
-                    "expected `<offset> <len> <path>`, found {line:?}"
-                )));
-            };
-            let (Ok(offset), Ok(len)) = (offset.parse::<u64>(), len.parse::<u64>()) else {
-                return Err(bad(format!(
-                    "offset and length must be numbers, found {line:?}"
-                )));
-            };
-            if offset.checked_add(len).is_none_or(|end| end > pack_len) {
-                return Err(bad(format!(
-                    "{key} ends past the end of {} ({pack_len} bytes): the pack was truncated",
+        let pack_len = match fs::metadata(&pack_path) {
+            Ok(metadata) => metadata.len(),
+            Err(error) => {
+                index.skipped.push(format!(
+                    "{}: skipped: its pack {} cannot be read ({error})",
+                    index_path.display(),
                     pack_path.display()
-                )));
+                ));
+                continue;
             }
-            index
-                .entries
-                .insert(key.to_string(), Location { pack, offset, len });
+        };
+        let bytes = fs::read(&index_path).map_err(read_error(&index_path))?;
+        let pack = index.packs.len();
+        index.packs.push((pack_path.clone(), index_path.clone()));
+        // The bytes after the last newline are a line torn by a crash: its entry was never
+        // acknowledged, so it is skipped silently.
+        let complete = bytes
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(&bytes[..0], |end| &bytes[..end]);
+        for (number, line) in complete.split(|&b| b == b'\n').enumerate() {
+            let skip = |reason: String| {
+                format!("{}:{}: skipped: {reason}", index_path.display(), number + 1)
+            };
+            match parse_index_line(line, pack_len) {
+                Ok((key, offset, len)) => {
+                    index.entries.insert(
+                        key,
+                        Location {
+                            pack,
+                            line: number + 1,
+                            offset,
+                            len,
+                        },
+                    );
+                }
+                Err(reason) => index.skipped.push(skip(reason)),
+            }
         }
     }
     Ok(index)
+}
+
+/// `<offset> <len> <path>` of one index line, checked against the pack's length.
+fn parse_index_line(line: &[u8], pack_len: u64) -> Result<(String, u64, u64), String> {
+    let shown = String::from_utf8_lossy(line);
+    let line = std::str::from_utf8(line).map_err(|_| format!("not UTF-8: {shown:?}"))?;
+    let mut fields = line.splitn(3, ' ');
+    let (Some(offset), Some(len), Some(key)) = (fields.next(), fields.next(), fields.next()) else {
+        return Err(format!("expected `<offset> <len> <path>`, found {line:?}"));
+    };
+    let (Ok(offset), Ok(len)) = (offset.parse::<u64>(), len.parse::<u64>()) else {
+        return Err(format!("offset and length must be numbers, found {line:?}"));
+    };
+    if offset.checked_add(len).is_none_or(|end| end >= pack_len) {
+        return Err(format!(
+            "{key} ends past the end of its pack ({pack_len} bytes): the pack was truncated"
+        ));
+    }
+    Ok((key.to_string(), offset, len))
 }
 
 /// The first file in `home`'s pack directory whose extension is `extension` (tests look inside
@@ -291,13 +391,14 @@ mod tests {
     }
 
     #[test]
-    fn a_torn_index_line_is_ignored_and_a_bad_one_is_named() {
+    fn a_torn_index_line_is_ignored_and_a_bad_one_is_skipped_and_named() {
         let dir = tempfile::tempdir().expect("tempdir");
         let group = GroupCommit::new(dir.path());
         let kept = dir.path().join("a");
         group.stage(&kept, b"kept bytes").expect("stage");
         group.sync().expect("sync");
         let index_path = first_file(dir.path(), "idx");
+        let good = fs::read_to_string(&index_path).expect("index");
         let mut file = fs::OpenOptions::new()
             .append(true)
             .open(&index_path)
@@ -310,21 +411,91 @@ mod tests {
             Some(b"kept bytes".to_vec())
         );
         assert_eq!(packs.read(&dir.path().join("torn")).expect("read"), None);
+        assert!(packs.skipped().is_empty(), "a torn last line is silent");
 
-        fs::write(&index_path, "0 999999 far\n").expect("rewrite index");
+        // Bad lines before a good one: skipped and reported, the good entry stays readable.
+        fs::write(&index_path, format!("0 999999 far\nzero 3 x\n{good}")).expect("rewrite");
+        let packs = Packs::new(dir.path());
+        assert_eq!(
+            packs.read(&kept).expect("read"),
+            Some(b"kept bytes".to_vec())
+        );
+        let skipped = packs.skipped();
+        assert_eq!(skipped.len(), 2, "{skipped:?}");
+        assert!(
+            skipped[0].contains(":1: skipped") && skipped[0].contains("truncated"),
+            "{skipped:?}"
+        );
+        assert!(skipped[1].contains(":2: skipped") && skipped[1].contains("numbers"));
+    }
+
+    #[test]
+    fn an_index_line_that_does_not_match_its_header_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let group = GroupCommit::new(dir.path());
+        group.stage(&dir.path().join("a"), b"alpha").expect("stage");
+        group.stage(&dir.path().join("b"), b"bravo").expect("stage");
+        group.sync().expect("sync");
+        let index_path = first_file(dir.path(), "idx");
+        let text = fs::read_to_string(&index_path).expect("index");
+        // Point `b` at `a`'s bytes: same length, so only the header check can tell.
+        let a_offset = text
+            .lines()
+            .next()
+            .expect("a")
+            .split(' ')
+            .next()
+            .expect("offset");
+        let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+        lines[1] = format!("{a_offset} 5 b");
+        fs::write(&index_path, lines.join("\n") + "\n").expect("rewrite");
         let error = Packs::new(dir.path())
-            .read(&kept)
-            .expect_err("past the end");
+            .read(&dir.path().join("b"))
+            .expect_err("damaged");
         let message = error.to_string();
         assert!(
-            message.contains(":1:") && message.contains("truncated"),
+            message.contains(":2:") && message.contains("header"),
             "{message}"
         );
-        fs::write(&index_path, "zero 3 x\n").expect("rewrite index");
-        let error = Packs::new(dir.path())
-            .read(&kept)
-            .expect_err("not a number");
-        assert!(error.to_string().contains("numbers"), "{error}");
+    }
+
+    /// Issue 10: after a failed sync the batch was retried on the same writer, whose index
+    /// could end in a torn line; the next batch's line was glued onto it.
+    #[test]
+    fn issue_10_a_failed_append_is_cut_back_and_the_retry_goes_to_a_new_pack() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pack_dir = dir.path().join(PACK_DIR);
+        let mut writer = PackWriter::create(&pack_dir).expect("create");
+        writer
+            .append([("first", b"one".as_slice())].into_iter())
+            .expect("append");
+        let (pack_len, index_len) = (writer.pack_len, writer.index_len);
+        writer.fail_index_after = Some(3);
+        writer
+            .append([("second", b"two".as_slice())].into_iter())
+            .expect_err("injected");
+        assert_eq!(
+            fs::metadata(&writer.pack_path).expect("pack").len(),
+            pack_len
+        );
+        assert_eq!(
+            fs::metadata(&writer.index_path).expect("idx").len(),
+            index_len
+        );
+        writer
+            .append([("third", b"three".as_slice())].into_iter())
+            .expect("append after the failure");
+        let packs = Packs::new(dir.path());
+        assert_eq!(
+            packs.read(&dir.path().join("first")).expect("read"),
+            Some(b"one".to_vec())
+        );
+        assert_eq!(packs.read(&dir.path().join("second")).expect("read"), None);
+        assert_eq!(
+            packs.read(&dir.path().join("third")).expect("read"),
+            Some(b"three".to_vec())
+        );
+        assert!(packs.skipped().is_empty(), "{:?}", packs.skipped());
     }
 
     #[test]

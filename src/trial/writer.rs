@@ -46,14 +46,21 @@ impl TrialWriter {
             path: path.to_path_buf(),
             source,
         };
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(io_error)?;
-        }
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        crate::state::create_dir_durable(parent).map_err(io_error)?;
+        let created = !path.exists();
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(io_error)?;
+        if created {
+            // The records are fsynced as they are written; the new file's name must be too.
+            crate::state::sync_dir(parent);
+        }
         Ok(Self {
             path: path.to_path_buf(),
             out: BufWriter::new(file),

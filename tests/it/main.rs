@@ -7,4 +7,5 @@ mod harness;
 mod records;
 mod report;
 mod run;
+mod state;
 mod witness;
