@@ -251,9 +251,13 @@ fn write_entry(out: &mut impl Write, entry: &ManifestEntry) -> std::io::Result<(
 
 fn recover(args: RecoverArgs) -> anyhow::Result<ExitCode> {
     let store = CommitStore::new(&state::home()?);
-    let text = store
-        .recover(&args.ctx_id, &args.chunk)
-        .with_context(|| format!("recovering {} from {}", args.chunk, args.ctx_id))?;
+    let recovered = store.recover(&args.ctx_id, &args.chunk);
+    // Damaged pack index lines do not stop recovery of the rest, but the user must hear of them.
+    for skipped in store.pack_warnings() {
+        eprintln!("svc: warning: {skipped}");
+    }
+    let text =
+        recovered.with_context(|| format!("recovering {} from {}", args.chunk, args.ctx_id))?;
     let mut out = std::io::stdout().lock();
     let written = out.write_all(text.as_bytes()).and_then(|()| out.flush());
     match written {

@@ -262,6 +262,11 @@ impl CommitStore {
         &self.home
     }
 
+    /// Pack index lines skipped when the packs were read (see [`Packs::skipped`]).
+    pub fn pack_warnings(&self) -> Vec<String> {
+        self.packs.skipped()
+    }
+
     pub fn blobs(&self) -> &BlobStore {
         &self.blobs
     }

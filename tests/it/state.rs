@@ -162,3 +162,119 @@ fn issue_10_an_edited_token_count_is_refused_by_recover() {
         out.stderr
     );
 }
+
+/// The records of a run keyed by trial, with the wall-clock field (the only one that differs
+/// between two runs of the fixture model) removed.
+fn records_of(run_dir: &Path) -> std::collections::BTreeMap<String, serde_json::Value> {
+    let text = fs::read_to_string(run_dir.join("trials.jsonl")).unwrap_or_default();
+    let mut out = std::collections::BTreeMap::new();
+    for line in text.lines() {
+        let mut record: serde_json::Value = serde_json::from_str(line).expect("a whole record");
+        let key = format!(
+            "{} {} {}",
+            record["task_id"], record["condition"], record["replicate"]
+        );
+        record
+            .as_object_mut()
+            .expect("an object")
+            .remove("latency_ms");
+        assert!(out.insert(key.clone(), record).is_none(), "{key} twice");
+    }
+    out
+}
+
+fn trial_run(home: &Path, out: &Path) -> std::process::Command {
+    let mut command = svc(home);
+    command
+        .args([
+            "run",
+            "--workload",
+            "qa-builtin",
+            "--budget",
+            "256,512",
+            "--out",
+        ])
+        .arg(out)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    command
+}
+
+/// Every chunk of every commit the records name, recovered from `home`.
+fn recovered_chunks(
+    home: &Path,
+    records: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> std::collections::BTreeMap<(String, String), String> {
+    let store = CommitStore::new(home);
+    let mut out = std::collections::BTreeMap::new();
+    let ids: std::collections::BTreeSet<&str> = records
+        .values()
+        .filter_map(|r| r["context_commit_id"].as_str())
+        .collect();
+    for ctx_id in ids {
+        let receipt = store
+            .receipt(ctx_id)
+            .unwrap_or_else(|e| panic!("{ctx_id}: {e}"));
+        for chunk in &receipt.chunks {
+            let text = store
+                .recover(ctx_id, &chunk.chunk_id)
+                .unwrap_or_else(|e| panic!("{ctx_id} {}: {e}", chunk.chunk_id));
+            out.insert((ctx_id.to_string(), chunk.chunk_id.clone()), text);
+        }
+    }
+    out
+}
+
+/// Kill -9 at 20 points spread over a run (and, every other time, once more during the
+/// resume): the resumed run holds exactly the records of an uninterrupted one, once each, and
+/// every commit they name recovers to the same bytes.
+#[test]
+fn a_run_killed_at_any_point_resumes_to_the_uninterrupted_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let reference_home = dir.path().join("reference-state");
+    let reference_dir = dir.path().join("reference");
+    let started = std::time::Instant::now();
+    let status = trial_run(&reference_home, &reference_dir)
+        .status()
+        .expect("run");
+    let duration = started.elapsed();
+    assert!(status.success());
+    let reference = records_of(&reference_dir);
+    assert!(reference.len() > 150, "{}", reference.len());
+    let reference_chunks = recovered_chunks(&reference_home, &reference);
+
+    let mut rng = svc::rng::SplitMix64::new(10);
+    let (mut interrupted, mut points) = (0, Vec::new());
+    for point in 0..20 {
+        let home = dir.path().join(format!("state-{point}"));
+        let out = dir.path().join(format!("run-{point}"));
+        let kills = if point % 2 == 1 { 2 } else { 1 };
+        for _ in 0..kills {
+            // Spread over the whole run, start-up included.
+            let fraction = (point as f64 + rng.unit()) / 20.0;
+            let delay = duration.mul_f64(fraction);
+            let mut child = trial_run(&home, &out).spawn().expect("spawn");
+            std::thread::sleep(delay);
+            let _ = child.kill(); // SIGKILL
+            let _ = child.wait();
+            let written = records_of(&out).len();
+            if written > 0 && written < reference.len() {
+                interrupted += 1;
+            }
+            points.push(format!("{delay:?}:{written}"));
+        }
+        let status = trial_run(&home, &out).status().expect("resume");
+        assert!(status.success(), "resume after kill at point {point}");
+        let resumed = records_of(&out);
+        assert_eq!(resumed.len(), reference.len(), "point {point}: {points:?}");
+        assert!(resumed == reference, "point {point}: the records differ");
+        assert!(
+            recovered_chunks(&home, &resumed) == reference_chunks,
+            "point {point}: a commit recovers other bytes"
+        );
+    }
+    assert!(
+        interrupted >= 5,
+        "only {interrupted} kills landed while records were being written: {points:?}"
+    );
+}
