@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Reuse built dependencies across clones on the same machine (CI runs in a fresh clone).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 
-.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-real
+.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real fuzz
 
 build:
 	$(CARGO) build --locked
@@ -59,3 +59,20 @@ perf:
 bench-real:
 	runners/gemma3-setup.sh start
 	$(CARGO) run --release --locked --quiet -- run --workload qa-builtin --runner gemma3-270m --conditions raw,native_compaction,svc,combined --budget 512
+
+# Long fuzzing: every parser a user feeds (records, workload and runner TOML, conversations,
+# compress inputs of each kind, witness and distill inputs, pricing and threshold files) for
+# SVC_FUZZ_SECONDS each (default 600), and 200 mutated files per command end to end. Failing
+# inputs are saved under $(CARGO_TARGET_DIR)/fuzz-failures/. `make test` runs the same targets
+# for a second each.
+SVC_FUZZ_SECONDS ?= 600
+SVC_FUZZ_CLI_CASES ?= 200
+fuzz:
+	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
+		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) \
+		$(CARGO) nextest run --locked --profile fuzz --test it --success-output final \
+			--no-fail-fast -E 'test(/^fuzz::/)'; \
+	else \
+		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) \
+		$(CARGO) test --locked --test it fuzz:: -- --nocapture; \
+	fi

@@ -11,7 +11,7 @@ use serde::Serialize;
 use svc::context::commit::CommitStore;
 use svc::context::compress::batch::{self, BatchJob, BatchRecord, JobStatus};
 use svc::context::compress::{
-    self, CompressError, CompressOptions, ContentKind, Message, compress_bytes, compress_messages,
+    self, CompressError, CompressOptions, ContentKind, compress_bytes, compress_messages,
 };
 use svc::context::distill::{self, Level};
 use svc::state;
@@ -161,19 +161,7 @@ fn run_compress_messages(
     tokenizer: &Tokenizer,
 ) -> anyhow::Result<ExitCode> {
     let text = compress::decode(bytes, &args.input)?;
-    let value: serde_json::Value = serde_json::from_str(text).with_context(|| {
-        format!(
-            "{} is not JSON; --messages expects a JSON array of messages",
-            args.input
-        )
-    })?;
-    let list = value.get("messages").cloned().unwrap_or(value);
-    let messages: Vec<Message> = serde_json::from_value(list).with_context(|| {
-        format!(
-            "{}: messages must be an array of {{\"role\": \"…\", \"content\": …}} objects",
-            args.input
-        )
-    })?;
+    let messages = compress::parse_conversation(text, &args.input)?;
     let result = match compress_messages(&messages, args.budget, store, tokenizer) {
         Ok(result) => result,
         Err(error) if budget_failure(&error) => {

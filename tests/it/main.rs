@@ -3,6 +3,7 @@
 mod benchmark;
 mod compress;
 mod context;
+mod fuzz;
 mod harness;
 mod records;
 mod report;

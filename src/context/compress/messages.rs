@@ -37,6 +37,40 @@ impl Message {
     }
 }
 
+/// Reads a conversation: a JSON array of `{role, content, …}` messages, or an object with a
+/// `messages` array (the shape of a chat request). Errors name the source and, for JSON
+/// syntax, the line and column; for a bad message, its index.
+pub fn parse_conversation(text: &str, source_name: &str) -> Result<Vec<Message>, CompressError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|error| CompressError::NotAConversation {
+            source_name: source_name.to_string(),
+            problem: format!("not JSON: {error}"),
+        })?;
+    let list = match value {
+        Value::Object(mut object) if object.contains_key("messages") => {
+            object.remove("messages").unwrap_or(Value::Null)
+        }
+        other => other,
+    };
+    let Value::Array(items) = list else {
+        return Err(CompressError::NotAConversation {
+            source_name: source_name.to_string(),
+            problem: "expected a JSON array of messages or an object with a `messages` array"
+                .to_string(),
+        });
+    };
+    items
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            serde_json::from_value(item).map_err(|error| CompressError::InvalidMessage {
+                index,
+                problem: format!("{error} (a message is {{\"role\": \"…\", \"content\": …}})"),
+            })
+        })
+        .collect()
+}
+
 /// The result of [`compress_messages`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::commit::{ChunkInput, CommitError, CommitStore, Resolution};
 use crate::tokens::Tokenizer;
 
-pub use messages::{CompressedMessages, Message, compress_messages};
+pub use messages::{CompressedMessages, Message, compress_messages, parse_conversation};
 
 /// The kind of content, which decides how it is reduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
@@ -156,6 +156,11 @@ pub enum CompressError {
     MessagesOverBudget {
         budget: usize,
         minimum_tokens: usize,
+    },
+    #[error("{source_name} is not a conversation: {problem}")]
+    NotAConversation {
+        source_name: String,
+        problem: String,
     },
     #[error("message {index}: {problem}")]
     InvalidMessage { index: usize, problem: String },

@@ -45,8 +45,15 @@ pub(crate) fn split_long(source: &str, units: Vec<Unit>, max: usize) -> Vec<Unit
             while !source.is_char_boundary(cut) {
                 cut -= 1;
             }
-            if let Some(space) = source[start + max / 2..cut].rfind([' ', '\t', '\n']) {
-                cut = start + max / 2 + space + 1;
+            // The middle of the piece may fall inside a character too (found by fuzzing).
+            let mut half = start + max / 2;
+            while !source.is_char_boundary(half) {
+                half += 1;
+            }
+            if half < cut
+                && let Some(space) = source[half..cut].rfind([' ', '\t', '\n'])
+            {
+                cut = half + space + 1;
             }
             out.push(Unit {
                 start,
@@ -300,5 +307,29 @@ pub(crate) fn line_locator(units: &[Unit], run: Range<usize>) -> String {
         format!("line {a}")
     } else {
         format!("lines {a}-{b}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by fuzzing: the middle of a long unit fell inside a multi-byte character.
+    #[test]
+    fn a_long_unit_is_cut_at_char_boundaries_everywhere() {
+        for prefix in 0..4 {
+            let source = format!("{}{}", "a".repeat(prefix), "…".repeat(400));
+            let unit = Unit {
+                start: 0,
+                end: source.len(),
+                first_line: 1,
+                last_line: 1,
+                piece: false,
+            };
+            let pieces = split_long(&source, vec![unit], MAX_UNIT_BYTES);
+            assert!(pieces.len() > 1);
+            let joined: String = pieces.iter().map(|u| &source[u.start..u.end]).collect();
+            assert_eq!(joined, source);
+        }
     }
 }
