@@ -264,6 +264,10 @@ impl Iterator for RecordReader<'_> {
                 match self.next_value() {
                     Ok(Some(record)) if record.text.is_err() => {
                         if self.last_problem_line == Some(record.line) {
+                            // An unclosed array ends the input; it has been reported already.
+                            if self.done {
+                                break Ok(None);
+                            }
                             continue;
                         }
                         self.last_problem_line = Some(record.line);
@@ -412,6 +416,16 @@ mod tests {
         lines.dedup();
         assert_eq!(lines.len(), problems, "one problem per line: {got:?}");
         assert!(got.iter().any(|(_, text)| text == "{\"b\": 2}"), "{got:?}");
+    }
+
+    /// Found by fuzzing: an unclosed array whose last problem was on its last line made the
+    /// reader report the same end again and again without returning.
+    #[test]
+    fn an_unclosed_array_after_a_problem_on_the_same_line_ends() {
+        let got = read("[{\"a\":}", None);
+        assert_eq!(got.len(), 1, "{got:?}");
+        let got = read("[\n{\"a\":1}, }", None);
+        assert!(got.len() <= 3, "{got:?}");
     }
 
     #[test]

@@ -90,6 +90,9 @@ fn seed_value() -> u64 {
         .unwrap_or(0x5eed)
 }
 
+/// The input under test and when it started, for the watchdog.
+type Running = Option<(Instant, Vec<u8>)>;
+
 struct Mutator {
     rng: SplitMix64,
 }
@@ -158,6 +161,33 @@ fn fuzz(name: &str, seeds: Vec<Vec<u8>>, mut target: impl FnMut(&[u8]) -> Result
     let mut mutator = Mutator {
         rng: SplitMix64::new(seed_value() ^ name.len() as u64),
     };
+    // A parser that never returns cannot be timed after the fact: a watchdog saves the input
+    // and aborts the test process when one input runs far past the limit.
+    let current: std::sync::Arc<std::sync::Mutex<Running>> = std::sync::Arc::default();
+    let watched = current.clone();
+    let watchdog_name = name.to_string();
+    let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watchdog_finished = finished.clone();
+    let watchdog = std::thread::spawn(move || {
+        while !watchdog_finished.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_millis(100));
+            let guard = watched.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some((since, input)) = guard.as_ref()
+                && since.elapsed() > HANG * 6
+            {
+                let dir = failure_dir();
+                let _ = fs::create_dir_all(&dir);
+                let path = dir.join(format!("{watchdog_name}-hang.bin"));
+                let _ = fs::write(&path, input);
+                eprintln!(
+                    "fuzz {watchdog_name}: an input has run for {:?} (a hang); saved to {}",
+                    since.elapsed(),
+                    path.display()
+                );
+                std::process::abort();
+            }
+        }
+    });
     let started = Instant::now();
     let (budget, mut runs) = (budget(), 0u64);
     // The seeds themselves first, then mutants.
@@ -165,7 +195,9 @@ fn fuzz(name: &str, seeds: Vec<Vec<u8>>, mut target: impl FnMut(&[u8]) -> Result
     while started.elapsed() < budget || !pending.is_empty() {
         let input = pending.pop().unwrap_or_else(|| mutator.mutate(&seeds));
         let one = Instant::now();
+        *current.lock().unwrap_or_else(|e| e.into_inner()) = Some((one, input.clone()));
         let outcome = catch_unwind(AssertUnwindSafe(|| target(&input)));
+        *current.lock().unwrap_or_else(|e| e.into_inner()) = None;
         let took = one.elapsed();
         let problem = match outcome {
             Err(_) => Some("panicked".to_string()),
@@ -185,6 +217,8 @@ fn fuzz(name: &str, seeds: Vec<Vec<u8>>, mut target: impl FnMut(&[u8]) -> Result
         }
         runs += 1;
     }
+    finished.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watchdog.join();
     // The figures `make fuzz` reports (visible with --nocapture / nextest's output on success).
     println!(
         "fuzz {name}: {runs} inputs in {:.1} s ({:.0}/s), no failure",
