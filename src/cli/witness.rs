@@ -334,9 +334,22 @@ fn run_eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
 
 fn render_eval(report: &eval::EvalReport) -> String {
     let c = report.confusion;
-    format!(
+    let m = report.length_matched;
+    let matched = format!(
+        "length-matched pairs (|Δ words| ≤ {}): {} items\n\
+         \x20 AUROC {:.4}, hallucinated flagged {:.4}, right flagged {:.4}\n\
+         \x20 baselines: content-word coverage AUROC {:.4}, answer length AUROC {:.4}\n",
+        eval::LENGTH_MATCH_WORDS,
+        m.items,
+        m.auroc,
+        m.flag_rate_hallucinated,
+        m.false_positive_rate,
+        m.baseline_auroc,
+        m.length_baseline_auroc,
+    );
+    let all = format!(
         "items: {} ({} answers), profile {}, mode {}\n\
-         AUROC:                     {:.4}   (baseline, content-word coverage: {:.4})\n\
+         AUROC:                     {:.4}   (baselines: content-word coverage {:.4}, answer length {:.4})\n\
          accuracy:                  {:.4}\n\
          hallucinated flagged:      {:.4}   ({}/{})\n\
          right flagged (FP rate):   {:.4}   ({}/{})\n\
@@ -350,6 +363,7 @@ fn render_eval(report: &eval::EvalReport) -> String {
         report.mode,
         report.auroc,
         report.baseline_auroc,
+        report.length_baseline_auroc,
         report.accuracy,
         report.flag_rate_hallucinated,
         c.true_positive,
@@ -361,5 +375,6 @@ fn render_eval(report: &eval::EvalReport) -> String {
         c.false_negative,
         c.false_positive,
         c.true_negative,
-    )
+    );
+    format!("{all}{matched}")
 }

@@ -106,6 +106,63 @@ pub struct EvalReport {
     pub confusion: Confusion,
     /// AUROC of the content-word-coverage baseline on the same items.
     pub baseline_auroc: f64,
+    /// AUROC of answer length alone (longer = hallucinated): HaluEval's hallucinated answers
+    /// are often longer than the right ones, so a detector must beat this to mean anything.
+    pub length_baseline_auroc: f64,
+    /// The same figures on the items whose two answers differ by at most one word, where
+    /// length says nothing.
+    pub length_matched: SubsetFigures,
+}
+
+/// The detector's figures on a subset of the items.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct SubsetFigures {
+    pub items: usize,
+    pub auroc: f64,
+    pub flag_rate_hallucinated: f64,
+    pub false_positive_rate: f64,
+    pub baseline_auroc: f64,
+    pub length_baseline_auroc: f64,
+}
+
+/// Answers whose word counts differ by at most this many are length-matched.
+pub const LENGTH_MATCH_WORDS: usize = 1;
+
+/// What one item contributed: per answer (right, hallucinated) whether it was flagged, its
+/// support score, its baseline score and its length in words.
+#[derive(Debug, Clone, Copy)]
+struct Scored {
+    flagged: [bool; 2],
+    score: [f64; 2],
+    baseline: [f64; 2],
+    words: [usize; 2],
+}
+
+fn subset_figures(scored: &[&Scored]) -> SubsetFigures {
+    let n = scored.len();
+    if n == 0 {
+        return SubsetFigures::default();
+    }
+    let column = |f: &dyn Fn(&Scored, usize) -> f64, side: usize| -> Vec<f64> {
+        scored.iter().map(|s| f(s, side)).collect()
+    };
+    let score = |s: &Scored, side: usize| s.score[side];
+    let baseline = |s: &Scored, side: usize| s.baseline[side];
+    // Support falls as length grows.
+    let length = |s: &Scored, side: usize| -(s.words[side] as f64);
+    let count = |side: usize| scored.iter().filter(|s| s.flagged[side]).count() as f64;
+    SubsetFigures {
+        items: n,
+        auroc: auroc(&column(&score, 0), &column(&score, 1)),
+        flag_rate_hallucinated: count(1) / n as f64,
+        false_positive_rate: count(0) / n as f64,
+        baseline_auroc: auroc(&column(&baseline, 0), &column(&baseline, 1)),
+        length_baseline_auroc: auroc(&column(&length, 0), &column(&length, 1)),
+    }
+}
+
+fn word_count(text: &str) -> usize {
+    text.split_whitespace().count()
 }
 
 /// Whether the witness would flag an answer under `mode` and `profile`: fail-closed profiles
@@ -134,10 +191,7 @@ pub fn evaluate_with(
     mut observe: impl FnMut(usize, bool, &Verification, bool),
 ) -> EvalReport {
     let mut confusion = Confusion::default();
-    let mut right_scores = Vec::with_capacity(items.len());
-    let mut hallucinated_scores = Vec::with_capacity(items.len());
-    let mut right_baseline = Vec::with_capacity(items.len());
-    let mut hallucinated_baseline = Vec::with_capacity(items.len());
+    let mut scored = Vec::with_capacity(items.len());
     for (index, item) in items.iter().enumerate() {
         let evidence = Evidence::new(&item.knowledge);
         let right =
@@ -160,25 +214,37 @@ pub fn evaluate_with(
         } else {
             confusion.false_negative += 1;
         }
-        right_scores.push(right.score());
-        hallucinated_scores.push(wrong.score());
-        right_baseline.push(coverage_baseline(&item.right_answer, &item.knowledge));
-        hallucinated_baseline.push(coverage_baseline(
-            &item.hallucinated_answer,
-            &item.knowledge,
-        ));
+        scored.push(Scored {
+            flagged: [flagged(&right, profile), flagged(&wrong, profile)],
+            score: [right.score(), wrong.score()],
+            baseline: [
+                coverage_baseline(&item.right_answer, &item.knowledge),
+                coverage_baseline(&item.hallucinated_answer, &item.knowledge),
+            ],
+            words: [
+                word_count(&item.right_answer),
+                word_count(&item.hallucinated_answer),
+            ],
+        });
     }
     let n = items.len();
+    let all = subset_figures(&scored.iter().collect::<Vec<_>>());
+    let matched: Vec<&Scored> = scored
+        .iter()
+        .filter(|s| s.words[0].abs_diff(s.words[1]) <= LENGTH_MATCH_WORDS)
+        .collect();
     EvalReport {
         items: n,
         profile,
         mode,
         accuracy: (confusion.true_positive + confusion.true_negative) as f64 / (2 * n) as f64,
-        auroc: auroc(&right_scores, &hallucinated_scores),
+        auroc: all.auroc,
         flag_rate_hallucinated: confusion.true_positive as f64 / n as f64,
         false_positive_rate: confusion.false_positive as f64 / n as f64,
         confusion,
-        baseline_auroc: auroc(&right_baseline, &hallucinated_baseline),
+        baseline_auroc: all.baseline_auroc,
+        length_baseline_auroc: all.length_baseline_auroc,
+        length_matched: subset_figures(&matched),
     }
 }
 
@@ -267,5 +333,28 @@ mod tests {
         assert_eq!(report.confusion.true_positive, 1);
         assert_eq!(report.confusion.true_negative, 1);
         assert_eq!(report.auroc, 1.0);
+        // The longer answer is the hallucinated one: length alone separates this item, and
+        // the pair is not length-matched.
+        assert_eq!(report.length_baseline_auroc, 1.0);
+        assert_eq!(report.length_matched.items, 0);
+    }
+
+    #[test]
+    fn length_matched_subset_keeps_pairs_within_one_word() {
+        let item = |right: &str, wrong: &str| EvalItem {
+            knowledge: "The Oberoi Group is a hotel company with its head office in Delhi.".into(),
+            question: "The Oberoi Group has a head office in what city?".into(),
+            right_answer: right.into(),
+            hallucinated_answer: wrong.into(),
+        };
+        let items = [
+            item("Delhi", "Mumbai"),
+            item("in Delhi", "Mumbai"),
+            item("Delhi", "in Mumbai, India"),
+        ];
+        let report = evaluate(&items, Profile::Qa, Mode::Strict);
+        assert_eq!(report.length_matched.items, 2);
+        assert_eq!(report.length_matched.flag_rate_hallucinated, 1.0);
+        assert_eq!(report.length_matched.false_positive_rate, 0.0);
     }
 }
