@@ -335,18 +335,25 @@ fn run_eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
 fn render_eval(report: &eval::EvalReport) -> String {
     let c = report.confusion;
     let m = report.length_matched;
-    let matched = format!(
-        "length-matched pairs (|Δ words| ≤ {}): {} items\n\
+    let matched = if m.items == 0 {
+        format!(
+            "length-matched pairs (|Δ words| ≤ {}): none\n",
+            eval::LENGTH_MATCH_WORDS
+        )
+    } else {
+        format!(
+            "length-matched pairs (|Δ words| ≤ {}): {} items\n\
          \x20 AUROC {:.4}, hallucinated flagged {:.4}, right flagged {:.4}\n\
          \x20 baselines: content-word coverage AUROC {:.4}, answer length AUROC {:.4}\n",
-        eval::LENGTH_MATCH_WORDS,
-        m.items,
-        m.auroc,
-        m.flag_rate_hallucinated,
-        m.false_positive_rate,
-        m.baseline_auroc,
-        m.length_baseline_auroc,
-    );
+            eval::LENGTH_MATCH_WORDS,
+            m.items,
+            m.auroc,
+            m.flag_rate_hallucinated,
+            m.false_positive_rate,
+            m.baseline_auroc,
+            m.length_baseline_auroc,
+        )
+    };
     let all = format!(
         "items: {} ({} answers), profile {}, mode {}\n\
          AUROC:                     {:.4}   (baselines: content-word coverage {:.4}, answer length {:.4})\n\
