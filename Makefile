@@ -67,12 +67,14 @@ bench-real:
 # for a second each.
 SVC_FUZZ_SECONDS ?= 600
 SVC_FUZZ_CLI_CASES ?= 200
+# A long run shares the machine: one input may take this long before it counts as a hang.
+SVC_FUZZ_HANG_SECONDS ?= 30
 fuzz:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
-		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) \
+		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) SVC_FUZZ_HANG_SECONDS=$(SVC_FUZZ_HANG_SECONDS) \
 		$(CARGO) nextest run --locked --profile fuzz --test it --success-output final \
 			--no-fail-fast -E 'test(/^fuzz::/)'; \
 	else \
-		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) \
+		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) SVC_FUZZ_HANG_SECONDS=$(SVC_FUZZ_HANG_SECONDS) \
 		$(CARGO) test --locked --test it fuzz:: -- --nocapture; \
 	fi

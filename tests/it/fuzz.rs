@@ -30,8 +30,15 @@ use svc::witness::{Mode, Profile, WitnessInput};
 
 use crate::harness::root;
 
-/// One input taking longer than this is a hang (debug build, 2 cores, other tests running).
-const HANG: Duration = Duration::from_secs(5);
+/// One input taking longer than this is a hang: 5 s by default (debug build, 2 cores, other
+/// tests running), `SVC_FUZZ_HANG_SECONDS` for a loaded machine or a niced long run.
+fn hang_limit() -> Duration {
+    let seconds = std::env::var("SVC_FUZZ_HANG_SECONDS")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(5.0);
+    Duration::from_secs_f64(seconds)
+}
 
 /// Tokens the mutator inserts: the syntax of JSON, TOML and the prose/code/log readers.
 const DICTIONARY: &[&[u8]] = &[
@@ -164,6 +171,7 @@ fn fuzz(name: &str, seeds: Vec<Vec<u8>>, mut target: impl FnMut(&[u8]) -> Result
     // A parser that never returns cannot be timed after the fact: a watchdog saves the input
     // and aborts the test process when one input runs far past the limit.
     let current: std::sync::Arc<std::sync::Mutex<Running>> = std::sync::Arc::default();
+    let hang = hang_limit();
     let watched = current.clone();
     let watchdog_name = name.to_string();
     let finished = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -173,7 +181,7 @@ fn fuzz(name: &str, seeds: Vec<Vec<u8>>, mut target: impl FnMut(&[u8]) -> Result
             std::thread::sleep(Duration::from_millis(100));
             let guard = watched.lock().unwrap_or_else(|e| e.into_inner());
             if let Some((since, input)) = guard.as_ref()
-                && since.elapsed() > HANG * 6
+                && since.elapsed() > hang * 6
             {
                 let dir = failure_dir();
                 let _ = fs::create_dir_all(&dir);
@@ -202,7 +210,7 @@ fn fuzz(name: &str, seeds: Vec<Vec<u8>>, mut target: impl FnMut(&[u8]) -> Result
         let problem = match outcome {
             Err(_) => Some("panicked".to_string()),
             Ok(Err(broken)) => Some(broken),
-            Ok(Ok(())) if took > HANG => Some(format!("took {took:?} (a hang)")),
+            Ok(Ok(())) if took > hang => Some(format!("took {took:?} (a hang)")),
             Ok(Ok(())) => None,
         };
         if let Some(problem) = problem {
