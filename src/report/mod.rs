@@ -136,7 +136,7 @@ pub enum ReportError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: no *.jsonl record files in this directory")]
+    #[error("{path}: no *.jsonl or *.parquet record files in this directory")]
     NoRecordFiles { path: PathBuf },
     #[error(transparent)]
     Schema(#[from] SchemaError),

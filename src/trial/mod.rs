@@ -1,6 +1,7 @@
 //! The context-efficiency trial record (SPEC §2.1): its type, its validation against the
 //! published JSON Schema, and the JSONL writer that never writes an invalid record.
 
+pub mod parquet;
 pub mod read;
 pub mod record;
 pub mod validate;

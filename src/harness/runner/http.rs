@@ -391,6 +391,30 @@ mod tests {
                     )
                         .into_response(),
                     "flaky" if n == 0 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
+                    "retry-after-seconds" if n == 0 => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "1".to_string())],
+                        "slow down",
+                    )
+                        .into_response(),
+                    "retry-after-date" if n == 0 => {
+                        let at = std::time::SystemTime::now() + Duration::from_secs(2);
+                        (
+                            StatusCode::TOO_MANY_REQUESTS,
+                            [("retry-after", httpdate::fmt_http_date(at))],
+                            "slow down",
+                        )
+                            .into_response()
+                    }
+                    "retry-after-too-long" => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "3600".to_string())],
+                        "come back in an hour",
+                    )
+                        .into_response(),
+                    "retry-after-seconds" | "retry-after-date" => {
+                        (StatusCode::OK, ok_openai.to_string()).into_response()
+                    }
                     "flaky" => (StatusCode::OK, ok_openai.to_string()).into_response(),
                     "500" => (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\":\"boom\"}").into_response(),
                     "400" => (StatusCode::BAD_REQUEST, "{\"error\":\"bad\"}").into_response(),
@@ -504,6 +528,84 @@ mod tests {
         assert_eq!(error.expect_err("usage").error_type(), "missing_usage");
         let (error, _) = call("slow", RunnerKind::OpenaiCompatible).await;
         assert_eq!(error.expect_err("slow").error_type(), "timeout");
+    }
+
+    async fn traced(mode: &'static str) -> (Result<ModelReply, RunnerError>, Vec<Attempt>, usize) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let base = fake(mode, calls.clone()).await;
+        let mut spec = runner(RunnerKind::OpenaiCompatible, format!("{base}/v1")).spec;
+        spec.retries = 2;
+        spec.timeout_ms = 5_000;
+        let runner = Runner::from_spec(spec, "sha".into()).expect("runner");
+        let request = runner.request("c", "q", AnswerKind::Span);
+        let (result, attempts) = runner.call_traced(&request, 7).await;
+        (result, attempts, calls.load(Ordering::SeqCst))
+    }
+
+    /// The waits are checked on the recorded attempt start times, not on a wall-clock budget.
+    #[tokio::test]
+    async fn retry_after_seconds_and_dates_are_honoured() {
+        let (result, attempts, calls) = traced("retry-after-seconds").await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!((calls, attempts.len()), (2, 2));
+        assert_eq!(attempts[0].outcome, "http_429");
+        assert_eq!(attempts[0].retry_after_ms, Some(1000));
+        let wait = attempts[0].wait_ms.expect("a wait");
+        assert!(
+            (1000..=1005).contains(&wait),
+            "Retry-After plus jitter of at most backoff/2: {wait}"
+        );
+        assert!(attempts[1].started_at_ms >= attempts[0].started_at_ms + 1000);
+        assert_eq!(
+            (attempts[1].outcome.as_str(), attempts[1].wait_ms),
+            ("ok", None)
+        );
+
+        let (result, attempts, _) = traced("retry-after-date").await;
+        assert!(result.is_ok(), "{result:?}");
+        let asked = attempts[0].retry_after_ms.expect("a date was read");
+        // An HTTP-date has whole seconds: 2 s ahead, truncated, is more than 1 s away.
+        assert!((1000..=2000).contains(&asked), "{asked}");
+        assert!(attempts[1].started_at_ms >= attempts[0].started_at_ms + asked);
+
+        let (result, attempts, calls) = traced("retry-after-too-long").await;
+        assert_eq!(result.expect_err("not waited for").error_type(), "http_429");
+        assert_eq!((calls, attempts[0].wait_ms), (1, None));
+    }
+
+    #[test]
+    fn backoff_has_bounded_seeded_jitter() {
+        let waits = |seed: u64| -> Vec<u64> {
+            let mut rng = SplitMix64::new(seed);
+            (0..6)
+                .map(|retry| retry_wait_ms(100, retry, None, &mut rng).expect("wait"))
+                .collect()
+        };
+        let first = waits(1);
+        assert_eq!(first, waits(1), "the same seed waits the same");
+        assert_ne!(first, waits(2), "another seed spreads the retries");
+        for (retry, wait) in first.iter().enumerate() {
+            let step = 100u64 << retry;
+            assert!((step / 2..=step).contains(wait), "retry {retry}: {wait}");
+        }
+        let mut rng = SplitMix64::new(3);
+        let capped = retry_wait_ms(100, 40, None, &mut rng).expect("wait");
+        assert!(capped <= MAX_BACKOFF_MS);
+        assert_eq!(
+            retry_wait_ms(100, 0, Some(MAX_RETRY_AFTER_MS + 1), &mut rng),
+            None
+        );
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(parse_retry_after(" 7 ", now), Some(7000));
+        assert_eq!(
+            parse_retry_after(&httpdate::fmt_http_date(now + Duration::from_secs(30)), now),
+            Some(30_000)
+        );
+        assert_eq!(
+            parse_retry_after(&httpdate::fmt_http_date(now), now + Duration::from_secs(5)),
+            Some(0)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
     }
 
     #[tokio::test]
