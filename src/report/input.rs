@@ -416,8 +416,12 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
         let reader: Box<dyn Iterator<Item = std::io::Result<RawRecord>>> =
             if crate::trial::parquet::is_parquet(path) {
                 let bytes = std::fs::read(path).map_err(io_error)?;
-                let rows = crate::trial::parquet::raw_records(&bytes)
-                    .map_err(|error| io_error(std::io::Error::other(error)))?;
+                let rows = crate::trial::parquet::raw_records(&bytes).map_err(|error| {
+                    ReportError::Parquet {
+                        path: path.clone(),
+                        message: error.to_string(),
+                    }
+                })?;
                 Box::new(rows.into_iter().map(Ok))
             } else {
                 let file = File::open(path).map_err(io_error)?;

@@ -136,6 +136,8 @@ pub enum ReportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("{path}: {message}")]
+    Parquet { path: PathBuf, message: String },
     #[error("{path}: no *.jsonl or *.parquet record files in this directory")]
     NoRecordFiles { path: PathBuf },
     #[error(transparent)]
