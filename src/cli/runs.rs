@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
-use svc::harness::audit::{self, CacheUse, TrialAudit, TrialFilter};
+use svc::harness::audit::{self, CacheUse, CallPurpose, TrialAudit, TrialFilter};
 use svc::harness::run::{self, Manifest};
 use svc::trial::{Condition, Outcome};
 
@@ -203,8 +203,11 @@ fn print_trial(trial: &TrialAudit) {
             ),
         };
         println!(
-            "-- {:?} call: request sha256 {}  cache {}  model {}  temperature {}  max_output_tokens {}",
-            call.call.purpose,
+            "-- {} call: request sha256 {}  cache {}  model {}  temperature {}  max_output_tokens {}",
+            match call.call.purpose {
+                CallPurpose::Answer => "answer",
+                CallPurpose::Summary => "summary",
+            },
             call.call.request_sha256,
             cache,
             call.request.model,
@@ -212,11 +215,13 @@ fn print_trial(trial: &TrialAudit) {
             call.request.max_output_tokens
         );
         for (n, attempt) in call.call.attempts.iter().enumerate() {
+            let started =
+                std::time::UNIX_EPOCH + std::time::Duration::from_millis(attempt.started_at_ms);
             println!(
-                "   attempt {}: {} at {} ms since epoch, {:.1} ms{}{}",
+                "   attempt {}: {} at {}, {:.1} ms{}{}",
                 n + 1,
                 attempt.outcome,
-                attempt.started_at_ms,
+                svc::clock::rfc3339(started),
                 attempt.elapsed_ms,
                 attempt
                     .retry_after_ms
