@@ -133,6 +133,7 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             state_home: state_home.clone(),
             threads: None,
             progress: None,
+            audit: run::AuditSettings::defaults(&runner, &state_home),
         };
         eprintln!(
             "benchmark: {name} ({} conditions, budgets {:?}, runner {})…",

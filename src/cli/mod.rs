@@ -8,6 +8,7 @@ mod records;
 mod report;
 mod run;
 mod runners;
+mod runs;
 mod witness;
 mod workloads;
 
@@ -53,6 +54,9 @@ enum Command {
     /// Run a workload's paired trial matrix (conditions × budgets × replicates) and write
     /// trial records to runs/<run-id>/.
     Run(run::RunArgs),
+    /// List run directories and show the exact requests of a trial.
+    #[command(subcommand)]
+    Runs(runs::RunsCommand),
     /// List, show and mine workloads.
     #[command(subcommand)]
     Workloads(workloads::WorkloadsCommand),
@@ -80,6 +84,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Distill(args) => compress::run_distill(args),
         Command::Batch(args) => compress::run_batch(args),
         Command::Run(args) => run::run(args),
+        Command::Runs(command) => runs::run(command),
         Command::Workloads(command) => workloads::run(command),
         Command::Runners(command) => runners::run(command),
         Command::Context(command) => context::run(command),

@@ -7,8 +7,12 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde::Serialize;
+use std::path::PathBuf;
+
+use svc::trial::TrialRecord;
 use svc::trial::accept;
-use svc::trial::read::RecordReader;
+use svc::trial::parquet;
+use svc::trial::read::{RawRecord, RecordReader};
 use svc::trial::validate::{Problem, RecordValidator, SCHEMA_JSON};
 
 use super::Format;
@@ -21,9 +25,24 @@ pub enum RecordsCommand {
     Validate(ValidateArgs),
     /// Print the trial-record JSON Schema (draft 2020-12).
     Schema,
+    /// Write the records of files, run directories or folders of shards as one Parquet file
+    /// (for DuckDB, polars, pyarrow, Spark); `svc report` reads it back.
+    ///
+    /// Exit 0 written; 1 an input record is invalid (nothing is written); 2 unreadable input.
+    Export(ExportArgs),
     /// Write synthetic paired records (4 conditions) for report tests and benchmarks.
     #[command(hide = true)]
     Generate(super::report::GenerateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The Parquet file to write.
+    #[arg(long, value_name = "FILE")]
+    parquet: PathBuf,
+    /// Record files (JSONL or Parquet), run directories, or folders of shards.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -52,8 +71,56 @@ pub fn run(command: RecordsCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         RecordsCommand::Validate(args) => validate(args),
+        RecordsCommand::Export(args) => export(args),
         RecordsCommand::Generate(args) => super::report::run_generate(args),
     }
+}
+
+fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
+    let files = svc::report::input::resolve_inputs(&args.inputs)?;
+    let mut records: Vec<TrialRecord> = Vec::new();
+    for path in &files {
+        let name = path.display().to_string();
+        let raw: Vec<RawRecord> = if parquet::is_parquet(path) {
+            let bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
+            parquet::raw_records(&bytes).with_context(|| format!("reading {name}"))?
+        } else {
+            let file = File::open(path).with_context(|| format!("reading {name}"))?;
+            RecordReader::new(Box::new(BufReader::new(file)), Some(&name))
+                .with_context(|| format!("reading {name}"))?
+                .collect::<io::Result<Vec<_>>>()
+                .with_context(|| format!("reading {name}"))?
+        };
+        for item in raw {
+            let parsed = item
+                .text
+                .map_err(|reason| reason.to_string())
+                .and_then(|text| {
+                    serde_json::from_str::<TrialRecord>(&text).map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok(record) => records.push(record),
+                Err(message) => {
+                    eprintln!(
+                        "svc: {name}:{}: not a valid trial record ({message}); nothing was written. `svc records validate {name}` lists every problem",
+                        item.line
+                    );
+                    return Ok(ExitCode::from(1));
+                }
+            }
+        }
+    }
+    let bytes = parquet::write_records(&records);
+    svc::state::atomic_write_shared(&args.parquet, &bytes)
+        .with_context(|| format!("writing {}", args.parquet.display()))?;
+    println!(
+        "wrote {} records from {} files to {} ({} bytes)",
+        records.len(),
+        files.len(),
+        args.parquet.display(),
+        bytes.len()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Serialize)]

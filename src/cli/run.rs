@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use clap::Args;
 use svc::harness::condition::{self, Condition};
-use svc::harness::run::{self, Progress, RunSettings, Shard};
+use svc::harness::run::{self, AuditSettings, Progress, RunSettings, ShardSpec};
+use svc::harness::runner::cache::ResponseCache;
 use svc::harness::runner::{Runner, runners_root};
 use svc::harness::scorer::{self, ScorerName};
 use svc::harness::summary::CompactionMode;
@@ -40,9 +41,11 @@ pub struct RunArgs {
     /// Replicates of every (task, condition, budget).
     #[arg(long, default_value_t = 1)]
     replicates: u64,
-    /// Run one shard K/N of the tasks (1-based).
+    /// Run one shard K/N of the tasks (1-based), or `auto/N` to take the index from
+    /// JOB_COMPLETION_INDEX (Kubernetes Indexed Job, 0-based) or SLURM_ARRAY_TASK_ID (minus
+    /// SLURM_ARRAY_TASK_MIN).
     #[arg(long, default_value = "1/1")]
-    shard: Shard,
+    shard: ShardSpec,
     /// Run directory [default: runs/<run-id>, derived from the settings so a re-run resumes].
     #[arg(long)]
     out: Option<PathBuf>,
@@ -58,6 +61,20 @@ pub struct RunArgs {
     /// Worker threads for local work [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
+    /// Call upstream for every HTTP request: neither read nor write the response cache.
+    #[arg(long, conflicts_with = "cache")]
+    no_cache: bool,
+    /// Use the response cache even when the runner samples (temperature > 0); each replicate
+    /// keeps its own cached sample.
+    #[arg(long)]
+    cache: bool,
+    /// Resume a run directory made by another svc version or with other settings (the
+    /// manifest's forced_over lists what differed).
+    #[arg(long)]
+    force: bool,
+    /// Run again the trials whose record is an error, replacing those records.
+    #[arg(long)]
+    retry_errors: bool,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -69,6 +86,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("--max-error-rate must be between 0 and 1, got {rate}");
     }
     let state_home = svc::state::home()?;
+    let shard = args.shard.resolve(|name| std::env::var(name).ok())?;
     let workload = workload::load(
         &workloads_root(),
         &args.workload,
@@ -112,7 +130,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         native_compaction: args.native_compaction,
         budgets,
         replicates: args.replicates,
-        shard: args.shard,
+        shard,
         out_dir: PathBuf::new(),
         max_error_rate: args.max_error_rate,
         seed: args.seed,
@@ -121,6 +139,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         state_home,
         threads: args.threads,
         progress,
+        audit: AuditSettings::default(),
+    };
+    let use_cache = !args.no_cache
+        && settings.runner.is_http()
+        && (args.cache || AuditSettings::cache_by_default(&settings.runner));
+    settings.audit = AuditSettings {
+        cache: use_cache.then(|| Arc::new(ResponseCache::open(&settings.state_home))),
+        force: args.force,
+        retry_errors: args.retry_errors,
     };
     settings.out_dir = args
         .out
@@ -146,6 +173,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 summary.elapsed_seconds,
                 summary.trials_per_second()
             );
+            if settings.runner.is_http() {
+                println!(
+                    "cache:    {} ({} calls served from it)",
+                    if settings.audit.cache.is_some() {
+                        "on"
+                    } else {
+                        "off"
+                    },
+                    summary.cache_hits
+                );
+            }
+            if summary.retried_errors > 0 {
+                println!(
+                    "retried:  {} error records replaced",
+                    summary.retried_errors
+                );
+            }
             println!(
                 "records:  {}",
                 summary.run_dir.join("trials.jsonl").display()
@@ -153,6 +197,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             println!(
                 "manifest: {}",
                 summary.run_dir.join("manifest.json").display()
+            );
+            println!(
+                "requests: {} (show one with `svc runs show {} TASK_ID`)",
+                summary
+                    .run_dir
+                    .join(svc::harness::audit::REQUESTS_LOG)
+                    .display(),
+                summary.run_dir.display()
             );
             if summary.run_dir.join("notes.jsonl").is_file() {
                 println!(

@@ -126,6 +126,7 @@ fn once(
         state_home: dir.path().join("state"),
         threads,
         progress: None,
+        audit: Default::default(),
     };
     let start = Instant::now();
     let summary = run::execute(&settings)?;

@@ -5,6 +5,7 @@
 //! Two seams are filled by other subsystems: [`condition::default_selector`] (the context
 //! engine) and [`scorer::default_claim_checker`] (the witness).
 
+pub mod audit;
 pub mod bench;
 pub mod condition;
 pub mod run;

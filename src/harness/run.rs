@@ -16,7 +16,14 @@
 //!
 //! Resume: re-running into the same directory skips every trial whose (task_id with budget,
 //! condition, replicate, scorer, provider, model) is already in `trials.jsonl`; a torn last line
-//! from an interrupted run is cut off first.
+//! from an interrupted run is cut off first. An error record counts as finished, so a resume is
+//! cheap and deterministic; [`AuditSettings::retry_errors`] removes the error records (and
+//! their lines in `requests.jsonl` and `notes.jsonl`) and runs those trials again, so each
+//! trial keeps one record. A directory made by another svc version or with other settings
+//! (see [`identity`]) is refused unless [`AuditSettings::force`], and a forced resume lists
+//! what differed in the manifest's `forced_over`.
+//!
+//! Audit: every request is stored and every call logged with the run (see [`super::audit`]).
 
 use std::collections::HashSet;
 use std::fs;
@@ -30,9 +37,11 @@ use std::time::Instant;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+use super::audit::{self, CallPurpose, Caller, RequestStore, TrialCalls};
 use super::condition::{
     self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
 };
+use super::runner::cache::ResponseCache;
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
 use super::summary::{self, CompactionMode, Planned, SummaryPlan};
@@ -137,6 +146,38 @@ pub struct RunSettings {
     pub threads: Option<usize>,
     /// Called from the writer thread after each trial.
     pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    /// Response cache and resume policy.
+    pub audit: AuditSettings,
+}
+
+/// How a run uses the response cache and treats an existing run directory.
+#[derive(Debug, Clone, Default)]
+pub struct AuditSettings {
+    /// The response cache HTTP calls go through; `None` calls upstream every time.
+    pub cache: Option<Arc<ResponseCache>>,
+    /// Resume a directory made by another svc version or with other settings.
+    pub force: bool,
+    /// Run the trials that have an error record again, replacing those records.
+    pub retry_errors: bool,
+}
+
+impl AuditSettings {
+    /// Whether the cache is on by default for `runner`: HTTP runners at temperature 0, whose
+    /// answer to a request is meant to be the same every time.
+    pub fn cache_by_default(runner: &Runner) -> bool {
+        runner.is_http() && runner.spec.temperature == 0.0
+    }
+
+    /// The default policy for `runner`: the response cache under `state_home` when
+    /// [`Self::cache_by_default`], no forced resume, errors kept.
+    pub fn defaults(runner: &Runner, state_home: &Path) -> Self {
+        Self {
+            cache: Self::cache_by_default(runner)
+                .then(|| Arc::new(ResponseCache::open(state_home))),
+            force: false,
+            retry_errors: false,
+        }
+    }
 }
 
 /// What a run did.
@@ -149,6 +190,10 @@ pub struct RunSummary {
     pub errors: u64,
     /// Records that could not be written (see notes.jsonl).
     pub unwritten: u64,
+    /// Model calls served by the response cache (no upstream request).
+    pub cache_hits: u64,
+    /// Error records removed by `retry_errors` (their trials ran again).
+    pub retried_errors: u64,
     pub aborted: bool,
     pub elapsed_seconds: f64,
 }
@@ -182,6 +227,10 @@ pub enum RunError {
     State(#[from] state::StateError),
     #[error("the run settings are invalid: {0}")]
     Settings(String),
+    #[error(
+        "{dir} holds a run made {differences}; records of both would mix in one run: pass another --out, or --force to resume anyway (the manifest's forced_over then lists what differed)"
+    )]
+    Mismatch { dir: PathBuf, differences: String },
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error(
@@ -222,6 +271,13 @@ pub struct Manifest {
     /// Error records in trials.jsonl in total.
     pub errors: u64,
     pub aborted: bool,
+    /// Whether HTTP calls of the latest session went through the response cache.
+    #[serde(default)]
+    pub response_cache: bool,
+    /// Settings that differed from an earlier session's and were resumed over with `--force`,
+    /// as `field: earlier -> later`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forced_over: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -277,6 +333,51 @@ pub fn default_run_id(settings: &RunSettings) -> String {
     )
 }
 
+/// The manifest of this session, before it is merged with an earlier one's.
+fn new_manifest(settings: &RunSettings, started_at: String) -> Manifest {
+    Manifest {
+        run_id: settings
+            .out_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        svc_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        workload: ManifestWorkload {
+            name: settings.workload.name().to_string(),
+            version: settings.workload.version().to_string(),
+            kind: settings.workload.spec.kind.as_str().to_string(),
+            tasks: settings.workload.tasks.len(),
+            prompt_sha256: settings.workload.prompt_hash(),
+        },
+        runner: ManifestRunner {
+            name: settings.runner.spec.name.clone(),
+            kind: settings.runner.spec.kind.as_str().to_string(),
+            provider: settings.runner.spec.provider.clone(),
+            model: settings.runner.spec.model.clone(),
+            file_sha256: settings.runner.file_sha256.clone(),
+            cost_source: settings.runner.cost_source(),
+        },
+        conditions: settings.conditions.clone(),
+        native_compaction: settings.native_compaction,
+        budgets: settings.budgets.clone(),
+        task_id_budget_separator: BUDGET_SEPARATOR.into(),
+        replicates: settings.replicates,
+        scorer: settings.scorer.as_str().to_string(),
+        seed: settings.seed,
+        shard: settings.shard.to_string(),
+        started_at,
+        ended_at: None,
+        planned: 0,
+        skipped: 0,
+        written: 0,
+        errors: 0,
+        aborted: false,
+        response_cache: settings.audit.cache.is_some() && settings.runner.is_http(),
+        forced_over: Vec::new(),
+    }
+}
+
 /// One cell of the matrix.
 #[derive(Debug, Clone, Copy)]
 struct Cell {
@@ -299,6 +400,7 @@ struct Note {
 struct Finished {
     record: Option<TrialRecord>,
     notes: Vec<Note>,
+    calls: TrialCalls,
 }
 
 /// Runs the matrix described by `settings`.
@@ -314,9 +416,27 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let started = Instant::now();
     let started_at = utc_now();
     let trials_path = settings.out_dir.join("trials.jsonl");
-    let (done_keys, done_errors) = existing_keys(&trials_path)?;
     let workload = &settings.workload;
     let runner = &settings.runner;
+    let mut manifest = new_manifest(settings, started_at);
+    // The directory's identity is checked before anything in it is touched.
+    if let Some(previous) = read_manifest(&settings.out_dir) {
+        resume::merge_previous(
+            &mut manifest,
+            &previous,
+            &settings.out_dir,
+            settings.audit.force,
+        )?;
+    }
+    let existing = resume::existing_keys(&trials_path)?;
+    let mut done_keys = existing.keys;
+    let mut done_errors = existing.errors.len() as u64;
+    let mut retried_errors = 0;
+    if settings.audit.retry_errors && !existing.errors.is_empty() {
+        retried_errors = resume::drop_errors(&settings.out_dir, &existing.errors)?;
+        done_keys.retain(|key| !existing.errors.contains(key));
+        done_errors = 0;
+    }
     let mut cells: Vec<Cell> = Vec::new();
     for &budget in &settings.budgets {
         for (index, _) in workload.tasks.iter().enumerate() {
@@ -337,7 +457,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     }
     let planned = cells.len() as u64;
     let key = |cell: &Cell| {
-        record_key(
+        resume::record_key(
             &budget_task_id(&workload.tasks[cell.task].id, cell.budget),
             cell.condition,
             cell.replicate,
@@ -350,48 +470,8 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let skipped = planned - cells.len() as u64;
     crate::harness::text::SplitMix64::new(settings.seed).shuffle(&mut cells);
 
-    let mut manifest = Manifest {
-        run_id: settings
-            .out_dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        svc_version: env!("CARGO_PKG_VERSION").to_string(),
-        git_commit: git_commit(),
-        workload: ManifestWorkload {
-            name: workload.name().to_string(),
-            version: workload.version().to_string(),
-            kind: workload.spec.kind.as_str().to_string(),
-            tasks: workload.tasks.len(),
-            prompt_sha256: workload.prompt_hash(),
-        },
-        runner: ManifestRunner {
-            name: runner.spec.name.clone(),
-            kind: runner.spec.kind.as_str().to_string(),
-            provider: runner.spec.provider.clone(),
-            model: runner.spec.model.clone(),
-            file_sha256: runner.file_sha256.clone(),
-            cost_source: runner.cost_source(),
-        },
-        conditions: settings.conditions.clone(),
-        native_compaction: settings.native_compaction,
-        budgets: settings.budgets.clone(),
-        task_id_budget_separator: BUDGET_SEPARATOR.into(),
-        replicates: settings.replicates,
-        scorer: settings.scorer.as_str().to_string(),
-        seed: settings.seed,
-        shard: settings.shard.to_string(),
-        started_at,
-        ended_at: None,
-        planned,
-        skipped,
-        written: 0,
-        errors: 0,
-        aborted: false,
-    };
-    if let Some(previous) = read_manifest(&settings.out_dir) {
-        merge_previous(&mut manifest, &previous, &settings.out_dir)?;
-    }
+    manifest.planned = planned;
+    manifest.skipped = skipped;
     write_manifest(&settings.out_dir, &manifest)?;
 
     // Every task's full context is rendered and counted once, not once per trial.
@@ -416,6 +496,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let prepared = Arc::new(prepared);
 
     let writer = TrialWriter::append(&trials_path)?;
+    let requests = Arc::new(RequestStore::new(&settings.out_dir));
+    let audit_sinks = AuditSinks {
+        requests: requests.clone(),
+        cache: settings.audit.cache.clone().filter(|_| runner.is_http()),
+        calls_path: settings.out_dir.join(audit::REQUESTS_LOG),
+    };
     let notes_path = settings.out_dir.join("notes.jsonl");
     let (sender, receiver) = mpsc::sync_channel::<Finished>(1024);
     let abort = Arc::new(AtomicBool::new(false));
@@ -431,6 +517,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         let result = write_loop(
             writer,
             &writer_commits,
+            &audit_sinks,
             &notes_path,
             receiver,
             total,
@@ -445,11 +532,17 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         result
     });
 
+    let cache = settings.audit.cache.as_deref().filter(|_| runner.is_http());
     let context = TrialContext {
         settings,
         prepared: prepared.clone(),
         commits,
         tokenizer,
+        caller: Caller {
+            runner,
+            cache,
+            store: requests.as_ref(),
+        },
     };
     if runner.is_local() {
         // Replicates of one (task, budget, condition) share one context build.
@@ -499,6 +592,8 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         written: counts.written,
         errors: counts.errors,
         unwritten: counts.unwritten,
+        cache_hits: counts.cache_hits,
+        retried_errors,
         aborted: counts.aborted,
         elapsed_seconds: started.elapsed().as_secs_f64(),
     })
@@ -509,6 +604,7 @@ struct TrialContext<'a> {
     prepared: Arc<Vec<Option<PreparedContext>>>,
     commits: CommitStore,
     tokenizer: Tokenizer,
+    caller: Caller<'a>,
 }
 
 /// A trial after its context is shaped, before any model call.
@@ -552,13 +648,6 @@ struct Shaped {
     built: Result<BuiltContext, condition::ConditionFailure>,
     notes: Vec<(&'static str, String)>,
     summary: Option<SummaryAccount>,
-}
-
-fn not_local(runner: &Runner) -> RunnerError {
-    RunnerError::InvalidResponse {
-        url: runner.spec.name.clone(),
-        message: "not a local runner".into(),
-    }
 }
 
 impl TrialContext<'_> {
@@ -760,13 +849,17 @@ impl TrialContext<'_> {
 
     fn run_local(&self, staged: Staged) -> Finished {
         let runner = &self.settings.runner;
+        let replicate = staged.cell.replicate;
+        let mut calls = Vec::new();
         // Each trial pays for its own summary, as each stands for one client session.
         let call = self.summary_request(&staged).map(|(request, counted)| {
-            let start = Instant::now();
-            let reply = runner.call_local(&request).ok_or_else(|| not_local(runner));
+            let called = self
+                .caller
+                .call_local(&request, replicate, CallPurpose::Summary);
+            calls.push(called.record);
             SummaryCall {
-                reply,
-                latency_ms: start.elapsed().as_secs_f64() * 1000.0,
+                reply: called.result,
+                latency_ms: called.latency_ms,
                 counted_input_tokens: counted,
             }
         });
@@ -779,14 +872,15 @@ impl TrialContext<'_> {
                     &self.task(cell).question,
                     self.task(cell).answer_kind,
                 );
-                let start = Instant::now();
-                let reply = runner.call_local(&request);
-                let latency = start.elapsed().as_secs_f64() * 1000.0;
-                Some((reply.ok_or_else(|| not_local(runner)), latency))
+                let called = self
+                    .caller
+                    .call_local(&request, replicate, CallPurpose::Answer);
+                calls.push(called.record);
+                Some((called.result, called.latency_ms))
             }
             _ => None,
         };
-        self.finish(shaped, reply)
+        self.finish(shaped, reply, calls)
     }
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a
@@ -795,6 +889,7 @@ impl TrialContext<'_> {
         &self,
         shaped: Shaped,
         reply: Option<(Result<ModelReply, RunnerError>, f64)>,
+        calls: Vec<audit::CallRecord>,
     ) -> Finished {
         let settings = self.settings;
         let cell = shaped.cell;
@@ -929,11 +1024,18 @@ impl TrialContext<'_> {
                 record.usage_source = usage_source;
             }
         }
+        let calls = TrialCalls {
+            task_id: task_id.clone(),
+            condition: cell.condition,
+            replicate: cell.replicate,
+            calls,
+        };
         let violations = record.violations();
         if violations.is_empty() {
             Finished {
                 record: Some(record),
                 notes,
+                calls,
             }
         } else {
             notes.push(note(
@@ -947,6 +1049,7 @@ impl TrialContext<'_> {
             Finished {
                 record: None,
                 notes,
+                calls,
             }
         }
     }
@@ -977,13 +1080,17 @@ fn run_async(
             let staged = context.stage(cell);
             let task = context.task(cell);
             let runner = &context.settings.runner;
+            let mut calls = Vec::new();
             let call = match context.summary_request(&staged) {
                 Some((request, counted)) => {
-                    let start = Instant::now();
-                    let reply = runner.call(&request).await;
+                    let called = context
+                        .caller
+                        .call(&request, cell.replicate, CallPurpose::Summary)
+                        .await;
+                    calls.push(called.record);
                     Some(SummaryCall {
-                        reply,
-                        latency_ms: start.elapsed().as_secs_f64() * 1000.0,
+                        reply: called.result,
+                        latency_ms: called.latency_ms,
                         counted_input_tokens: counted,
                     })
                 }
@@ -993,13 +1100,16 @@ fn run_async(
             let reply = match &shaped.built {
                 Ok(built) if built.tokens > 0 => {
                     let request = runner.request(&built.text, &task.question, task.answer_kind);
-                    let start = Instant::now();
-                    let reply = runner.call(&request).await;
-                    Some((reply, start.elapsed().as_secs_f64() * 1000.0))
+                    let called = context
+                        .caller
+                        .call(&request, cell.replicate, CallPurpose::Answer)
+                        .await;
+                    calls.push(called.record);
+                    Some((called.result, called.latency_ms))
                 }
                 _ => None,
             };
-            let finished = context.finish(shaped, reply);
+            let finished = context.finish(shaped, reply, calls);
             // A send error means the writer stopped early (an I/O error it reports).
             if sender.send(finished).is_err() {
                 return;
@@ -1028,7 +1138,16 @@ struct Counts {
     written: u64,
     errors: u64,
     unwritten: u64,
+    cache_hits: u64,
     aborted: bool,
+}
+
+/// Where the writer puts the audit trail: request blobs and cached responses are synced with
+/// each batch, before the records and call lines that name them.
+struct AuditSinks {
+    requests: Arc<RequestStore>,
+    cache: Option<Arc<ResponseCache>>,
+    calls_path: PathBuf,
 }
 
 /// Most trials one batch of the write loop takes: one commit sync and one write per batch.
@@ -1041,6 +1160,7 @@ const WRITE_BATCH: usize = 4096;
 fn write_loop(
     mut writer: TrialWriter,
     commits: &CommitStore,
+    sinks: &AuditSinks,
     notes_path: &Path,
     receiver: mpsc::Receiver<Finished>,
     total: u64,
@@ -1052,9 +1172,12 @@ fn write_loop(
         written: 0,
         errors: 0,
         unwritten: 0,
+        cache_hits: 0,
         aborted: false,
     };
     let mut notes: Option<fs::File> = None;
+    let mut calls = open_append(&sinks.calls_path)?;
+    let mut calls_text = String::new();
     let mut done = 0u64;
     let mut batch = Vec::with_capacity(WRITE_BATCH);
     while let Ok(first) = receiver.recv() {
@@ -1084,6 +1207,28 @@ fn write_loop(
         commits
             .sync()
             .map_err(|error| RunError::Commit(error.to_string()))?;
+        sinks.requests.sync()?;
+        if let Some(cache) = &sinks.cache {
+            cache.sync()?;
+        }
+        calls_text.clear();
+        for finished in &batch {
+            counts.cache_hits += finished
+                .calls
+                .calls
+                .iter()
+                .filter(|call| call.cache == audit::CacheUse::Hit)
+                .count() as u64;
+            // Serialising strings and numbers cannot fail.
+            calls_text.push_str(&serde_json::to_string(&finished.calls).unwrap_or_default());
+            calls_text.push('\n');
+        }
+        calls
+            .write_all(calls_text.as_bytes())
+            .map_err(|source| RunError::Io {
+                path: sinks.calls_path.clone(),
+                source,
+            })?;
         for finished in batch.drain(..) {
             if !finished.notes.is_empty() {
                 if notes.is_none() {
@@ -1128,131 +1273,15 @@ fn write_loop(
     Ok(counts)
 }
 
-fn record_key(
-    task_id: &str,
-    condition: Condition,
-    replicate: u64,
-    scorer: &str,
-    provider: &str,
-    model: &str,
-) -> String {
-    format!(
-        "{task_id}\u{1f}{condition}\u{1f}{replicate}\u{1f}{scorer}\u{1f}{provider}\u{1f}{model}"
-    )
-}
-
-/// Keys of the records already in `path` and how many are errors; cuts off a torn last line
-/// first.
-fn existing_keys(path: &Path) -> Result<(HashSet<String>, u64), RunError> {
-    let mut keys = HashSet::new();
-    let mut errors = 0u64;
-    let bytes = match fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok((keys, 0)),
-        Err(source) => {
-            return Err(RunError::Io {
-                path: path.to_path_buf(),
-                source,
-            });
-        }
-    };
-    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(at) => at + 1,
-        None => 0,
-    };
-    if complete < bytes.len() {
-        // An interrupted write left part of a line: drop it, the trial runs again.
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|source| RunError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        file.set_len(complete as u64)
-            .map_err(|source| RunError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-    }
-    let text = String::from_utf8_lossy(&bytes[..complete]);
-    for (index, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: TrialRecord =
-            crate::trial::accept::accept(line).map_err(|error| RunError::Existing {
-                path: path.to_path_buf(),
-                line: index + 1,
-                message: error.to_string(),
-            })?;
-        errors += u64::from(record.outcome == Outcome::Error);
-        keys.insert(record_key(
-            &record.task_id,
-            record.condition,
-            record.replicate,
-            &record.scorer,
-            &record.provider,
-            &record.model,
-        ));
-    }
-    Ok((keys, errors))
-}
-
-/// A run directory holds one experiment: the same workload (version and prompts), runner file
-/// and scorer. Within it, a later session may add conditions, budgets or replicates; the
-/// manifest then lists the union, so every record's budget and condition stay described.
-fn merge_previous(
-    manifest: &mut Manifest,
-    previous: &Manifest,
-    dir: &Path,
-) -> Result<(), RunError> {
-    let identity = |m: &Manifest| {
-        (
-            m.workload.name.clone(),
-            m.workload.version.clone(),
-            m.workload.prompt_sha256.clone(),
-            m.runner.name.clone(),
-            m.runner.file_sha256.clone(),
-            m.scorer.clone(),
-            m.shard.clone(),
-            m.native_compaction,
-        )
-    };
-    if identity(manifest) != identity(previous) {
-        return Err(RunError::Settings(format!(
-            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}); \
-             this run is workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}): pass another --out",
-            dir.display(),
-            previous.workload.name,
-            previous.workload.version,
-            previous.runner.name,
-            previous.scorer,
-            previous.shard,
-            previous.native_compaction,
-            manifest.workload.name,
-            manifest.workload.version,
-            manifest.runner.name,
-            manifest.scorer,
-            manifest.shard,
-            manifest.native_compaction,
-        )));
-    }
-    for condition in &previous.conditions {
-        if !manifest.conditions.contains(condition) {
-            manifest.conditions.push(*condition);
-        }
-    }
-    manifest.conditions.sort();
-    for budget in &previous.budgets {
-        if !manifest.budgets.contains(budget) {
-            manifest.budgets.push(*budget);
-        }
-    }
-    manifest.budgets.sort_unstable();
-    manifest.replicates = manifest.replicates.max(previous.replicates);
-    manifest.started_at = previous.started_at.clone();
-    Ok(())
+fn open_append(path: &Path) -> Result<fs::File, RunError> {
+    fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|source| RunError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
@@ -1287,5 +1316,9 @@ pub fn utc_now() -> String {
     crate::clock::rfc3339_seconds(std::time::SystemTime::now())
 }
 
+mod resume;
+mod shard;
+pub use resume::identity;
+pub use shard::{ShardEnvError, ShardSpec};
 #[cfg(test)]
 mod tests;

@@ -108,7 +108,7 @@ pub struct Dataset {
 }
 
 /// Expands inputs into record files: a file is used as is; a directory contributes every
-/// `*.jsonl`/`*.ndjson` file below it (a run directory's `trials.jsonl` — not its
+/// `*.jsonl`/`*.ndjson`/`*.parquet` file below it (a run directory's `trials.jsonl` — not its
 /// `notes.jsonl` — shard files, or a whole `runs/` tree), sorted so reports are reproducible.
 pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
     if inputs.is_empty() {
@@ -158,7 +158,7 @@ fn collect_record_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Report
         } else if path
             .extension()
             .and_then(|e| e.to_str())
-            .is_some_and(|e| e == "jsonl" || e == "ndjson")
+            .is_some_and(|e| e == "jsonl" || e == "ndjson" || e == "parquet")
         {
             out.push(path);
         }
@@ -402,12 +402,28 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
             path: path.clone(),
             source,
         };
-        let file = File::open(path).map_err(io_error)?;
-        let reader = RecordReader::new(
-            Box::new(BufReader::with_capacity(1 << 20, file)),
-            path.file_name().and_then(|n| n.to_str()),
-        )
-        .map_err(io_error)?;
+        // Parquet (as `svc records export` writes it) becomes JSON text rows, so both formats
+        // go through the same validation.
+        let reader: Box<dyn Iterator<Item = std::io::Result<RawRecord>>> =
+            if crate::trial::parquet::is_parquet(path) {
+                let bytes = std::fs::read(path).map_err(io_error)?;
+                let rows = crate::trial::parquet::raw_records(&bytes).map_err(|error| {
+                    ReportError::Parquet {
+                        path: path.clone(),
+                        message: error.to_string(),
+                    }
+                })?;
+                Box::new(rows.into_iter().map(Ok))
+            } else {
+                let file = File::open(path).map_err(io_error)?;
+                Box::new(
+                    RecordReader::new(
+                        Box::new(BufReader::with_capacity(1 << 20, file)),
+                        path.file_name().and_then(|n| n.to_str()),
+                    )
+                    .map_err(io_error)?,
+                )
+            };
         let budget = manifest_budget(path);
         let mut summary = FileSummary {
             path: path.to_string_lossy().to_string(),
@@ -475,7 +491,15 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
     Ok(dataset)
 }
 
+/// `budget` is the run's single budget from its manifest; without one (several budgets, or a
+/// record file on its own such as an exported shard) the budget is read from the record's
+/// `task_id` suffix (`<task>@b<budget>`), as the harness writes it.
 fn split(record: TrialRecord, budget: Option<u64>) -> ValidRecord {
+    let budget = budget.or_else(|| {
+        crate::harness::run::split_task_id(&record.task_id)
+            .1
+            .map(|b| b as u64)
+    });
     let mut values = [0.0; Metric::COUNT];
     for metric in Metric::ALL {
         values[metric.index()] = match metric {

@@ -136,7 +136,9 @@ pub enum ReportError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: no *.jsonl record files in this directory")]
+    #[error("{path}: {message}")]
+    Parquet { path: PathBuf, message: String },
+    #[error("{path}: no *.jsonl or *.parquet record files in this directory")]
     NoRecordFiles { path: PathBuf },
     #[error(transparent)]
     Schema(#[from] SchemaError),

@@ -82,6 +82,10 @@ pub struct PairingReport {
 struct Table {
     slots: Vec<[Option<u32>; 4]>,
     duplicates: u64,
+    /// Unit indices in pairing-unit order, so pairs (and the bootstrap's draws over them) do
+    /// not depend on the order records were read in: shards merged in any order give the
+    /// report of one unsharded run.
+    order: Vec<usize>,
 }
 
 fn condition_slot(condition: Condition) -> usize {
@@ -102,7 +106,13 @@ fn table(dataset: &Dataset) -> Table {
             *slot = Some(i as u32);
         }
     }
-    Table { slots, duplicates }
+    let mut order: Vec<usize> = (0..dataset.pairing_units.len()).collect();
+    order.sort_by(|&a, &b| dataset.pairing_units[a].cmp(&dataset.pairing_units[b]));
+    Table {
+        slots,
+        duplicates,
+        order,
+    }
 }
 
 /// Conditions present in the data, in `Condition::ALL` order.
@@ -217,7 +227,8 @@ fn prepare(table: &Table, condition: Condition, baseline: Condition) -> Prepared
         missing_baseline: 0,
         missing_condition: 0,
     };
-    for slots in &table.slots {
+    for &unit in &table.order {
+        let slots = &table.slots[unit];
         match (slots[c_slot], slots[b_slot]) {
             (Some(c), Some(b)) => prepared.pairs.push((c, b)),
             (Some(_), None) => prepared.missing_baseline += 1,
@@ -519,6 +530,28 @@ mod tests {
         let quality = comparison.metric(Metric::TaskScore).expect("task_score");
         assert_eq!(quality.test.test, crate::report::TestKind::NoDifference);
         assert!(!quality.significant);
+    }
+
+    /// Found by the shard test (issue 12): merged shards gave other bootstrap intervals than
+    /// one unsharded run, because pairs followed the order records were read in.
+    #[test]
+    fn comparisons_do_not_depend_on_record_order() {
+        let records = pairs(|svc| svc.context_tokens += svc.task_score as u64 * 7);
+        let mut reversed = records.clone();
+        reversed.reverse();
+        let forward = compare(
+            &dataset(&records),
+            Condition::Svc,
+            Condition::Raw,
+            &options(),
+        );
+        let backward = compare(
+            &dataset(&reversed),
+            Condition::Svc,
+            Condition::Raw,
+            &options(),
+        );
+        assert_eq!(forward, backward);
     }
 
     #[test]

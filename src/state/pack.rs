@@ -214,6 +214,16 @@ impl Packs {
     /// The bytes packed for `path` (a path under the state directory), or `None` when no pack
     /// holds it.
     pub fn read(&self, path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+        self.read_with(path, true)
+    }
+
+    /// [`Packs::read`] against the index as first loaded: a miss does not reload it. For
+    /// lookups that mostly miss (a cache) and whose writers are elsewhere or in this process.
+    pub fn read_known(&self, path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+        self.read_with(path, false)
+    }
+
+    fn read_with(&self, path: &Path, reload_on_miss: bool) -> Result<Option<Vec<u8>>, StateError> {
         let Some(key) = relative_key(&self.home, path) else {
             return Ok(None);
         };
@@ -223,7 +233,7 @@ impl Packs {
             Some(index) => index,
             None => self.reload()?,
         };
-        if !index.entries.contains_key(&key) && !fresh {
+        if !index.entries.contains_key(&key) && !fresh && reload_on_miss {
             index = self.reload()?;
         }
         let Some(location) = index.entries.get(&key) else {

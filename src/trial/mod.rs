@@ -2,6 +2,7 @@
 //! published JSON Schema, and the JSONL writer that never writes an invalid record.
 
 pub mod accept;
+pub mod parquet;
 pub mod read;
 pub mod record;
 pub mod validate;

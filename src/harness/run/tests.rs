@@ -1,3 +1,4 @@
+use super::resume::record_key;
 use super::*;
 
 #[test]
@@ -79,6 +80,7 @@ fn settings(dir: &Path, shard: Shard) -> RunSettings {
         state_home: dir.join("state"),
         threads: Some(2),
         progress: None,
+        audit: Default::default(),
     }
 }
 

@@ -1,16 +1,107 @@
 //! HTTP runners: OpenAI-compatible `POST {base_url}/chat/completions` and Anthropic
-//! `POST {base_url}/v1/messages` (base URLs as the providers' SDKs take them). Timeouts, retries
-//! with exponential backoff on retryable failures; usage is read from the response, never
-//! estimated.
+//! `POST {base_url}/v1/messages` (base URLs as the providers' SDKs take them). Usage is read
+//! from the response, never estimated.
+//!
+//! Retries: timeouts, refused connections, 429 and 5xx are retried up to the runner's `retries`.
+//! The wait before retry n (0-based) is "equal jitter" over an exponential step,
+//! `step/2 + uniform[0, step/2]` with `step = min(backoff_ms * 2^n, MAX_BACKOFF_MS)`, so
+//! concurrent workers that failed together do not retry together. A `Retry-After` header
+//! (delay-seconds or an HTTP-date) is a floor: the wait is `Retry-After + uniform[0, step/2]`.
+//! A server asking for more than [`MAX_RETRY_AFTER_MS`] is not waited for: the call fails with
+//! its status. The jitter comes from a [`SplitMix64`] seeded by the caller (the trial passes a
+//! hash of its request and replicate), so a re-run waits the same way. Every attempt, with its
+//! start time, `Retry-After` and wait, is returned as an [`Attempt`] for the audit trail.
 
-use std::time::Duration;
+use std::time::{Duration, Instant, SystemTime};
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::spec::{RunnerSpec, RunnerSpecError};
 use super::{ModelReply, ModelRequest, RunnerError};
 use crate::digest;
+use crate::rng::SplitMix64;
 use crate::trial::UsageSource;
+
+/// Longest exponential backoff step.
+pub const MAX_BACKOFF_MS: u64 = 60_000;
+/// Longest `Retry-After` svc waits for; a longer one fails the call.
+pub const MAX_RETRY_AFTER_MS: u64 = 120_000;
+
+/// One attempt of a model call, as the run's audit trail (`requests.jsonl`) records it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// When the attempt started, in milliseconds since the Unix epoch.
+    pub started_at_ms: u64,
+    /// How long the attempt took.
+    pub elapsed_ms: f64,
+    /// `ok`, or the error type of the failed attempt (`http_429`, `timeout`, …).
+    pub outcome: String,
+    /// The server's `Retry-After`, in milliseconds, when it sent one.
+    pub retry_after_ms: Option<u64>,
+    /// The wait before the next attempt; null for the last attempt.
+    pub wait_ms: Option<u64>,
+}
+
+impl Attempt {
+    /// Starts an attempt record now.
+    pub fn starting() -> (Self, Instant) {
+        let started_at_ms = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
+        (
+            Self {
+                started_at_ms,
+                elapsed_ms: 0.0,
+                outcome: String::new(),
+                retry_after_ms: None,
+                wait_ms: None,
+            },
+            Instant::now(),
+        )
+    }
+
+    /// Closes the record with the attempt's result.
+    pub fn finish<T>(&mut self, started: Instant, result: &Result<T, RunnerError>) {
+        self.elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+        self.outcome = match result {
+            Ok(_) => "ok".into(),
+            Err(error) => error.error_type(),
+        };
+    }
+}
+
+/// A `Retry-After` value in milliseconds from `now`: delay-seconds (`120`) or an HTTP-date
+/// (`Wed, 21 Oct 2026 07:28:00 GMT`; a date in the past is 0). `None` when unreadable.
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<u64> {
+    let value = value.trim();
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(seconds.saturating_mul(1000));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).map_or(0, |d| d.as_millis() as u64))
+}
+
+/// The wait before retry `retry` (0-based), or `None` when the server asked for longer than
+/// [`MAX_RETRY_AFTER_MS`]. See the module docs for the formula.
+pub fn retry_wait_ms(
+    backoff_ms: u64,
+    retry: u32,
+    retry_after_ms: Option<u64>,
+    rng: &mut SplitMix64,
+) -> Option<u64> {
+    let step = backoff_ms
+        .saturating_mul(1u64 << retry.min(16))
+        .min(MAX_BACKOFF_MS);
+    let half = step / 2;
+    // Uniform in [0, half]; `unit()` < 1, so the product stays below half + 1.
+    let jitter = ((rng.unit() * (half + 1) as f64) as u64).min(half);
+    match retry_after_ms {
+        Some(ms) if ms > MAX_RETRY_AFTER_MS => None,
+        Some(ms) => Some(ms + jitter),
+        None => Some(step - half + jitter),
+    }
+}
 
 /// Which wire format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,26 +163,57 @@ impl HttpBackend {
         }
     }
 
-    /// One call, retried on timeouts, refused connections, 429 and 5xx.
+    /// One call, retried on timeouts, refused connections, 429 and 5xx (see the module docs),
+    /// with every attempt. `jitter_seed` seeds the backoff jitter.
     pub async fn call_with_retries(
         &self,
         request: &ModelRequest,
         api: Api,
-    ) -> Result<ModelReply, RunnerError> {
-        let mut attempt = 0u32;
+        jitter_seed: u64,
+    ) -> (Result<ModelReply, RunnerError>, Vec<Attempt>) {
+        let mut rng = SplitMix64::new(jitter_seed);
+        let mut attempts = Vec::new();
+        let mut retry = 0u32;
         loop {
-            match self.call_once(request, api).await {
-                Err(error) if error.is_retryable() && attempt < self.retries => {
-                    let wait = self.backoff_ms.saturating_mul(1u64 << attempt.min(16));
-                    tokio::time::sleep(Duration::from_millis(wait)).await;
-                    attempt += 1;
+            let (mut attempt, started) = Attempt::starting();
+            let (result, retry_after_ms) = self.call_once(request, api).await;
+            attempt.finish(started, &result);
+            attempt.retry_after_ms = retry_after_ms;
+            let wait = match &result {
+                Err(error) if error.is_retryable() && retry < self.retries => {
+                    retry_wait_ms(self.backoff_ms, retry, retry_after_ms, &mut rng)
                 }
-                other => return other,
+                _ => None,
+            };
+            attempt.wait_ms = wait;
+            attempts.push(attempt);
+            match wait {
+                Some(wait) => {
+                    tokio::time::sleep(Duration::from_millis(wait)).await;
+                    retry += 1;
+                }
+                None => return (result, attempts),
             }
         }
     }
 
-    async fn call_once(&self, request: &ModelRequest, api: Api) -> Result<ModelReply, RunnerError> {
+    /// One attempt, and the response's `Retry-After` in milliseconds when it had one.
+    async fn call_once(
+        &self,
+        request: &ModelRequest,
+        api: Api,
+    ) -> (Result<ModelReply, RunnerError>, Option<u64>) {
+        let mut retry_after_ms = None;
+        let result = self.attempt(request, api, &mut retry_after_ms).await;
+        (result, retry_after_ms)
+    }
+
+    async fn attempt(
+        &self,
+        request: &ModelRequest,
+        api: Api,
+        retry_after_ms: &mut Option<u64>,
+    ) -> Result<ModelReply, RunnerError> {
         let url = self.url(api);
         let body = match api {
             Api::OpenAi => {
@@ -144,6 +266,11 @@ impl HttpBackend {
         };
         let response = builder.send().await.map_err(transport)?;
         let status = response.status();
+        *retry_after_ms = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| parse_retry_after(v, SystemTime::now()));
         let header_id = response
             .headers()
             .get("x-request-id")
@@ -264,6 +391,30 @@ mod tests {
                     )
                         .into_response(),
                     "flaky" if n == 0 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
+                    "retry-after-seconds" if n == 0 => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "1".to_string())],
+                        "slow down",
+                    )
+                        .into_response(),
+                    "retry-after-date" if n == 0 => {
+                        let at = std::time::SystemTime::now() + Duration::from_secs(2);
+                        (
+                            StatusCode::TOO_MANY_REQUESTS,
+                            [("retry-after", httpdate::fmt_http_date(at))],
+                            "slow down",
+                        )
+                            .into_response()
+                    }
+                    "retry-after-too-long" => (
+                        StatusCode::TOO_MANY_REQUESTS,
+                        [("retry-after", "3600".to_string())],
+                        "come back in an hour",
+                    )
+                        .into_response(),
+                    "retry-after-seconds" | "retry-after-date" => {
+                        (StatusCode::OK, ok_openai.to_string()).into_response()
+                    }
                     "flaky" => (StatusCode::OK, ok_openai.to_string()).into_response(),
                     "500" => (StatusCode::INTERNAL_SERVER_ERROR, "{\"error\":\"boom\"}").into_response(),
                     "400" => (StatusCode::BAD_REQUEST, "{\"error\":\"bad\"}").into_response(),
@@ -377,6 +528,84 @@ mod tests {
         assert_eq!(error.expect_err("usage").error_type(), "missing_usage");
         let (error, _) = call("slow", RunnerKind::OpenaiCompatible).await;
         assert_eq!(error.expect_err("slow").error_type(), "timeout");
+    }
+
+    async fn traced(mode: &'static str) -> (Result<ModelReply, RunnerError>, Vec<Attempt>, usize) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let base = fake(mode, calls.clone()).await;
+        let mut spec = runner(RunnerKind::OpenaiCompatible, format!("{base}/v1")).spec;
+        spec.retries = 2;
+        spec.timeout_ms = 5_000;
+        let runner = Runner::from_spec(spec, "sha".into()).expect("runner");
+        let request = runner.request("c", "q", AnswerKind::Span);
+        let (result, attempts) = runner.call_traced(&request, 7).await;
+        (result, attempts, calls.load(Ordering::SeqCst))
+    }
+
+    /// The waits are checked on the recorded attempt start times, not on a wall-clock budget.
+    #[tokio::test]
+    async fn retry_after_seconds_and_dates_are_honoured() {
+        let (result, attempts, calls) = traced("retry-after-seconds").await;
+        assert!(result.is_ok(), "{result:?}");
+        assert_eq!((calls, attempts.len()), (2, 2));
+        assert_eq!(attempts[0].outcome, "http_429");
+        assert_eq!(attempts[0].retry_after_ms, Some(1000));
+        let wait = attempts[0].wait_ms.expect("a wait");
+        assert!(
+            (1000..=1005).contains(&wait),
+            "Retry-After plus jitter of at most backoff/2: {wait}"
+        );
+        assert!(attempts[1].started_at_ms >= attempts[0].started_at_ms + 1000);
+        assert_eq!(
+            (attempts[1].outcome.as_str(), attempts[1].wait_ms),
+            ("ok", None)
+        );
+
+        let (result, attempts, _) = traced("retry-after-date").await;
+        assert!(result.is_ok(), "{result:?}");
+        let asked = attempts[0].retry_after_ms.expect("a date was read");
+        // An HTTP-date has whole seconds: 2 s ahead, truncated, is more than 1 s away.
+        assert!((1000..=2000).contains(&asked), "{asked}");
+        assert!(attempts[1].started_at_ms >= attempts[0].started_at_ms + asked);
+
+        let (result, attempts, calls) = traced("retry-after-too-long").await;
+        assert_eq!(result.expect_err("not waited for").error_type(), "http_429");
+        assert_eq!((calls, attempts[0].wait_ms), (1, None));
+    }
+
+    #[test]
+    fn backoff_has_bounded_seeded_jitter() {
+        let waits = |seed: u64| -> Vec<u64> {
+            let mut rng = SplitMix64::new(seed);
+            (0..6)
+                .map(|retry| retry_wait_ms(100, retry, None, &mut rng).expect("wait"))
+                .collect()
+        };
+        let first = waits(1);
+        assert_eq!(first, waits(1), "the same seed waits the same");
+        assert_ne!(first, waits(2), "another seed spreads the retries");
+        for (retry, wait) in first.iter().enumerate() {
+            let step = 100u64 << retry;
+            assert!((step / 2..=step).contains(wait), "retry {retry}: {wait}");
+        }
+        let mut rng = SplitMix64::new(3);
+        let capped = retry_wait_ms(100, 40, None, &mut rng).expect("wait");
+        assert!(capped <= MAX_BACKOFF_MS);
+        assert_eq!(
+            retry_wait_ms(100, 0, Some(MAX_RETRY_AFTER_MS + 1), &mut rng),
+            None
+        );
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        assert_eq!(parse_retry_after(" 7 ", now), Some(7000));
+        assert_eq!(
+            parse_retry_after(&httpdate::fmt_http_date(now + Duration::from_secs(30)), now),
+            Some(30_000)
+        );
+        assert_eq!(
+            parse_retry_after(&httpdate::fmt_http_date(now), now + Duration::from_secs(5)),
+            Some(0)
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
     }
 
     #[tokio::test]

@@ -6,6 +6,7 @@
 //! whose `error_type` becomes the error record's. Cost comes from the runner file: a pricing
 //! snapshot (referenced by its SHA-256), self-hosted (no API fee), or the fixture's zero cost.
 
+pub mod cache;
 pub mod command;
 pub mod fixture;
 pub mod http;
@@ -262,16 +263,36 @@ impl Runner {
 
     /// Calls the model. The fixture answers at once; the others do I/O with retries.
     pub async fn call(&self, request: &ModelRequest) -> Result<ModelReply, RunnerError> {
-        match &self.backend {
-            Backend::Fixture => Ok(fixture::call(request)),
-            Backend::OpenAi(backend) => backend.call_with_retries(request, http::Api::OpenAi).await,
-            Backend::Anthropic(backend) => {
-                backend
-                    .call_with_retries(request, http::Api::Anthropic)
-                    .await
-            }
-            Backend::Command(backend) => backend.call(request).await,
+        self.call_traced(request, 0).await.0
+    }
+
+    /// [`Runner::call`] with every attempt (one for runners that do not retry); `jitter_seed`
+    /// seeds the HTTP backoff jitter.
+    pub async fn call_traced(
+        &self,
+        request: &ModelRequest,
+        jitter_seed: u64,
+    ) -> (Result<ModelReply, RunnerError>, Vec<http::Attempt>) {
+        let api = match &self.backend {
+            Backend::OpenAi(backend) => Some((backend, http::Api::OpenAi)),
+            Backend::Anthropic(backend) => Some((backend, http::Api::Anthropic)),
+            _ => None,
+        };
+        if let Some((backend, api)) = api {
+            return backend.call_with_retries(request, api, jitter_seed).await;
         }
+        let (mut attempt, started) = http::Attempt::starting();
+        let result = match &self.backend {
+            Backend::Command(backend) => backend.call(request).await,
+            _ => Ok(fixture::call(request)),
+        };
+        attempt.finish(started, &result);
+        (result, vec![attempt])
+    }
+
+    /// Whether the runner calls a model over HTTP (the calls the response cache serves).
+    pub fn is_http(&self) -> bool {
+        matches!(self.backend, Backend::OpenAi(_) | Backend::Anthropic(_))
     }
 
     /// Calls a local runner without a runtime (the fixture); `None` for runners that do I/O.

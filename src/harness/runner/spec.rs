@@ -92,7 +92,8 @@ pub struct RunnerSpec {
     /// Retries after the first attempt, for timeouts, refused connections, 429 and 5xx.
     #[serde(default = "default_retries")]
     pub retries: u32,
-    /// Backoff before retry n is `backoff_ms * 2^(n-1)`.
+    /// Backoff step before retry n is `backoff_ms * 2^(n-1)`, jittered and floored by
+    /// `Retry-After` (see `runner::http`).
     #[serde(default = "default_backoff_ms")]
     pub backoff_ms: u64,
     /// Calls in flight at once.
