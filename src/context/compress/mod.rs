@@ -50,6 +50,78 @@ impl ContentKind {
         }
     }
 
+    /// The kind of content from a named source: the file name first (the context engine's
+    /// language detection, then a list of other source, config and document extensions), the
+    /// content only for stdin (`-`) or a name that says nothing. Content sniffing alone read
+    /// most real Python files as prose.
+    pub fn for_source(source: &str, content: &str) -> ContentKind {
+        if source != "-"
+            && let Some(kind) = Self::from_name(source)
+        {
+            // A `.json` file that does not parse is still reported as broken JSON, precisely.
+            return kind;
+        }
+        Self::detect(content)
+    }
+
+    /// The kind a file name implies, when it implies one.
+    pub fn from_name(name: &str) -> Option<ContentKind> {
+        use crate::context::index::Language;
+        let language = Language::from_name(name);
+        if language.is_code() {
+            return Some(ContentKind::Code);
+        }
+        match language {
+            Language::Json => return Some(ContentKind::Json),
+            Language::Log => return Some(ContentKind::Logs),
+            Language::Markdown => return Some(ContentKind::Prose),
+            // Configuration is line-structured: the code reducer keeps its section headers and
+            // keys where prose would cut it into "sentences".
+            Language::Yaml | Language::Toml => return Some(ContentKind::Code),
+            _ => {}
+        }
+        let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+        // Files known by their whole name.
+        let stem = file.split('.').next().unwrap_or(file).to_ascii_lowercase();
+        match stem.as_str() {
+            "makefile" | "dockerfile" | "rakefile" | "gemfile" | "justfile" | "procfile" => {
+                return Some(ContentKind::Code);
+            }
+            "readme" | "license" | "licence" | "changelog" | "changes" | "authors"
+            | "contributing" | "notice" | "history" | "copying"
+                if !file.contains('.') || file.ends_with(".txt") =>
+            {
+                return Some(ContentKind::Prose);
+            }
+            _ => {}
+        }
+        // A hidden file with no other dot (`.gitignore`, `.editorconfig`, `.env`) is
+        // configuration: line-structured, like the config extensions below.
+        if let Some(name) = file.strip_prefix('.')
+            && !name.is_empty()
+            && !name.contains('.')
+        {
+            return Some(ContentKind::Code);
+        }
+        let extension = file.rsplit_once('.')?.1.to_ascii_lowercase();
+        let kind = match extension.as_str() {
+            "rst" | "txt" | "text" | "adoc" | "asciidoc" | "org" | "tex" | "rtf" => {
+                ContentKind::Prose
+            }
+            "jsonl" | "ndjson" | "out" | "err" => ContentKind::Logs,
+            "ini" | "cfg" | "conf" | "properties" | "env" | "lock" | "in" | "sh" | "bash"
+            | "zsh" | "fish" | "ps1" | "bat" | "rb" | "php" | "pl" | "pm" | "lua" | "r" | "sql"
+            | "kt" | "kts" | "swift" | "scala" | "cs" | "fs" | "m" | "mm" | "dart" | "ex"
+            | "exs" | "erl" | "hs" | "ml" | "mli" | "clj" | "zig" | "nim" | "v" | "sv" | "vhd"
+            | "css" | "scss" | "sass" | "less" | "html" | "htm" | "xml" | "svg" | "vue"
+            | "svelte" | "gradle" | "cmake" | "mk" | "dockerfile" | "tf" | "proto" | "graphql"
+            | "pyx" | "pxd" => ContentKind::Code,
+            "ipynb" | "geojson" => ContentKind::Json,
+            _ => return None,
+        };
+        Some(kind)
+    }
+
     /// Guesses the kind from the content alone (JSON that parses, log-shaped lines, code-shaped
     /// lines, else prose).
     pub fn detect(content: &str) -> ContentKind {
@@ -66,6 +138,42 @@ impl ContentKind {
             return ContentKind::Code;
         }
         ContentKind::Prose
+    }
+}
+
+#[cfg(test)]
+mod kind_tests {
+    use super::ContentKind;
+
+    /// Issue 13: content sniffing alone read 23 of 25 real Python files as prose.
+    #[test]
+    fn the_file_name_decides_before_the_content() {
+        let python =
+            "import os\n\n\ndef main():\n    \"\"\"Run it.\"\"\"\n    return os.getcwd()\n";
+        assert_eq!(
+            ContentKind::for_source("src/app.py", python),
+            ContentKind::Code
+        );
+        for (name, kind) in [
+            ("README.md", ContentKind::Prose),
+            ("docs/index.rst", ContentKind::Prose),
+            ("LICENSE", ContentKind::Prose),
+            ("pyproject.toml", ContentKind::Code),
+            (".github/workflows/ci.yml", ContentKind::Code),
+            (".gitignore", ContentKind::Code),
+            ("Makefile", ContentKind::Code),
+            ("MANIFEST.in", ContentKind::Code),
+            ("data/orders.json", ContentKind::Json),
+            ("server.log", ContentKind::Logs),
+        ] {
+            assert_eq!(ContentKind::from_name(name), Some(kind), "{name}");
+        }
+        // Stdin and names that say nothing fall back to the content.
+        assert_eq!(ContentKind::from_name("notes"), None);
+        assert_eq!(
+            ContentKind::for_source("-", "{\"a\": 1}"),
+            ContentKind::Json
+        );
     }
 }
 
@@ -321,7 +429,9 @@ pub(crate) fn reduce_prefixed(
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
     }
-    let kind = options.kind.unwrap_or_else(|| ContentKind::detect(content));
+    let kind = options
+        .kind
+        .unwrap_or_else(|| ContentKind::for_source(&options.source, content));
     if kind == ContentKind::Json {
         // Validate first so a broken document gets a precise error, whatever the budget.
         json::validate(content, &options.source)?;
