@@ -5,11 +5,13 @@
 //! Two seams are filled by other subsystems: [`condition::default_selector`] (the context
 //! engine) and [`scorer::default_claim_checker`] (the witness).
 
+pub mod arms;
 pub mod bench;
 pub mod condition;
 pub mod run;
 pub mod runner;
 pub mod scorer;
+pub mod selector;
 pub mod summary;
 pub mod text;
 pub mod workload;

@@ -207,6 +207,13 @@ pub struct Manifest {
     pub task_id_budget_separator: String,
     pub replicates: u64,
     pub scorer: String,
+    /// The selector setting of the `svc` condition ([`SelectorName`]); manifests from before
+    /// the setting used the context engine.
+    #[serde(default = "default_selector_name")]
+    pub selector: String,
+    /// The runner's sampling temperature (from its file).
+    #[serde(default)]
+    pub temperature: f64,
     pub seed: u64,
     pub shard: String,
     /// First start of this run directory (kept across resumes).
@@ -264,6 +271,10 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         CompactionMode::Deterministic => material,
         mode => format!("{material}|native_compaction={mode}"),
     };
+    let material = match settings.selector.name() {
+        "svc" => material,
+        selector => format!("{material}|selector={selector}"),
+    };
     let shard = if settings.shard.count > 1 {
         format!("-shard{}of{}", settings.shard.index, settings.shard.count)
     } else {
@@ -294,6 +305,9 @@ struct Note {
     replicate: u64,
     kind: &'static str,
     detail: String,
+    /// Machine-readable figures of the note (`latency_split`, `secondary_score`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<serde_json::Value>,
 }
 
 struct Finished {
@@ -379,6 +393,8 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
         replicates: settings.replicates,
         scorer: settings.scorer.as_str().to_string(),
+        selector: settings.selector.name().to_string(),
+        temperature: runner.spec.temperature,
         seed: settings.seed,
         shard: settings.shard.to_string(),
         started_at,
@@ -516,6 +532,9 @@ struct TrialContext<'a> {
 struct Staged {
     cell: Cell,
     shape: Shape,
+    /// Milliseconds of the condition's own context work (index, selection, compression,
+    /// commit; the plan of a model summary), part of the trial's `latency_ms`.
+    context_ms: f64,
     /// What shaping could not say in the record, as (kind, detail).
     notes: Vec<(&'static str, String)>,
 }
@@ -550,6 +569,7 @@ struct SummaryAccount {
 struct Shaped {
     cell: Cell,
     built: Result<BuiltContext, condition::ConditionFailure>,
+    context_ms: f64,
     notes: Vec<(&'static str, String)>,
     summary: Option<SummaryAccount>,
 }
@@ -567,6 +587,7 @@ impl TrialContext<'_> {
     }
 
     fn stage(&self, cell: &Cell) -> Staged {
+        let start = Instant::now();
         let task = self.task(cell);
         let mut notes = Vec::new();
         let shape = match &self.prepared[cell.task] {
@@ -628,6 +649,7 @@ impl TrialContext<'_> {
         Staged {
             cell: *cell,
             shape,
+            context_ms: start.elapsed().as_secs_f64() * 1000.0,
             notes,
         }
     }
@@ -648,6 +670,7 @@ impl TrialContext<'_> {
         let Staged {
             cell,
             shape,
+            context_ms,
             mut notes,
         } = staged;
         let plan = match shape {
@@ -655,6 +678,7 @@ impl TrialContext<'_> {
                 return Shaped {
                     cell,
                     built,
+                    context_ms,
                     notes,
                     summary: None,
                 };
@@ -664,6 +688,7 @@ impl TrialContext<'_> {
         let Some(call) = call else {
             return Shaped {
                 cell,
+                context_ms,
                 built: Err(condition::ConditionFailure {
                     error_type: "internal_error",
                     message: "the summary call of a model-summary trial was not made".into(),
@@ -677,6 +702,7 @@ impl TrialContext<'_> {
         match call.reply {
             Err(error) => Shaped {
                 cell,
+                context_ms,
                 built: Err(condition::ConditionFailure {
                     error_type: "summary_failed",
                     message: format!(
@@ -725,6 +751,7 @@ impl TrialContext<'_> {
                 ));
                 Shaped {
                     cell,
+                    context_ms,
                     built: Ok(BuiltContext {
                         text: spliced.text,
                         tokens: spliced.tokens,
@@ -801,6 +828,7 @@ impl TrialContext<'_> {
         let task = self.task(&cell);
         let runner = &settings.runner;
         let task_id = budget_task_id(&task.id, cell.budget);
+        let context_ms = shaped.context_ms;
         let mut notes = Vec::new();
         let note = |kind: &'static str, detail: String| Note {
             task_id: task_id.clone(),
@@ -808,6 +836,7 @@ impl TrialContext<'_> {
             replicate: cell.replicate,
             kind,
             detail,
+            values: None,
         };
         notes.extend(
             shaped
@@ -900,14 +929,31 @@ impl TrialContext<'_> {
                         record.provider_request_id = reply.provider_request_id.clone();
                         record.task_score =
                             settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
-                        record.unsupported_claim_rate = settings
-                            .claim_checker
-                            .unsupported_claim_rate(
-                                &reply.text,
-                                &task.claim_evidence(),
-                                Some(&task.question),
-                            )
-                            .clamp(0.0, 1.0);
+                        // A path list is judged path by path against the context sent (see
+                        // `scorer::unsupported_path_rate`); prose goes to the witness.
+                        record.unsupported_claim_rate = match settings.scorer.answer_type() {
+                            scorer::AnswerType::PathList => {
+                                scorer::unsupported_path_rate(&reply.text, &built.text)
+                            }
+                            scorer::AnswerType::Text => {
+                                settings.claim_checker.unsupported_claim_rate(
+                                    &reply.text,
+                                    &task.claim_evidence(),
+                                    Some(&task.question),
+                                )
+                            }
+                        }
+                        .clamp(0.0, 1.0);
+                        if let Some(secondary) = settings.scorer.secondary() {
+                            let score = secondary.score(&reply.text, task).clamp(0.0, 1.0);
+                            let mut secondary_note =
+                                note("secondary_score", format!("{secondary} = {score}"));
+                            secondary_note.values = Some(serde_json::json!({
+                                "scorer": secondary.as_str(),
+                                "score": score,
+                            }));
+                            notes.push(secondary_note);
+                        }
                         record.output_tokens = reply.output_tokens;
                         record.reasoning_tokens = reply.reasoning_tokens;
                         record.billed_cost_usd = runner.cost_usd(&reply);
@@ -920,15 +966,35 @@ impl TrialContext<'_> {
         }
         // The summarisation call is part of the trial: its output, cost and time are the
         // trial's. Its input is not context of the answer call; notes.jsonl has it.
+        let model_ms = record.latency_ms;
+        let mut summary_ms = 0.0;
         if let Some(account) = shaped.summary {
             record.output_tokens += account.output_tokens;
             record.reasoning_tokens += account.reasoning_tokens;
             record.billed_cost_usd += account.cost_usd;
             record.latency_ms += account.latency_ms;
+            summary_ms = account.latency_ms;
             if let Some(usage_source) = account.failed {
                 record.usage_source = usage_source;
             }
         }
+        // latency_ms is the whole trial as a client would wait for it: the condition's own
+        // context work plus the model call(s). The split goes to notes.jsonl.
+        record.latency_ms += context_ms;
+        let mut split = note(
+            "latency_split",
+            format!(
+                "latency_ms {:.3} = context {context_ms:.3} + model {model_ms:.3} + summary {summary_ms:.3}",
+                record.latency_ms
+            ),
+        );
+        split.values = Some(serde_json::json!({
+            "latency_ms": record.latency_ms,
+            "context_ms": context_ms,
+            "model_ms": model_ms,
+            "summary_ms": summary_ms,
+        }));
+        notes.push(split);
         let violations = record.violations();
         if violations.is_empty() {
             Finished {
@@ -1217,12 +1283,13 @@ fn merge_previous(
             m.scorer.clone(),
             m.shard.clone(),
             m.native_compaction,
+            m.selector.clone(),
         )
     };
     if identity(manifest) != identity(previous) {
         return Err(RunError::Settings(format!(
-            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}); \
-             this run is workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}): pass another --out",
+            "{} holds a run of workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}, selector {}); \
+             this run is workload {} version {} with runner {} (scorer {}, shard {}, native compaction {}, selector {}): pass another --out",
             dir.display(),
             previous.workload.name,
             previous.workload.version,
@@ -1230,12 +1297,14 @@ fn merge_previous(
             previous.scorer,
             previous.shard,
             previous.native_compaction,
+            previous.selector,
             manifest.workload.name,
             manifest.workload.version,
             manifest.runner.name,
             manifest.scorer,
             manifest.shard,
             manifest.native_compaction,
+            manifest.selector,
         )));
     }
     for condition in &previous.conditions {
@@ -1253,6 +1322,10 @@ fn merge_previous(
     manifest.replicates = manifest.replicates.max(previous.replicates);
     manifest.started_at = previous.started_at.clone();
     Ok(())
+}
+
+fn default_selector_name() -> String {
+    "svc".into()
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {

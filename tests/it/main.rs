@@ -1,5 +1,6 @@
 //! Integration tests: one binary (faster linking), one module per area.
 
+mod baselines;
 mod benchmark;
 mod compress;
 mod context;
