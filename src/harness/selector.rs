@@ -3,9 +3,10 @@
 //!
 //! - `svc`: the context engine ([`super::condition::EngineSelector`]);
 //! - `bm25-topk`: plain Okapi BM25 (k1 1.2, b 0.75) over the same fragments the engine
-//!   indexes, no structure, no skeletons: fragments in rank order, each sent whole while it
-//!   fits (a fragment that does not fit is skipped and the next one tried), rendered in rank
-//!   order as a retrieval pipeline would;
+//!   indexes, no structure, no skeletons: fragments taken in rank order, each sent whole while
+//!   it fits (a fragment that does not fit is skipped and the next one tried), rendered in
+//!   document order as the engine renders, so the pair of runs measures selection and not the
+//!   order the reader meets the text in;
 //! - `random`: fragments in a seeded random order (seed = the run seed, the task id and the
 //!   budget), sent whole while they fit, rendered in document order;
 //! - `oracle-evidence`: the fragments holding gold evidence (an evidence span, or any fragment
@@ -112,7 +113,7 @@ impl ContextSelector for Bm25TopK {
             .collect();
         // Best first; ties in document order so the ranking is deterministic.
         order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-        Ok(fill(&index, &order, budget, false))
+        Ok(fill(&index, &order, budget))
     }
 
     fn name(&self) -> &'static str {
@@ -132,7 +133,7 @@ impl ContextSelector for RandomSelector {
         let material = format!("{}|{query}|{budget}", self.seed);
         let seed = u64::from_str_radix(&digest::sha256_hex(material)[..16], 16).unwrap_or(0);
         SplitMix64::new(seed).shuffle(&mut order);
-        Ok(fill(&index, &order, budget, true))
+        Ok(fill(&index, &order, budget))
     }
 
     fn select_for(
@@ -187,7 +188,7 @@ impl ContextSelector for OracleEvidence {
             })
             .map(|(i, _)| i)
             .collect();
-        Ok(fill(&index, &order, budget, true))
+        Ok(fill(&index, &order, budget))
     }
 
     fn name(&self) -> &'static str {
@@ -258,9 +259,9 @@ pub fn bm25_scores(index: &Index, query: &str) -> Vec<f64> {
 }
 
 /// Sends the fragments of `order` whole while they fit `budget` (skipping those that do not),
-/// rendered in `order` or, with `document_order`, in path and offset order; every fragment is
+/// rendered in path and offset order; every fragment is
 /// a chunk of the commit, the unsent ones omitted.
-fn fill(index: &Index, order: &[usize], budget: usize, document_order: bool) -> SelectedContext {
+fn fill(index: &Index, order: &[usize], budget: usize) -> SelectedContext {
     let tokenizer = Tokenizer::new(index.encoding);
     let cost = |f: usize| {
         let fragment = &index.fragments[f];
@@ -279,10 +280,8 @@ fn fill(index: &Index, order: &[usize], budget: usize, document_order: bool) -> 
     }
     let render = |chosen: &[usize]| -> String {
         let mut pieces: Vec<usize> = chosen.to_vec();
-        if document_order {
-            // Fragments are stored in path and offset order.
-            pieces.sort_unstable();
-        }
+        // Fragments are stored in path and offset order.
+        pieces.sort_unstable();
         let mut rendered = String::new();
         // Adjacent fragments of one file continue one verbatim block under the first one's
         // header, as the engine renders them, so a whole file sent is a whole file quoted.
@@ -385,7 +384,7 @@ mod tests {
             .expect("select");
         assert!(selected.tokens <= 40, "{}", selected.tokens);
         assert!(
-            selected.rendered.starts_with(">>> keeper.md"),
+            selected.rendered.contains(">>> keeper.md"),
             "{}",
             selected.rendered
         );

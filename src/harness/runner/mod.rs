@@ -9,6 +9,7 @@
 pub mod command;
 pub mod fixture;
 pub mod http;
+pub mod in_order;
 pub mod spec;
 
 use std::path::{Path, PathBuf};
@@ -115,7 +116,7 @@ impl RunnerError {
 }
 
 enum Backend {
-    Fixture,
+    Fixture(fixture::FixtureReader),
     OpenAi(http::HttpBackend),
     Anthropic(http::HttpBackend),
     Command(command::CommandBackend),
@@ -168,7 +169,7 @@ impl Runner {
             _ => None,
         };
         let backend = match spec.kind {
-            RunnerKind::Fixture => Backend::Fixture,
+            RunnerKind::Fixture => Backend::Fixture(spec.reader),
             RunnerKind::OpenaiCompatible => {
                 install_crypto_provider();
                 Backend::OpenAi(http::HttpBackend::new(&spec)?)
@@ -195,13 +196,13 @@ impl Runner {
             spec,
             file_sha256: sha,
             pricing: None,
-            backend: Backend::Fixture,
+            backend: Backend::Fixture(fixture::FixtureReader::Overlap),
         }
     }
 
     /// Whether calls run in-process without I/O (then the matrix uses rayon, not async).
     pub fn is_local(&self) -> bool {
-        matches!(self.backend, Backend::Fixture)
+        matches!(self.backend, Backend::Fixture(_))
     }
 
     /// Context tokens the model can take: its window minus output and a prompt reserve.
@@ -263,7 +264,7 @@ impl Runner {
     /// Calls the model. The fixture answers at once; the others do I/O with retries.
     pub async fn call(&self, request: &ModelRequest) -> Result<ModelReply, RunnerError> {
         match &self.backend {
-            Backend::Fixture => Ok(fixture::call(request)),
+            Backend::Fixture(reader) => Ok(fixture::call(request, *reader)),
             Backend::OpenAi(backend) => backend.call_with_retries(request, http::Api::OpenAi).await,
             Backend::Anthropic(backend) => {
                 backend
@@ -277,7 +278,7 @@ impl Runner {
     /// Calls a local runner without a runtime (the fixture); `None` for runners that do I/O.
     pub fn call_local(&self, request: &ModelRequest) -> Option<ModelReply> {
         match self.backend {
-            Backend::Fixture => Some(fixture::call(request)),
+            Backend::Fixture(reader) => Some(fixture::call(request, reader)),
             _ => None,
         }
     }
