@@ -11,8 +11,9 @@
 //!
 //! Budgets: the trial record has no budget field, so each record's `task_id` carries it as a
 //! suffix, `<task id>@b<budget>` ([`BUDGET_SEPARATOR`]), and the manifest lists the budgets.
-//! Records of one budget pair with each other; `raw` is run at every budget so each budget has
-//! complete pairs.
+//! Records of one budget pair with each other. `raw` ignores the budget, so it runs once per
+//! task and its records' `task_id` carry no suffix ([`record_task_id`]); the manifest says so
+//! (`raw_once_per_task`) and the report pairs each `raw` record with every budget of the run.
 //!
 //! Resume: re-running into the same directory skips every trial whose (task_id with budget,
 //! condition, replicate, scorer, provider, model) is already in `trials.jsonl`; a torn last line
@@ -50,6 +51,16 @@ pub const BUDGET_SEPARATOR: &str = "@b";
 /// The record `task_id` of `task_id` at `budget`.
 pub fn budget_task_id(task_id: &str, budget: usize) -> String {
     format!("{task_id}{BUDGET_SEPARATOR}{budget}")
+}
+
+/// The record `task_id` of a trial: `raw` (which ignores the budget and runs once per task)
+/// carries the plain task id, every other condition [`budget_task_id`].
+pub fn record_task_id(task_id: &str, condition: Condition, budget: usize) -> String {
+    if condition == Condition::Raw {
+        task_id.to_string()
+    } else {
+        budget_task_id(task_id, budget)
+    }
 }
 
 /// Splits a record `task_id` into the workload's task id and the budget.
@@ -205,6 +216,10 @@ pub struct Manifest {
     pub budgets: Vec<usize>,
     /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
     pub task_id_budget_separator: String,
+    /// `raw` ran once per task: its records carry the plain task id and pair with every
+    /// budget. False in manifests from before, whose `raw` ran at every budget.
+    #[serde(default)]
+    pub raw_once_per_task: bool,
     pub replicates: u64,
     pub scorer: String,
     /// The selector setting of the `svc` condition ([`SelectorName`]); manifests from before
@@ -338,6 +353,11 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
                 continue;
             }
             for &condition in &settings.conditions {
+                // raw's context does not depend on the budget: one trial per task, at the
+                // first budget (see `record_task_id`).
+                if condition == Condition::Raw && budget != settings.budgets[0] {
+                    continue;
+                }
                 for replicate in 0..settings.replicates {
                     cells.push(Cell {
                         task: index,
@@ -352,7 +372,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let planned = cells.len() as u64;
     let key = |cell: &Cell| {
         record_key(
-            &budget_task_id(&workload.tasks[cell.task].id, cell.budget),
+            &record_task_id(&workload.tasks[cell.task].id, cell.condition, cell.budget),
             cell.condition,
             cell.replicate,
             settings.scorer.as_str(),
@@ -391,6 +411,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         native_compaction: settings.native_compaction,
         budgets: settings.budgets.clone(),
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
+        raw_once_per_task: true,
         replicates: settings.replicates,
         scorer: settings.scorer.as_str().to_string(),
         selector: settings.selector.name().to_string(),
@@ -827,7 +848,7 @@ impl TrialContext<'_> {
         let cell = shaped.cell;
         let task = self.task(&cell);
         let runner = &settings.runner;
-        let task_id = budget_task_id(&task.id, cell.budget);
+        let task_id = record_task_id(&task.id, cell.condition, cell.budget);
         let context_ms = shaped.context_ms;
         let mut notes = Vec::new();
         let note = |kind: &'static str, detail: String| Note {

@@ -182,6 +182,37 @@ fn manifest_budget(file: &Path) -> Option<u64> {
     }
 }
 
+/// The budgets a run's once-per-task `raw` trials pair with: the manifest's `budgets` when it
+/// says `raw_once_per_task`, else none.
+fn manifest_raw_budgets(file: &Path) -> Vec<u64> {
+    let Some(manifest) = file.parent().map(|dir| dir.join("manifest.json")) else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(manifest) else {
+        return Vec::new();
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    if value
+        .get("raw_once_per_task")
+        .and_then(serde_json::Value::as_bool)
+        != Some(true)
+    {
+        return Vec::new();
+    }
+    value
+        .get("budgets")
+        .and_then(serde_json::Value::as_array)
+        .map(|budgets| {
+            budgets
+                .iter()
+                .filter_map(serde_json::Value::as_u64)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A valid record split, on the parallel side, into its pairing unit (strings moved, not
 /// copied) and the row without its interned ids.
 struct ValidRecord {
@@ -334,14 +365,14 @@ struct Absorber {
 }
 
 impl Absorber {
-    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary) {
+    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary, raw_budgets: &[u64]) {
         let dataset = &mut self.dataset;
         for item in parsed {
             match item {
                 Parsed::Valid(valid) => {
                     let ValidRecord {
                         unit,
-                        mut row,
+                        row,
                         zero_cost,
                         schema_version,
                     } = *valid;
@@ -355,22 +386,52 @@ impl Absorber {
                             dataset.schema_versions.insert(schema_version, 1);
                         }
                     }
-                    let id = match self.units.get(&unit) {
-                        Some(id) => *id,
-                        None => {
-                            let id = dataset.pairing_units.len() as u32;
-                            self.unit_names.push((
-                                self.workloads.id(&unit.unit.workload),
-                                self.models.id(&unit.unit.model),
-                            ));
-                            dataset.pairing_units.push(unit.unit.clone());
-                            self.units.insert(unit, id);
-                            id
-                        }
+                    // A `raw` trial run once per task (no budget in its task_id) pairs with
+                    // the trials of every budget of its run.
+                    let once = row.condition == Condition::Raw
+                        && !raw_budgets.is_empty()
+                        && crate::harness::run::split_task_id(&unit.unit.task_id)
+                            .1
+                            .is_none();
+                    let variants: Vec<(KeyedUnit, Row)> = if once {
+                        raw_budgets
+                            .iter()
+                            .map(|&budget| {
+                                let mut unit = unit.unit.clone();
+                                unit.task_id = crate::harness::run::budget_task_id(
+                                    &unit.task_id,
+                                    budget as usize,
+                                );
+                                (
+                                    KeyedUnit {
+                                        hash: unit_hash(&unit),
+                                        unit,
+                                    },
+                                    row.clone(),
+                                )
+                            })
+                            .collect()
+                    } else {
+                        vec![(unit, row)]
                     };
-                    (row.workload, row.model) = self.unit_names[id as usize];
-                    row.unit = id;
-                    dataset.rows.push(row);
+                    for (unit, mut row) in variants {
+                        let id = match self.units.get(&unit) {
+                            Some(id) => *id,
+                            None => {
+                                let id = dataset.pairing_units.len() as u32;
+                                self.unit_names.push((
+                                    self.workloads.id(&unit.unit.workload),
+                                    self.models.id(&unit.unit.model),
+                                ));
+                                dataset.pairing_units.push(unit.unit.clone());
+                                self.units.insert(unit, id);
+                                id
+                            }
+                        };
+                        (row.workload, row.model) = self.unit_names[id as usize];
+                        row.unit = id;
+                        dataset.rows.push(row);
+                    }
                 }
                 Parsed::Invalid {
                     line,
@@ -418,6 +479,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
         )
         .map_err(io_error)?;
         let budget = manifest_budget(path);
+        let raw_budgets = manifest_raw_budgets(path);
         let mut summary = FileSummary {
             path: path.to_string_lossy().to_string(),
             valid: 0,
@@ -442,7 +504,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
             });
             let absorbing = scope.spawn(|| {
                 for parsed in parsed_rx {
-                    absorber.absorb(parsed, &mut summary);
+                    absorber.absorb(parsed, &mut summary, &raw_budgets);
                 }
             });
             let mut reader = reader;

@@ -155,3 +155,52 @@ fn issue_11_path_list_answers_name_only_files_they_were_shown() {
         assert_eq!(record.unsupported_claim_rate, 0.0, "{}", record.task_id);
     }
 }
+
+/// The contract with the report: `raw` runs once per task, without a budget in its task_id,
+/// and the report pairs it with every budget of the run.
+#[test]
+fn raw_runs_once_per_task_and_pairs_with_every_budget() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("run");
+    let done = run(svc(state.path())
+        .args(["run", "--workload", MINI, "--conditions", "raw,svc"])
+        .args(["--budget", "64,128", "--out"])
+        .arg(&out));
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let records = records(&out);
+    let raw: Vec<&TrialRecord> = records
+        .iter()
+        .filter(|r| r.condition == Condition::Raw)
+        .collect();
+    assert_eq!(raw.len(), 12, "once per task");
+    assert!(raw.iter().all(|r| !r.task_id.contains("@b")));
+    assert_eq!(records.len(), 12 + 24);
+    assert_eq!(manifest(&out)["raw_once_per_task"], true);
+    let report_dir = state.path().join("report");
+    let report = run(svc(state.path())
+        .args(["report", "--resamples", "50", "--out"])
+        .arg(&report_dir)
+        .arg(&out));
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    let summary: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(report_dir.join("summary.json")).expect("summary"),
+    )
+    .expect("json");
+    let svc_vs_raw = summary["comparisons"]
+        .as_array()
+        .expect("comparisons")
+        .iter()
+        .find(|c| c["condition"] == "svc" && c["baseline"] == "raw")
+        .expect("svc vs raw");
+    assert_eq!(svc_vs_raw["pairs"], 24, "raw pairs with both budgets");
+    // Resume: nothing runs twice.
+    let again = run(svc(state.path())
+        .args(["run", "--workload", MINI, "--conditions", "raw,svc"])
+        .args(["--budget", "64,128", "--out"])
+        .arg(&out));
+    assert!(
+        again.stdout.contains("0 trials written"),
+        "{}",
+        again.stdout
+    );
+}
