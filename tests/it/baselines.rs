@@ -204,3 +204,26 @@ fn raw_runs_once_per_task_and_pairs_with_every_budget() {
         again.stdout
     );
 }
+
+/// Issue 11: `runners check` said "ok" for a runner that answered with empty text.
+#[test]
+fn issue_11_runners_check_fails_on_an_empty_answer() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let file = state.path().join("silent.toml");
+    std::fs::write(
+        &file,
+        r#"name = "silent"
+kind = "command"
+provider = "local-command"
+model = "silent"
+command = ["python3", "-c", "import sys, json; sys.stdin.read(); print(json.dumps({'text': '  ', 'usage': {'input_tokens': 3, 'output_tokens': 0}}))"]
+context_window = 1000
+[cost]
+source = "self_hosted_no_api_fee"
+"#,
+    )
+    .expect("write");
+    let check = run(svc(state.path()).args(["runners", "check"]).arg(&file));
+    assert_eq!(check.code, 1, "{}{}", check.stdout, check.stderr);
+    assert!(check.stderr.contains("empty text"), "{}", check.stderr);
+}
