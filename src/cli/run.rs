@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use clap::Args;
-use svc::harness::condition::{self, Condition};
+use svc::harness::condition::Condition;
 use svc::harness::run::{self, AuditSettings, Progress, RunSettings, ShardSpec};
 use svc::harness::runner::cache::ResponseCache;
 use svc::harness::runner::{Runner, runners_root};
 use svc::harness::scorer::{self, ScorerName};
+use svc::harness::selector::{self, SelectorName};
 use svc::harness::summary::CompactionMode;
 use svc::harness::workload::{self, LoadOptions, workloads_root};
 
@@ -55,6 +56,14 @@ pub struct RunArgs {
     /// Seed for the trial order, recorded in the manifest.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// How the `svc` condition selects: the context engine (`svc`), plain BM25 top-k chunks
+    /// (`bm25-topk`), a seeded random selection (`random`) or the gold-evidence oracle
+    /// (`oracle-evidence`, an upper bound). Recorded in the manifest (`selector`).
+    #[arg(long, value_enum, default_value_t)]
+    selector: SelectorName,
+    /// When stderr is not a terminal, print a progress line every this many seconds (0: never).
+    #[arg(long, default_value_t = 30)]
+    progress_every: u64,
     /// Scorer [default: the workload's].
     #[arg(long, value_enum)]
     scorer: Option<ScorerName>,
@@ -120,7 +129,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             bar.set_message(format!("{} errors", p.errors));
         }))
     } else {
-        None
+        periodic_progress(String::new(), args.progress_every)
     };
     let mut settings = RunSettings {
         scorer: args.scorer.unwrap_or(workload.scorer()),
@@ -134,7 +143,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         out_dir: PathBuf::new(),
         max_error_rate: args.max_error_rate,
         seed: args.seed,
-        selector: condition::default_selector(),
+        selector: selector::build(args.selector, args.seed),
         claim_checker: scorer::default_claim_checker(),
         state_home,
         threads: args.threads,
@@ -164,14 +173,14 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
         Format::Text => {
             println!(
-                "run {}: {} trials written ({} errors), {} already present, {} planned, {:.2} s ({:.0} trials/s)",
+                "run {}: {} trials written ({} errors), {} already present, {} planned, {:.2} s ({})",
                 summary.run_dir.display(),
                 summary.written,
                 summary.errors,
                 summary.skipped,
                 summary.planned,
                 summary.elapsed_seconds,
-                summary.trials_per_second()
+                rate(summary.written, summary.elapsed_seconds)
             );
             if settings.runner.is_http() {
                 println!(
@@ -223,4 +232,60 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A trial rate people can read: trials per second when that is at least one, else seconds per
+/// trial (a real model takes seconds; "0 trials/s" says nothing).
+pub(crate) fn rate(trials: u64, seconds: f64) -> String {
+    if trials == 0 {
+        return "no trials".into();
+    }
+    let per_second = trials as f64 / seconds.max(1e-9);
+    if per_second >= 1.0 {
+        format!("{per_second:.0} trials/s")
+    } else {
+        format!("{:.1} s/trial", seconds / trials as f64)
+    }
+}
+
+/// For stderr that is not a terminal (CI, logs, `make bench-real` in a pipe): a progress line at
+/// most every `every_seconds`, and one at the end. `None` when `every_seconds` is 0.
+pub(crate) fn periodic_progress(
+    label: String,
+    every_seconds: u64,
+) -> Option<Arc<dyn Fn(Progress) + Send + Sync>> {
+    if every_seconds == 0 {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let last = Mutex::new(started);
+    Some(Arc::new(move |p: Progress| {
+        let Ok(mut last) = last.lock() else { return };
+        let finished = p.done >= p.total;
+        if !finished && last.elapsed().as_secs() < every_seconds {
+            return;
+        }
+        *last = std::time::Instant::now();
+        let elapsed = started.elapsed().as_secs_f64();
+        eprintln!(
+            "progress: {label}{}/{} trials, {} errors, {:.0} s elapsed, {}",
+            p.done,
+            p.total,
+            p.errors,
+            elapsed,
+            rate(p.done, elapsed)
+        );
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate;
+
+    #[test]
+    fn rates_read_well_for_slow_and_fast_runs() {
+        assert_eq!(rate(184, 960.0), "5.2 s/trial");
+        assert_eq!(rate(1000, 2.0), "500 trials/s");
+        assert_eq!(rate(0, 1.0), "no trials");
+    }
 }

@@ -103,6 +103,15 @@ fn check(name: &str) -> anyhow::Result<ExitCode> {
     let result = runtime.block_on(runner.call(&request));
     let latency = start.elapsed().as_secs_f64() * 1000.0;
     match result {
+        Ok(reply) if reply.text.trim().is_empty() => {
+            // A runner that answers nothing would score 0 on every trial: that is a broken
+            // setup (wrong template, stop sequence, model), not a working runner.
+            eprintln!(
+                "svc: runner {} answered with empty text after {latency:.0} ms ({} output tokens); check its prompt template, max_output_tokens and the model",
+                runner.spec.name, reply.output_tokens
+            );
+            Ok(ExitCode::from(1))
+        }
         Ok(reply) => {
             println!(
                 "runner {} ({} {}): ok in {latency:.0} ms",

@@ -40,6 +40,22 @@ pub trait ContextSelector: Send + Sync {
         query: &str,
         budget: usize,
     ) -> Result<SelectedContext, String>;
+
+    /// Selects for one task. Selectors that need more than the question (the gold-evidence
+    /// oracle, a per-task random draw) override this; the default is [`Self::select`].
+    fn select_for(
+        &self,
+        docs: &[(String, String)],
+        task: &Task,
+        budget: usize,
+    ) -> Result<SelectedContext, String> {
+        self.select(docs, &task.question, budget)
+    }
+
+    /// The selector setting's wire name, recorded in the run's manifest (`selector`).
+    fn name(&self) -> &'static str {
+        "svc"
+    }
 }
 
 /// The selector trials use: the context engine's selector over an in-memory index of the
@@ -374,13 +390,19 @@ fn svc(
     env: &ConditionEnv<'_>,
 ) -> Result<BuiltContext, ConditionFailure> {
     let parameters = |error: Option<&str>| {
-        json!({
+        let mut parameters = json!({
             "condition": condition.as_str(),
             "task_id": task.id,
             "query": task.question,
             "budget": budget,
             "error": error,
-        })
+        });
+        // Named only for the baselines, so the engine's commits keep their ids.
+        let selector = env.selector.name();
+        if selector != "svc" {
+            parameters["selector"] = json!(selector);
+        }
+        parameters
     };
     let omitted = |units: &[(String, String)]| -> Vec<ChunkInput> {
         units
@@ -410,7 +432,7 @@ fn svc(
             context_commit_id: commit.ok().map(|receipt| receipt.ctx_id),
         }
     };
-    let selected = match env.selector.select(&units, &task.question, budget) {
+    let selected = match env.selector.select_for(&units, task, budget) {
         Ok(selected) => selected,
         Err(message) => return Err(fail("selector_error", message)),
     };

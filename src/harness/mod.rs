@@ -5,12 +5,14 @@
 //! Two seams are filled by other subsystems: [`condition::default_selector`] (the context
 //! engine) and [`scorer::default_claim_checker`] (the witness).
 
+pub mod arms;
 pub mod audit;
 pub mod bench;
 pub mod condition;
 pub mod run;
 pub mod runner;
 pub mod scorer;
+pub mod selector;
 pub mod summary;
 pub mod text;
 pub mod workload;

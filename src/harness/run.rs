@@ -11,8 +11,9 @@
 //!
 //! Budgets: the trial record has no budget field, so each record's `task_id` carries it as a
 //! suffix, `<task id>@b<budget>` ([`BUDGET_SEPARATOR`]), and the manifest lists the budgets.
-//! Records of one budget pair with each other; `raw` is run at every budget so each budget has
-//! complete pairs.
+//! Records of one budget pair with each other. `raw` ignores the budget, so it runs once per
+//! task and its records' `task_id` carry no suffix ([`record_task_id`]); the manifest says so
+//! (`raw_once_per_task`) and the report pairs each `raw` record with every budget of the run.
 //!
 //! Resume: re-running into the same directory skips every trial whose (task_id with budget,
 //! condition, replicate, scorer, provider, model) is already in `trials.jsonl`; a torn last line
@@ -59,6 +60,16 @@ pub const BUDGET_SEPARATOR: &str = "@b";
 /// The record `task_id` of `task_id` at `budget`.
 pub fn budget_task_id(task_id: &str, budget: usize) -> String {
     format!("{task_id}{BUDGET_SEPARATOR}{budget}")
+}
+
+/// The record `task_id` of a trial: `raw` (which ignores the budget and runs once per task)
+/// carries the plain task id, every other condition [`budget_task_id`].
+pub fn record_task_id(task_id: &str, condition: Condition, budget: usize) -> String {
+    if condition == Condition::Raw {
+        task_id.to_string()
+    } else {
+        budget_task_id(task_id, budget)
+    }
 }
 
 /// Splits a record `task_id` into the workload's task id and the budget.
@@ -254,8 +265,19 @@ pub struct Manifest {
     pub budgets: Vec<usize>,
     /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
     pub task_id_budget_separator: String,
+    /// `raw` ran once per task: its records carry the plain task id and pair with every
+    /// budget. False in manifests from before, whose `raw` ran at every budget.
+    #[serde(default)]
+    pub raw_once_per_task: bool,
     pub replicates: u64,
     pub scorer: String,
+    /// The selector setting of the `svc` condition ([`SelectorName`]); manifests from before
+    /// the setting used the context engine.
+    #[serde(default = "default_selector_name")]
+    pub selector: String,
+    /// The runner's sampling temperature (from its file).
+    #[serde(default)]
+    pub temperature: f64,
     pub seed: u64,
     pub shard: String,
     /// First start of this run directory (kept across resumes).
@@ -320,6 +342,10 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         CompactionMode::Deterministic => material,
         mode => format!("{material}|native_compaction={mode}"),
     };
+    let material = match settings.selector.name() {
+        "svc" => material,
+        selector => format!("{material}|selector={selector}"),
+    };
     let shard = if settings.shard.count > 1 {
         format!("-shard{}of{}", settings.shard.index, settings.shard.count)
     } else {
@@ -362,8 +388,11 @@ fn new_manifest(settings: &RunSettings, started_at: String) -> Manifest {
         native_compaction: settings.native_compaction,
         budgets: settings.budgets.clone(),
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
+        raw_once_per_task: true,
         replicates: settings.replicates,
         scorer: settings.scorer.as_str().to_string(),
+        selector: settings.selector.name().to_string(),
+        temperature: settings.runner.spec.temperature,
         seed: settings.seed,
         shard: settings.shard.to_string(),
         started_at,
@@ -395,6 +424,9 @@ struct Note {
     replicate: u64,
     kind: &'static str,
     detail: String,
+    /// Machine-readable figures of the note (`latency_split`, `secondary_score`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    values: Option<serde_json::Value>,
 }
 
 struct Finished {
@@ -444,6 +476,11 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
                 continue;
             }
             for &condition in &settings.conditions {
+                // raw's context does not depend on the budget: one trial per task, at the
+                // first budget (see `record_task_id`).
+                if condition == Condition::Raw && budget != settings.budgets[0] {
+                    continue;
+                }
                 for replicate in 0..settings.replicates {
                     cells.push(Cell {
                         task: index,
@@ -458,7 +495,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let planned = cells.len() as u64;
     let key = |cell: &Cell| {
         resume::record_key(
-            &budget_task_id(&workload.tasks[cell.task].id, cell.budget),
+            &record_task_id(&workload.tasks[cell.task].id, cell.condition, cell.budget),
             cell.condition,
             cell.replicate,
             settings.scorer.as_str(),
@@ -612,6 +649,9 @@ struct TrialContext<'a> {
 struct Staged {
     cell: Cell,
     shape: Shape,
+    /// Milliseconds of the condition's own context work (index, selection, compression,
+    /// commit; the plan of a model summary), part of the trial's `latency_ms`.
+    context_ms: f64,
     /// What shaping could not say in the record, as (kind, detail).
     notes: Vec<(&'static str, String)>,
 }
@@ -646,6 +686,7 @@ struct SummaryAccount {
 struct Shaped {
     cell: Cell,
     built: Result<BuiltContext, condition::ConditionFailure>,
+    context_ms: f64,
     notes: Vec<(&'static str, String)>,
     summary: Option<SummaryAccount>,
 }
@@ -656,6 +697,7 @@ impl TrialContext<'_> {
     }
 
     fn stage(&self, cell: &Cell) -> Staged {
+        let start = Instant::now();
         let task = self.task(cell);
         let mut notes = Vec::new();
         let shape = match &self.prepared[cell.task] {
@@ -717,6 +759,7 @@ impl TrialContext<'_> {
         Staged {
             cell: *cell,
             shape,
+            context_ms: start.elapsed().as_secs_f64() * 1000.0,
             notes,
         }
     }
@@ -737,6 +780,7 @@ impl TrialContext<'_> {
         let Staged {
             cell,
             shape,
+            context_ms,
             mut notes,
         } = staged;
         let plan = match shape {
@@ -744,6 +788,7 @@ impl TrialContext<'_> {
                 return Shaped {
                     cell,
                     built,
+                    context_ms,
                     notes,
                     summary: None,
                 };
@@ -753,6 +798,7 @@ impl TrialContext<'_> {
         let Some(call) = call else {
             return Shaped {
                 cell,
+                context_ms,
                 built: Err(condition::ConditionFailure {
                     error_type: "internal_error",
                     message: "the summary call of a model-summary trial was not made".into(),
@@ -766,6 +812,7 @@ impl TrialContext<'_> {
         match call.reply {
             Err(error) => Shaped {
                 cell,
+                context_ms,
                 built: Err(condition::ConditionFailure {
                     error_type: "summary_failed",
                     message: format!(
@@ -814,6 +861,7 @@ impl TrialContext<'_> {
                 ));
                 Shaped {
                     cell,
+                    context_ms,
                     built: Ok(BuiltContext {
                         text: spliced.text,
                         tokens: spliced.tokens,
@@ -895,7 +943,8 @@ impl TrialContext<'_> {
         let cell = shaped.cell;
         let task = self.task(&cell);
         let runner = &settings.runner;
-        let task_id = budget_task_id(&task.id, cell.budget);
+        let task_id = record_task_id(&task.id, cell.condition, cell.budget);
+        let context_ms = shaped.context_ms;
         let mut notes = Vec::new();
         let note = |kind: &'static str, detail: String| Note {
             task_id: task_id.clone(),
@@ -903,6 +952,7 @@ impl TrialContext<'_> {
             replicate: cell.replicate,
             kind,
             detail,
+            values: None,
         };
         notes.extend(
             shaped
@@ -995,14 +1045,31 @@ impl TrialContext<'_> {
                         record.provider_request_id = reply.provider_request_id.clone();
                         record.task_score =
                             settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
-                        record.unsupported_claim_rate = settings
-                            .claim_checker
-                            .unsupported_claim_rate(
-                                &reply.text,
-                                &task.claim_evidence(),
-                                Some(&task.question),
-                            )
-                            .clamp(0.0, 1.0);
+                        // A path list is judged path by path against the context sent (see
+                        // `scorer::unsupported_path_rate`); prose goes to the witness.
+                        record.unsupported_claim_rate = match settings.scorer.answer_type() {
+                            scorer::AnswerType::PathList => {
+                                scorer::unsupported_path_rate(&reply.text, &built.text)
+                            }
+                            scorer::AnswerType::Text => {
+                                settings.claim_checker.unsupported_claim_rate(
+                                    &reply.text,
+                                    &task.claim_evidence(),
+                                    Some(&task.question),
+                                )
+                            }
+                        }
+                        .clamp(0.0, 1.0);
+                        if let Some(secondary) = settings.scorer.secondary() {
+                            let score = secondary.score(&reply.text, task).clamp(0.0, 1.0);
+                            let mut secondary_note =
+                                note("secondary_score", format!("{secondary} = {score}"));
+                            secondary_note.values = Some(serde_json::json!({
+                                "scorer": secondary.as_str(),
+                                "score": score,
+                            }));
+                            notes.push(secondary_note);
+                        }
                         record.output_tokens = reply.output_tokens;
                         record.reasoning_tokens = reply.reasoning_tokens;
                         record.billed_cost_usd = runner.cost_usd(&reply);
@@ -1015,15 +1082,35 @@ impl TrialContext<'_> {
         }
         // The summarisation call is part of the trial: its output, cost and time are the
         // trial's. Its input is not context of the answer call; notes.jsonl has it.
+        let model_ms = record.latency_ms;
+        let mut summary_ms = 0.0;
         if let Some(account) = shaped.summary {
             record.output_tokens += account.output_tokens;
             record.reasoning_tokens += account.reasoning_tokens;
             record.billed_cost_usd += account.cost_usd;
             record.latency_ms += account.latency_ms;
+            summary_ms = account.latency_ms;
             if let Some(usage_source) = account.failed {
                 record.usage_source = usage_source;
             }
         }
+        // latency_ms is the whole trial as a client would wait for it: the condition's own
+        // context work plus the model call(s). The split goes to notes.jsonl.
+        record.latency_ms += context_ms;
+        let mut split = note(
+            "latency_split",
+            format!(
+                "latency_ms {:.3} = context {context_ms:.3} + model {model_ms:.3} + summary {summary_ms:.3}",
+                record.latency_ms
+            ),
+        );
+        split.values = Some(serde_json::json!({
+            "latency_ms": record.latency_ms,
+            "context_ms": context_ms,
+            "model_ms": model_ms,
+            "summary_ms": summary_ms,
+        }));
+        notes.push(split);
         let calls = TrialCalls {
             task_id: task_id.clone(),
             condition: cell.condition,
@@ -1282,6 +1369,10 @@ fn open_append(path: &Path) -> Result<fs::File, RunError> {
             path: path.to_path_buf(),
             source,
         })
+}
+
+fn default_selector_name() -> String {
+    "svc".into()
 }
 
 fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {

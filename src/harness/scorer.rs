@@ -58,6 +58,23 @@ impl ScorerName {
         }
     }
 
+    /// What kind of answer the scorer reads, which decides how unsupported claims are counted.
+    pub fn answer_type(self) -> AnswerType {
+        match self {
+            ScorerName::FileRecallAtKV1 => AnswerType::PathList,
+            _ => AnswerType::Text,
+        }
+    }
+
+    /// A scorer reported beside this one in notes.jsonl (`secondary_score`): exact match beside
+    /// token F1, since F1 gives partial credit to a wrong answer sharing a word with the gold.
+    pub fn secondary(self) -> Option<ScorerName> {
+        match self {
+            ScorerName::QaF1V1 => Some(ScorerName::QaExactV1),
+            _ => None,
+        }
+    }
+
     /// The task score in `0..=1`.
     pub fn score(self, response: &str, task: &Task) -> f64 {
         match self {
@@ -69,6 +86,15 @@ impl ScorerName {
             }
         }
     }
+}
+
+/// The answer type a scorer declares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerType {
+    /// Prose: its claims are checked by the witness against the gold evidence.
+    Text,
+    /// A list of repository paths, one per line.
+    PathList,
 }
 
 impl std::fmt::Display for ScorerName {
@@ -157,6 +183,42 @@ fn file_recall_at_k(response: &str, gold: &[String], k: usize) -> f64 {
     let top: HashSet<&str> = listed.iter().take(k).map(String::as_str).collect();
     let hits = gold.iter().filter(|g| top.contains(g.as_str())).count();
     hits as f64 / gold.len() as f64
+}
+
+/// `unsupported_claim_rate` of a path-list answer: the share of listed paths (as
+/// [`listed_files`] reads them) that the context sent does not name. A path-list answer claims
+/// "these files are where the change goes"; a path the model was never shown is a claim
+/// without support, while a shown path that is not gold is a wrong answer, which the task score
+/// already counts. A response that lists no path makes no claim: 0.
+pub fn unsupported_path_rate(response: &str, context_sent: &str) -> f64 {
+    let listed = listed_files(response);
+    if listed.is_empty() {
+        return 0.0;
+    }
+    let unsupported = listed
+        .iter()
+        .filter(|path| !names_path(context_sent, path))
+        .count();
+    unsupported as f64 / listed.len() as f64
+}
+
+/// Whether `text` names `path` as a whole path (not as part of a longer one: `a.py` is not
+/// named by `lib/a.py` or `a.pyc`).
+fn names_path(text: &str, path: &str) -> bool {
+    let inside = |c: char| c.is_alphanumeric() || matches!(c, '_' | '-' | '/' | '.');
+    text.match_indices(path).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let mut after = text[at + path.len()..].chars();
+        let next = after.next();
+        let before_ok = before.is_none_or(|c| !inside(c));
+        // A full stop ends a sentence unless a path character follows it.
+        let after_ok = match next {
+            None => true,
+            Some('.') => after.next().is_none_or(|c| !c.is_alphanumeric()),
+            Some(c) => !inside(c),
+        };
+        before_ok && after_ok
+    })
 }
 
 /// Fraction of gold evidence spans fully present in the context sent. Whitespace runs are
@@ -303,5 +365,36 @@ mod tests {
             checker.unsupported_claim_rate("The Oberoi Group.", evidence, question),
             0.0
         );
+    }
+
+    /// Regression (issue 11): raw's path-list answers named only files of the context yet got
+    /// an unsupported-claim rate of 0.75 from the prose witness.
+    #[test]
+    fn issue_11_path_lists_are_judged_against_the_context_sent() {
+        assert_eq!(
+            ScorerName::FileRecallAtKV1.answer_type(),
+            AnswerType::PathList
+        );
+        assert_eq!(ScorerName::QaF1V1.answer_type(), AnswerType::Text);
+        let context = ">>> src/parse.py#L1-3\ndef parse(): pass\n## lib/a.py\nx = 1\n";
+        assert_eq!(
+            unsupported_path_rate("src/parse.py\nlib/a.py", context),
+            0.0
+        );
+        // `a.py` is not named by `lib/a.py`; `src/parse.pyc` is not `src/parse.py`.
+        assert_eq!(unsupported_path_rate("a.py\nsrc/parse.py", context), 0.5);
+        assert_eq!(unsupported_path_rate("src/parse.pyc", context), 1.0);
+        assert_eq!(unsupported_path_rate("unknown", context), 0.0);
+        assert!(names_path("see src/parse.py.", "src/parse.py"));
+    }
+
+    #[test]
+    fn exact_match_is_reported_beside_f1() {
+        assert_eq!(ScorerName::QaF1V1.secondary(), Some(ScorerName::QaExactV1));
+        assert_eq!(ScorerName::FileRecallAtKV1.secondary(), None);
+        // "The MS Ternen" for "MS Lomvi": F1 gives credit, exact match does not.
+        let t = task(&["MS Lomvi"], &[]);
+        assert!(ScorerName::QaF1V1.score("The MS Ternen", &t) > 0.0);
+        assert_eq!(ScorerName::QaExactV1.score("The MS Ternen", &t), 0.0);
     }
 }

@@ -331,7 +331,7 @@ mod tests {
         assert_eq!(request.max_output_tokens, plan.room());
         assert!(request.prompt.contains(&plan.source));
         // The fixture's "summary" is what it extracts for the summarisation instruction.
-        let summary = fixture::call(&request).text;
+        let summary = fixture::call(&request, fixture::FixtureReader::Overlap).text;
         assert_eq!(summary, "4817");
         let spliced = plan.splice(&summary, &tokenizer);
         assert!(spliced.tokens <= 120, "{}", spliced.tokens);

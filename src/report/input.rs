@@ -182,6 +182,37 @@ fn manifest_budget(file: &Path) -> Option<u64> {
     }
 }
 
+/// The budgets a run's once-per-task `raw` trials pair with: the manifest's `budgets` when it
+/// says `raw_once_per_task`, else none.
+fn manifest_raw_budgets(file: &Path) -> Vec<u64> {
+    let Some(manifest) = file.parent().map(|dir| dir.join("manifest.json")) else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(manifest) else {
+        return Vec::new();
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return Vec::new();
+    };
+    if value
+        .get("raw_once_per_task")
+        .and_then(serde_json::Value::as_bool)
+        != Some(true)
+    {
+        return Vec::new();
+    }
+    value
+        .get("budgets")
+        .and_then(serde_json::Value::as_array)
+        .map(|budgets| {
+            budgets
+                .iter()
+                .filter_map(serde_json::Value::as_u64)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// A valid record split, on the parallel side, into its pairing unit (strings moved, not
 /// copied) and the row without its interned ids.
 struct ValidRecord {
@@ -322,17 +353,89 @@ struct Absorber {
     unit_names: Vec<(u32, u32)>,
     workloads: Interner,
     models: Interner,
+    /// `raw` trials run once per task whose budgets no manifest names (record files on their
+    /// own, Parquet exports): paired at the end with every budget the other conditions of
+    /// their task ran at.
+    pending_raw: Vec<(PairingUnit, Row)>,
 }
 
 impl Absorber {
-    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary) {
+    /// Adds one row under its pairing unit.
+    fn insert(&mut self, unit: KeyedUnit, mut row: Row) {
         let dataset = &mut self.dataset;
+        let id = match self.units.get(&unit) {
+            Some(id) => *id,
+            None => {
+                let id = dataset.pairing_units.len() as u32;
+                self.unit_names.push((
+                    self.workloads.id(&unit.unit.workload),
+                    self.models.id(&unit.unit.model),
+                ));
+                dataset.pairing_units.push(unit.unit.clone());
+                self.units.insert(unit, id);
+                id
+            }
+        };
+        (row.workload, row.model) = self.unit_names[id as usize];
+        row.unit = id;
+        dataset.rows.push(row);
+    }
+
+    /// Pairs the pending once-per-task `raw` rows with every budget their task ran at
+    /// elsewhere in the inputs; a raw row whose task ran at no budget stays as it is.
+    fn finish_pending_raw(&mut self) {
+        type TaskKey = (String, String, String, String, String, u64, String);
+        let key = |unit: &PairingUnit, task: &str| -> TaskKey {
+            (
+                unit.workload.clone(),
+                unit.workload_version.clone(),
+                task.to_string(),
+                unit.provider.clone(),
+                unit.model.clone(),
+                unit.replicate,
+                unit.scorer.clone(),
+            )
+        };
+        let mut budgets: HashMap<TaskKey, std::collections::BTreeSet<u64>> = HashMap::new();
+        for unit in &self.dataset.pairing_units {
+            if let (task, Some(budget)) = crate::harness::run::split_task_id(&unit.task_id) {
+                budgets
+                    .entry(key(unit, task))
+                    .or_default()
+                    .insert(budget as u64);
+            }
+        }
+        for (unit, row) in std::mem::take(&mut self.pending_raw) {
+            let found = budgets.get(&key(&unit, &unit.task_id)).cloned();
+            match found {
+                Some(found) if !found.is_empty() => {
+                    for budget in found {
+                        let mut unit = unit.clone();
+                        unit.task_id =
+                            crate::harness::run::budget_task_id(&unit.task_id, budget as usize);
+                        unit.budget = Some(budget);
+                        let hash = unit_hash(&unit);
+                        let mut row = row.clone();
+                        row.budget = Some(budget);
+                        self.insert(KeyedUnit { hash, unit }, row);
+                    }
+                }
+                _ => {
+                    let hash = unit_hash(&unit);
+                    self.insert(KeyedUnit { hash, unit }, row);
+                }
+            }
+        }
+    }
+
+    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary, raw_budgets: &[u64]) {
         for item in parsed {
+            let dataset = &mut self.dataset;
             match item {
                 Parsed::Valid(valid) => {
                     let ValidRecord {
                         unit,
-                        mut row,
+                        row,
                         zero_cost,
                         schema_version,
                     } = *valid;
@@ -346,22 +449,32 @@ impl Absorber {
                             dataset.schema_versions.insert(schema_version, 1);
                         }
                     }
-                    let id = match self.units.get(&unit) {
-                        Some(id) => *id,
-                        None => {
-                            let id = dataset.pairing_units.len() as u32;
-                            self.unit_names.push((
-                                self.workloads.id(&unit.unit.workload),
-                                self.models.id(&unit.unit.model),
-                            ));
-                            dataset.pairing_units.push(unit.unit.clone());
-                            self.units.insert(unit, id);
-                            id
+                    // A `raw` trial run once per task (no budget in its task_id) pairs with
+                    // the trials of every budget of its run.
+                    let once = row.condition == Condition::Raw
+                        && crate::harness::run::split_task_id(&unit.unit.task_id)
+                            .1
+                            .is_none();
+                    if once && raw_budgets.is_empty() {
+                        self.pending_raw.push((unit.unit, row));
+                        continue;
+                    }
+                    if once {
+                        for &budget in raw_budgets {
+                            let mut unit = unit.unit.clone();
+                            unit.task_id =
+                                crate::harness::run::budget_task_id(&unit.task_id, budget as usize);
+                            // The other conditions' units carry the budget of their task_id
+                            // suffix (see `split`).
+                            unit.budget = Some(budget);
+                            let hash = unit_hash(&unit);
+                            let mut row = row.clone();
+                            row.budget = Some(budget);
+                            self.insert(KeyedUnit { hash, unit }, row);
                         }
-                    };
-                    (row.workload, row.model) = self.unit_names[id as usize];
-                    row.unit = id;
-                    dataset.rows.push(row);
+                    } else {
+                        self.insert(unit, row);
+                    }
                 }
                 Parsed::Invalid {
                     line,
@@ -425,6 +538,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
                 )
             };
         let budget = manifest_budget(path);
+        let raw_budgets = manifest_raw_budgets(path);
         let mut summary = FileSummary {
             path: path.to_string_lossy().to_string(),
             valid: 0,
@@ -449,7 +563,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
             });
             let absorbing = scope.spawn(|| {
                 for parsed in parsed_rx {
-                    absorber.absorb(parsed, &mut summary);
+                    absorber.absorb(parsed, &mut summary, &raw_budgets);
                 }
             });
             let mut reader = reader;
@@ -485,6 +599,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
         read_result.map_err(io_error)?;
         absorber.dataset.files.push(summary);
     }
+    absorber.finish_pending_raw();
     let mut dataset = absorber.dataset;
     dataset.workloads = absorber.workloads.names;
     dataset.models = absorber.models.names;

@@ -1,6 +1,7 @@
 //! Integration tests: one binary (faster linking), one module per area.
 
 mod audit;
+mod baselines;
 mod benchmark;
 mod compress;
 mod context;

@@ -173,6 +173,7 @@ pub fn identity(manifest: &Manifest) -> Vec<(&'static str, String)> {
         ("scorer", manifest.scorer.clone()),
         ("shard", manifest.shard.clone()),
         ("native compaction", manifest.native_compaction.to_string()),
+        ("selector", manifest.selector.clone()),
     ]
 }
 

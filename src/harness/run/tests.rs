@@ -106,16 +106,22 @@ fn full_matrix_with_a_selector_double_pairs_and_resumes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let settings = settings(dir.path(), Shard::default());
     let summary = execute(&settings).expect("run");
-    assert_eq!(summary.planned, 6 * 4 * 2 * 2);
-    assert_eq!((summary.written, summary.errors), (96, 0));
+    // raw runs once per task (its context ignores the budget); the others at both budgets.
+    assert_eq!(summary.planned, 6 * (3 * 2 + 1) * 2);
+    assert_eq!((summary.written, summary.errors), (84, 0));
     let records = records(dir.path());
-    assert_eq!(records.len(), 96);
+    assert_eq!(records.len(), 84);
     let mut score = std::collections::HashMap::<(Condition, usize), (f64, f64, usize)>::new();
     for record in &records {
         let (task, budget) = split_task_id(&record.task_id);
         assert!(task.starts_with('t'));
+        assert_eq!(
+            budget.is_none(),
+            record.condition == Condition::Raw,
+            "raw records carry no budget, the others do"
+        );
         let entry = score
-            .entry((record.condition, budget.expect("budget")))
+            .entry((record.condition, budget.unwrap_or(0)))
             .or_default();
         entry.0 += record.task_score;
         entry.1 += record.evidence_recall;
@@ -135,7 +141,7 @@ fn full_matrix_with_a_selector_double_pairs_and_resumes() {
         let (s, r, n) = score[&(c, b)];
         (s / n as f64, r / n as f64)
     };
-    assert_eq!(mean(Condition::Raw, 60), (1.0, 1.0));
+    assert_eq!(mean(Condition::Raw, 0), (1.0, 1.0));
     assert_eq!(
         mean(Condition::Svc, 60),
         (1.0, 1.0),
@@ -149,19 +155,24 @@ fn full_matrix_with_a_selector_double_pairs_and_resumes() {
     assert_eq!(manifest.budgets, [60, 120]);
     assert_eq!(manifest.workload.version, "3");
     assert!(manifest.ended_at.is_some());
-    assert_eq!((manifest.written, manifest.planned), (96, 96));
+    assert!(manifest.raw_once_per_task);
+    assert_eq!((manifest.written, manifest.planned), (84, 84));
 
     // Another budget into the same directory: the manifest lists both sessions' budgets.
     let mut wider = self::settings(dir.path(), Shard::default());
     wider.budgets = vec![200];
-    wider.conditions = vec![Condition::Raw];
+    wider.conditions = vec![Condition::Raw, Condition::Svc];
     wider.replicates = 1;
     let added = execute(&wider).expect("add a budget");
-    assert_eq!(added.written, 6);
+    assert_eq!(
+        (added.skipped, added.written),
+        (6, 6),
+        "raw of every task is there already; svc runs at the new budget"
+    );
     let manifest = read_manifest(&dir.path().join("run")).expect("manifest");
     assert_eq!(manifest.budgets, [60, 120, 200]);
     assert_eq!(manifest.conditions, Condition::ALL);
-    assert_eq!(manifest.written, 102);
+    assert_eq!(manifest.written, 90);
     let lines: Vec<String> = fs::read_to_string(dir.path().join("run/trials.jsonl"))
         .expect("read")
         .lines()
@@ -178,13 +189,13 @@ fn full_matrix_with_a_selector_double_pairs_and_resumes() {
 
     // Resume: nothing left to do, nothing duplicated.
     let again = execute(&settings).expect("resume");
-    assert_eq!((again.skipped, again.written), (96, 0));
-    assert_eq!(self::records(dir.path()).len(), 96);
+    assert_eq!((again.skipped, again.written), (84, 0));
+    assert_eq!(self::records(dir.path()).len(), 84);
     assert_eq!(
         read_manifest(&dir.path().join("run"))
             .expect("manifest")
             .written,
-        96
+        84
     );
 
     // An interrupted run: a torn last line and a missing tail are repaired and completed.
@@ -197,7 +208,7 @@ fn full_matrix_with_a_selector_double_pairs_and_resumes() {
     )
     .expect("tear");
     let resumed = execute(&settings).expect("resume torn");
-    assert_eq!((resumed.skipped, resumed.written), (50, 46));
+    assert_eq!((resumed.skipped, resumed.written), (50, 34));
     let records = self::records(dir.path());
     let keys: HashSet<String> = records
         .iter()
@@ -212,7 +223,7 @@ fn full_matrix_with_a_selector_double_pairs_and_resumes() {
             )
         })
         .collect();
-    assert_eq!((records.len(), keys.len()), (96, 96));
+    assert_eq!((records.len(), keys.len()), (84, 84));
 }
 
 #[test]
@@ -236,7 +247,7 @@ fn shards_partition_the_matrix_and_keep_pairs_together() {
         );
     }
     let unique: HashSet<_> = all.iter().cloned().collect();
-    assert_eq!((all.len(), unique.len()), (96, 96));
+    assert_eq!((all.len(), unique.len()), (84, 84));
 }
 
 #[test]
@@ -251,7 +262,7 @@ fn unavailable_selector_gives_error_records_and_max_error_rate_aborts() {
     let mut settings = settings(dir.path(), Shard::default());
     settings.selector = failing();
     let summary = execute(&settings).expect("run");
-    assert_eq!((summary.written, summary.errors), (96, 48));
+    assert_eq!((summary.written, summary.errors), (84, 48));
     for record in records(dir.path()) {
         if matches!(record.condition, Condition::Svc | Condition::Combined) {
             assert_eq!(record.outcome, Outcome::Error);

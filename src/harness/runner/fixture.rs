@@ -6,6 +6,9 @@
 //! run of words not in the question nearest to the matched words, preferring names and numbers.
 //! File answers: split the context at path-like header lines and list the paths of the sections
 //! that share the most question words. With no overlap at all it answers `unknown`.
+//!
+//! That is the `overlap` reader (the default). A runner file can pick the `in-order` reader
+//! instead ([`super::in_order`]), which does not rank by question-word overlap.
 
 use std::collections::HashSet;
 
@@ -19,9 +22,31 @@ use crate::trial::UsageSource;
 /// How many files a file answer lists.
 pub const FILES_LISTED: usize = 5;
 
-/// Answers `request` deterministically.
-pub fn call(request: &ModelRequest) -> ModelReply {
-    let text = answer(&request.context, &request.question, request.answer_kind);
+/// The closed set of fixture readers (`reader` in a fixture runner file).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FixtureReader {
+    /// The sentence sharing the most (idf-weighted) question words, then its slot.
+    #[default]
+    Overlap,
+    /// The first sentence, in reading order, that concerns the question and holds a match of
+    /// the answer type.
+    InOrder,
+}
+
+/// Answers `request` deterministically with `reader`.
+pub fn call(request: &ModelRequest, reader: FixtureReader) -> ModelReply {
+    let text = match reader {
+        FixtureReader::Overlap => answer(&request.context, &request.question, request.answer_kind),
+        FixtureReader::InOrder => match request.answer_kind {
+            AnswerKind::Span => super::in_order::span_answer(&request.context, &request.question),
+            AnswerKind::Files => super::in_order::files_answer(
+                &sections(&request.context),
+                &request.question,
+                FILES_LISTED,
+            ),
+        },
+    };
     let tokenizer = Tokenizer::default();
     ModelReply {
         provider_request_id: format!(
@@ -259,8 +284,9 @@ fn header_path(line: &str) -> Option<&str> {
     .then_some(rest)
 }
 
-fn files_answer(context: &str, question: &str) -> String {
-    let question_words: HashSet<String> = text::content_words(question).into_iter().collect();
+/// The file sections of a context, in order: (path, words of the path and the body); a file
+/// split into several pieces is one section.
+fn sections(context: &str) -> Vec<(String, HashSet<String>)> {
     let mut sections: Vec<(String, HashSet<String>)> = Vec::new();
     // Index into `sections` of the section being read; a file split into several pieces is
     // one section.
@@ -280,6 +306,12 @@ fn files_answer(context: &str, question: &str) -> String {
             sections[index].1.extend(text::words(line));
         }
     }
+    sections
+}
+
+fn files_answer(context: &str, question: &str) -> String {
+    let question_words: HashSet<String> = text::content_words(question).into_iter().collect();
+    let sections = sections(context);
     let mut scored: Vec<(usize, usize)> = sections
         .iter()
         .enumerate()

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod command;
 pub mod fixture;
 pub mod http;
+pub mod in_order;
 pub mod spec;
 
 use std::path::{Path, PathBuf};
@@ -116,7 +117,7 @@ impl RunnerError {
 }
 
 enum Backend {
-    Fixture,
+    Fixture(fixture::FixtureReader),
     OpenAi(http::HttpBackend),
     Anthropic(http::HttpBackend),
     Command(command::CommandBackend),
@@ -169,7 +170,7 @@ impl Runner {
             _ => None,
         };
         let backend = match spec.kind {
-            RunnerKind::Fixture => Backend::Fixture,
+            RunnerKind::Fixture => Backend::Fixture(spec.reader),
             RunnerKind::OpenaiCompatible => {
                 install_crypto_provider();
                 Backend::OpenAi(http::HttpBackend::new(&spec)?)
@@ -196,13 +197,13 @@ impl Runner {
             spec,
             file_sha256: sha,
             pricing: None,
-            backend: Backend::Fixture,
+            backend: Backend::Fixture(fixture::FixtureReader::Overlap),
         }
     }
 
     /// Whether calls run in-process without I/O (then the matrix uses rayon, not async).
     pub fn is_local(&self) -> bool {
-        matches!(self.backend, Backend::Fixture)
+        matches!(self.backend, Backend::Fixture(_))
     }
 
     /// Context tokens the model can take: its window minus output and a prompt reserve.
@@ -273,18 +274,20 @@ impl Runner {
         request: &ModelRequest,
         jitter_seed: u64,
     ) -> (Result<ModelReply, RunnerError>, Vec<http::Attempt>) {
-        let api = match &self.backend {
-            Backend::OpenAi(backend) => Some((backend, http::Api::OpenAi)),
-            Backend::Anthropic(backend) => Some((backend, http::Api::Anthropic)),
-            _ => None,
-        };
-        if let Some((backend, api)) = api {
-            return backend.call_with_retries(request, api, jitter_seed).await;
-        }
         let (mut attempt, started) = http::Attempt::starting();
         let result = match &self.backend {
+            Backend::OpenAi(backend) => {
+                return backend
+                    .call_with_retries(request, http::Api::OpenAi, jitter_seed)
+                    .await;
+            }
+            Backend::Anthropic(backend) => {
+                return backend
+                    .call_with_retries(request, http::Api::Anthropic, jitter_seed)
+                    .await;
+            }
             Backend::Command(backend) => backend.call(request).await,
-            _ => Ok(fixture::call(request)),
+            Backend::Fixture(reader) => Ok(fixture::call(request, *reader)),
         };
         attempt.finish(started, &result);
         (result, vec![attempt])
@@ -298,7 +301,7 @@ impl Runner {
     /// Calls a local runner without a runtime (the fixture); `None` for runners that do I/O.
     pub fn call_local(&self, request: &ModelRequest) -> Option<ModelReply> {
         match self.backend {
-            Backend::Fixture => Some(fixture::call(request)),
+            Backend::Fixture(reader) => Some(fixture::call(request, reader)),
             _ => None,
         }
     }

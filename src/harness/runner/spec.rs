@@ -83,6 +83,9 @@ pub struct RunnerSpec {
     pub max_output_tokens: usize,
     #[serde(default)]
     pub temperature: f64,
+    /// fixture: which deterministic reader answers (`overlap`, the default, or `in-order`).
+    #[serde(default)]
+    pub reader: super::fixture::FixtureReader,
     /// HTTP: the base URL (`…/v1` for OpenAI-compatible; the host for Anthropic).
     pub base_url: Option<String>,
     /// HTTP: the environment variable holding the API key (none for local servers).
@@ -121,6 +124,7 @@ impl RunnerSpec {
             context_window: 1_000_000,
             max_output_tokens: default_max_output_tokens(),
             temperature: 0.0,
+            reader: super::fixture::FixtureReader::Overlap,
             base_url: None,
             api_key_env: None,
             timeout_ms: default_timeout_ms(),
@@ -253,6 +257,12 @@ pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
             ));
         }
         _ => {}
+    }
+    if spec.kind != RunnerKind::Fixture && spec.reader != super::fixture::FixtureReader::Overlap {
+        return Err(field(
+            "reader",
+            "only a fixture runner has a reader; remove `reader` or set kind = \"fixture\"",
+        ));
     }
     match (spec.kind, spec.cost.source) {
         (RunnerKind::Fixture, CostSource::ZeroCostFixture) => {}

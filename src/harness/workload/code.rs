@@ -118,6 +118,17 @@ pub fn mine_git(
     Ok(tasks)
 }
 
+/// Where a workload's repository is: `$repo_env` when set, else `repo` (relative to the
+/// workload folder).
+pub fn repo_path(dir: &Path, source: &CodeSource) -> PathBuf {
+    if let Some(var) = &source.repo_env
+        && let Some(value) = std::env::var_os(var).filter(|v| !v.is_empty())
+    {
+        return PathBuf::from(value);
+    }
+    data_path(dir, &source.repo)
+}
+
 /// The repository a workload names: a folder as it is, or a bundle cloned (bare) once into
 /// `cache_dir/git/<bundle hash>`.
 fn open_repo(
@@ -125,13 +136,28 @@ fn open_repo(
     source: &CodeSource,
     options: &LoadOptions,
 ) -> Result<PathBuf, WorkloadError> {
-    let path = data_path(dir, &source.repo);
+    let path = repo_path(dir, source);
     if path.is_dir() {
         return Ok(path);
     }
-    let bytes = std::fs::read(&path).map_err(|source| WorkloadError::Read {
+    let bytes = std::fs::read(&path).map_err(|error| WorkloadError::Data {
         path: path.clone(),
-        source,
+        message: format!(
+            "cannot read the repository ({error}): the workload names `repo = \"{}\"` relative to {}{}; clone or copy the bundle there{}",
+            source.repo,
+            dir.display(),
+            source
+                .repo_env
+                .as_ref()
+                .map(|var| format!(" or set {var} to its path"))
+                .unwrap_or_default(),
+            source
+                .repo_env
+                .as_ref()
+                .filter(|var| std::env::var_os(var).is_some())
+                .map(|var| format!(" ({var} is set and was used)"))
+                .unwrap_or_default(),
+        ),
     })?;
     let target = options
         .cache_dir
@@ -358,6 +384,37 @@ pub(crate) mod tests {
         assert!(
             docs[1].text.contains("return str(rows)"),
             "parent tree, not the commit's"
+        );
+    }
+
+    #[test]
+    fn a_missing_repository_says_where_it_looked_and_what_to_set() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source = CodeSource {
+            repo: "../nowhere/requests.bundle".into(),
+            repo_env: Some("SVC_TEST_UNSET_BUNDLE_VARIABLE".into()),
+            tasks: "tasks.jsonl".into(),
+            max_file_bytes: None,
+        };
+        let options = LoadOptions {
+            cache_dir: dir.path().join("cache"),
+        };
+        let error = open_repo(dir.path(), &source, &options).expect_err("missing");
+        let message = error.to_string();
+        assert!(message.contains("nowhere/requests.bundle"), "{message}");
+        assert!(
+            message.contains("set SVC_TEST_UNSET_BUNDLE_VARIABLE to its path"),
+            "{message}"
+        );
+        // A folder given directly is used as it is.
+        fixture_repo(dir.path());
+        let direct = CodeSource {
+            repo: ".".into(),
+            ..source
+        };
+        assert_eq!(
+            open_repo(dir.path(), &direct, &options).expect("folder"),
+            dir.path().join(".")
         );
     }
 

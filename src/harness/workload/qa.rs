@@ -6,12 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::spec::{QaFormat, QaSource};
+use super::spec::{DistractorChoice, QaFormat, QaSource};
 use super::{
     AnswerKind, Document, Task, TaskContext, WorkloadError, check_evidence, data_path, line_of,
     read_text,
 };
-use crate::harness::text::SplitMix64;
+use crate::harness::text::{self, SplitMix64};
 
 pub(super) fn load(
     dir: &Path,
@@ -153,11 +153,18 @@ fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task
     let text = std::fs::read_to_string(&path).map_err(|source| WorkloadError::Data {
         path: spec_path.to_path_buf(),
         message: format!(
-            "field `file`: cannot read the HaluEval file {}: {source}{}",
+            "field `file`: cannot read the HaluEval file {}: {source}; `file` is relative to the workload folder {}{}",
             path.display(),
+            dir.display(),
             qa.file_env
                 .as_ref()
-                .map(|v| format!("; point {v} at your copy or edit `file`"))
+                .map(|v| {
+                    if std::env::var_os(v).is_some_and(|value| !value.is_empty()) {
+                        format!(" ({v} is set and named this file: fix it or unset it)")
+                    } else {
+                        format!("; put the file there or set {v}=/path/to/dev.jsonl")
+                    }
+                })
                 .unwrap_or_default()
         ),
     })?;
@@ -185,16 +192,26 @@ fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task
         .unwrap_or(0)
         .min(items.len().saturating_sub(1));
     let seed = qa.seed.unwrap_or(0);
+    let passage_scores = Bm25Passages::new(items.iter().map(|(_, item)| item.knowledge.as_str()));
     let mut tasks = Vec::with_capacity(items.len());
     for (position, (line, item)) in items.iter().enumerate() {
         // One generator per task, seeded by the workload seed and the task's position, so a
         // task's context does not change when items are appended to the file.
         let mut rng = SplitMix64::new(seed ^ (position as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
         let mut others: Vec<usize> = (0..items.len()).filter(|&i| i != position).collect();
-        // Partial Fisher–Yates: the first `distractors` slots are a uniform sample.
-        for slot in 0..distractors {
-            let pick = slot + rng.below_modulo(others.len() - slot);
-            others.swap(slot, pick);
+        match qa.distractor_choice.unwrap_or_default() {
+            DistractorChoice::Random => {
+                // Partial Fisher–Yates: the first `distractors` slots are a uniform sample.
+                for slot in 0..distractors {
+                    let pick = slot + rng.below_modulo(others.len() - slot);
+                    others.swap(slot, pick);
+                }
+            }
+            DistractorChoice::Bm25 => {
+                // Hard negatives: the passages a retriever would confuse with the answer's.
+                let scores = passage_scores.score(&item.question);
+                others.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+            }
         }
         let mut chosen: Vec<usize> = others[..distractors].to_vec();
         chosen.push(position);
@@ -219,6 +236,67 @@ fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task
         tasks.push(task);
     }
     Ok(tasks)
+}
+
+/// Okapi BM25 (k1 1.2, b 0.75) over passages, on stemmed content words.
+struct Bm25Passages {
+    passages: Vec<std::collections::HashMap<String, usize>>,
+    lengths: Vec<f64>,
+    average: f64,
+}
+
+impl Bm25Passages {
+    fn new<'a>(passages: impl Iterator<Item = &'a str>) -> Self {
+        let mut counted = Vec::new();
+        let mut lengths = Vec::new();
+        for passage in passages {
+            let words = text::content_words(passage);
+            lengths.push(words.len() as f64);
+            let mut counts = std::collections::HashMap::new();
+            for word in words {
+                *counts.entry(text::stem(&word).to_string()).or_insert(0) += 1;
+            }
+            counted.push(counts);
+        }
+        let average = (lengths.iter().sum::<f64>() / lengths.len().max(1) as f64).max(1.0);
+        Self {
+            passages: counted,
+            lengths,
+            average,
+        }
+    }
+
+    /// Every passage's score for `query`.
+    fn score(&self, query: &str) -> Vec<f64> {
+        let n = self.passages.len() as f64;
+        let mut terms: Vec<String> = text::content_words(query)
+            .iter()
+            .map(|w| text::stem(w).to_string())
+            .collect();
+        terms.sort();
+        terms.dedup();
+        let idf: Vec<f64> = terms
+            .iter()
+            .map(|t| {
+                let df = self.passages.iter().filter(|p| p.contains_key(t)).count() as f64;
+                ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
+            })
+            .collect();
+        self.passages
+            .iter()
+            .zip(&self.lengths)
+            .map(|(counts, &length)| {
+                terms
+                    .iter()
+                    .zip(&idf)
+                    .map(|(t, idf)| {
+                        let tf = counts.get(t).copied().unwrap_or(0) as f64;
+                        idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * length / self.average))
+                    })
+                    .sum()
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -256,6 +334,7 @@ mod tests {
             distractors: Some(distractors),
             seed: Some(7),
             limit: None,
+            distractor_choice: None,
         }
     }
 
@@ -278,6 +357,35 @@ mod tests {
         }
         // Distractor choice differs between tasks.
         assert_ne!(a[0].context.render(), a[1].context.render());
+    }
+
+    #[test]
+    fn bm25_distractors_are_the_passages_most_like_the_question() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = halueval_fixture(dir.path(), 10);
+        // Item 3's passage shares "river" and "R5"-like words with none; make item 7's passage
+        // a near miss of item 2's question.
+        let mut text = std::fs::read_to_string(&file).expect("read");
+        text.push_str(
+            &serde_json::json!({
+                "knowledge": "The mayor of Town 2 in the old days was someone else; Town 2 mayor elections are yearly.",
+                "question": "Which year?",
+                "right_answer": "none",
+            })
+            .to_string(),
+        );
+        text.push('\n');
+        std::fs::write(&file, text).expect("write");
+        let mut qa = source(&file, 1);
+        qa.distractor_choice = Some(DistractorChoice::Bm25);
+        let tasks = load_halueval(dir.path(), &dir.path().join("w.toml"), &qa).expect("load");
+        let TaskContext::Documents(docs) = &tasks[2].context else {
+            panic!("documents")
+        };
+        assert!(
+            docs.iter().any(|d| d.text.contains("old days")),
+            "the hard negative of `Who is the mayor of Town 2?` is the other Town 2 passage"
+        );
     }
 
     #[test]

@@ -75,8 +75,22 @@ pub struct QaSource {
     pub distractors: Option<usize>,
     /// halueval: seed for choosing and ordering the distractors.
     pub seed: Option<u64>,
+    /// halueval: how distractors are chosen: `random` (default) or `bm25`, the passages of
+    /// other items most similar to the task's question (hard negatives).
+    pub distractor_choice: Option<DistractorChoice>,
     /// halueval: use only the first `limit` items.
     pub limit: Option<usize>,
+}
+
+/// How a HaluEval task's distractors are chosen.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DistractorChoice {
+    /// A seeded uniform sample of the other items.
+    #[default]
+    Random,
+    /// The other items whose passages score highest by BM25 against the task's question.
+    Bm25,
 }
 
 /// A string or a list of strings.
@@ -115,8 +129,11 @@ pub struct NeedleSource {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CodeSource {
-    /// A git bundle file or a repository folder.
+    /// A git bundle file or a repository folder (absolute, or relative to the workload folder).
     pub repo: String,
+    /// An environment variable that, when set, names the bundle or folder instead of `repo`
+    /// (the repository is never part of the workload: only its reference and commit ids are).
+    pub repo_env: Option<String>,
     /// Mined tasks (JSONL from `svc workloads mine-git`).
     pub tasks: String,
     /// Files larger than this are left out of the context (default 65536).
