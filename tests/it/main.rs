@@ -4,6 +4,7 @@ mod benchmark;
 mod compress;
 mod context;
 mod harness;
+mod proof;
 mod records;
 mod report;
 mod run;
