@@ -14,6 +14,7 @@
 //! The loop never selects a provider and never makes a network call: the model is reached only
 //! through the callback (or, in the protocol, by the client between prepare and advance).
 
+pub mod bench;
 pub mod command;
 pub mod errors;
 pub mod fixed_point;

@@ -228,12 +228,40 @@ struct State {
 /// whose tokens sum to at most `capacity`. Returns the set as a bit mask. Among sets of equal
 /// value the one with fewer tokens wins, then fewer items, then the smaller mask, so the answer
 /// is deterministic.
+///
+/// Items are taken in descending value. A partial set is dropped when even the most valuable
+/// items still to come, as many as its count allows, cannot lift it to the best complete set
+/// known (a greedy fill at first): such a set can never become the answer, so the result stays
+/// exact while the fronts stay small.
 pub fn knapsack(items: &[Item], capacity: usize, max_items: usize) -> u128 {
     let items = &items[..items.len().min(MAX_CANDIDATES)];
     let bound = max_items.min(items.len());
     if bound == 0 {
         return 0;
     }
+    let mut order: Vec<usize> = (0..items.len())
+        .filter(|&i| items[i].tokens <= capacity && items[i].value > 0.0)
+        .collect();
+    order.sort_by(|&a, &b| items[b].value.total_cmp(&items[a].value).then(a.cmp(&b)));
+    // suffix[p]: values of order[p..], for the bound on what a partial set can still gain.
+    let values: Vec<f64> = order.iter().map(|&i| items[i].value).collect();
+    let gain_bound = |position: usize, slots: usize| -> f64 {
+        values[position.min(values.len())..]
+            .iter()
+            .take(slots)
+            .sum()
+    };
+    let mut floor = {
+        let (mut tokens, mut value, mut count) = (0usize, 0.0f64, 0usize);
+        for &i in &order {
+            if count < bound && tokens + items[i].tokens <= capacity {
+                tokens += items[i].tokens;
+                value += items[i].value;
+                count += 1;
+            }
+        }
+        value
+    };
     let empty = State {
         tokens: 0,
         value: 0.0,
@@ -242,10 +270,8 @@ pub fn knapsack(items: &[Item], capacity: usize, max_items: usize) -> u128 {
     };
     // fronts[k]: non-dominated sets of at most k items.
     let mut fronts: Vec<Vec<State>> = vec![vec![empty]; bound + 1];
-    for (i, item) in items.iter().enumerate() {
-        if item.tokens > capacity || item.value <= 0.0 {
-            continue;
-        }
+    for (position, &i) in order.iter().enumerate() {
+        let item = items[i];
         // Descending k: fronts[k - 1] still excludes item i when fronts[k] extends it.
         for k in (1..=bound).rev() {
             let extended: Vec<State> = fronts[k - 1]
@@ -264,6 +290,15 @@ pub fn knapsack(items: &[Item], capacity: usize, max_items: usize) -> u128 {
             let mut merged = std::mem::take(&mut fronts[k]);
             merged.extend(extended);
             fronts[k] = pareto(merged);
+        }
+        if let Some(best) = fronts[bound].iter().map(|s| s.value).reduce(f64::max) {
+            floor = floor.max(best);
+        }
+        let next = position + 1;
+        for front in &mut fronts {
+            front.retain(|s| {
+                s.value + gain_bound(next, bound - s.count as usize) >= floor - EPSILON
+            });
         }
     }
     fronts[bound]
