@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Reuse built dependencies across clones on the same machine (CI runs in a fresh clone).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 
-.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-real
+.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-real bench-proof
 
 build:
 	$(CARGO) build --locked
@@ -59,3 +59,17 @@ perf:
 bench-real:
 	runners/gemma3-setup.sh start
 	$(CARGO) run --release --locked --quiet -- run --workload qa-builtin --runner gemma3-270m --conditions raw,native_compaction,svc,combined --budget 512
+
+# The proof-guided loop measured: svc and combined at budget 256 on the QA and needle workloads,
+# without and with `--fixed-point 3,1024`, one report per run (fixture model, release build).
+PROOF_DIR = reports/out/proof
+bench-proof:
+	rm -rf $(PROOF_DIR)
+	for w in qa-builtin needle-builtin; do \
+		SVC_HOME=$(PROOF_DIR)/state $(CARGO) run --release --locked --quiet -- run --workload $$w \
+			--conditions svc,combined --budget 256 --out $(PROOF_DIR)/$$w-without && \
+		SVC_HOME=$(PROOF_DIR)/state $(CARGO) run --release --locked --quiet -- run --workload $$w \
+			--conditions svc,combined --budget 256 --fixed-point 3,1024 --out $(PROOF_DIR)/$$w-with && \
+		$(CARGO) run --release --locked --quiet -- report $(PROOF_DIR)/$$w-without --out $(PROOF_DIR)/report-$$w-without && \
+		$(CARGO) run --release --locked --quiet -- report $(PROOF_DIR)/$$w-with --out $(PROOF_DIR)/report-$$w-with || exit 1; \
+	done

@@ -55,6 +55,10 @@ pub struct BenchmarkArgs {
     /// How the native_compaction baseline compacts (`deterministic` or `model-summary`).
     #[arg(long, value_enum, default_value_t)]
     native_compaction: CompactionMode,
+    /// Run the proof-guided loop in the svc and combined conditions (ROUNDS[,BUDGET]; see
+    /// `svc run --fixed-point`).
+    #[arg(long, value_name = "ROUNDS[,BUDGET]")]
+    fixed_point: Option<svc::harness::fixed_point::FixedPointSetting>,
     /// Output folder [default: reports/out/benchmark-<UTC timestamp>]; an existing folder
     /// resumes.
     #[arg(long)]
@@ -133,6 +137,7 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
             state_home: state_home.clone(),
             threads: None,
             progress: None,
+            fixed_point: args.fixed_point,
         };
         eprintln!(
             "benchmark: {name} ({} conditions, budgets {:?}, runner {})…",

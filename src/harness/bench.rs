@@ -126,6 +126,7 @@ fn once(
         state_home: dir.path().join("state"),
         threads,
         progress: None,
+        fixed_point: None,
     };
     let start = Instant::now();
     let summary = run::execute(&settings)?;

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod condition;
+pub mod fixed_point;
 pub mod run;
 pub mod runner;
 pub mod scorer;

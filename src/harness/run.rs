@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 use super::condition::{
     self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
 };
+use super::fixed_point::{self, FixedPointSetting};
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
 use super::summary::{self, CompactionMode, Planned, SummaryPlan};
@@ -137,6 +138,8 @@ pub struct RunSettings {
     pub threads: Option<usize>,
     /// Called from the writer thread after each trial.
     pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    /// `--fixed-point`: `svc` and `combined` trials run the proof-guided loop.
+    pub fixed_point: Option<FixedPointSetting>,
 }
 
 /// What a run did.
@@ -202,6 +205,9 @@ pub struct Manifest {
     /// How `native_compaction` compacted; manifests from before the setting are deterministic.
     #[serde(default)]
     pub native_compaction: CompactionMode,
+    /// The fixed-point loop's bounds when `--fixed-point` was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_point: Option<FixedPointSetting>,
     pub budgets: Vec<usize>,
     /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
     pub task_id_budget_separator: String,
@@ -264,6 +270,10 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         CompactionMode::Deterministic => material,
         mode => format!("{material}|native_compaction={mode}"),
     };
+    let material = match settings.fixed_point {
+        None => material,
+        Some(setting) => format!("{material}|fixed_point={setting}"),
+    };
     let shard = if settings.shard.count > 1 {
         format!("-shard{}of{}", settings.shard.index, settings.shard.count)
     } else {
@@ -310,6 +320,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     }
     if settings.budgets.contains(&0) {
         return Err(RunError::Settings("budgets must be > 0 tokens".into()));
+    }
+    if settings.fixed_point.is_some() && !settings.runner.is_local() {
+        return Err(RunError::Settings(format!(
+            "--fixed-point drives the loop with local runners only for now; runner {} calls a server",
+            settings.runner.spec.name
+        )));
     }
     let started = Instant::now();
     let started_at = utc_now();
@@ -375,6 +391,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
         },
         conditions: settings.conditions.clone(),
         native_compaction: settings.native_compaction,
+        fixed_point: settings.fixed_point,
         budgets: settings.budgets.clone(),
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
         replicates: settings.replicates,
@@ -770,7 +787,32 @@ impl TrialContext<'_> {
                 counted_input_tokens: counted,
             }
         });
-        let shaped = self.resolve(staged, call);
+        let mut shaped = self.resolve(staged, call);
+        if let Some(setting) = self.settings.fixed_point
+            && let Ok(built) = &shaped.built
+            && let Some(full) = self.prepared[shaped.cell.task].as_ref()
+            && let Some(units) = condition::svc_units(
+                shaped.cell.condition,
+                self.task(&shaped.cell),
+                full,
+                shaped.cell.budget,
+                &self.tokenizer,
+            )
+        {
+            let trial = fixed_point::run_trial(
+                setting,
+                &self.settings.state_home,
+                runner,
+                self.task(&shaped.cell),
+                &units,
+                shaped.cell.budget,
+                built.context_commit_id.clone(),
+                &self.tokenizer,
+            );
+            shaped.built = trial.built;
+            shaped.notes.extend(trial.notes);
+            return self.finish(shaped, trial.reply);
+        }
         let cell = &shaped.cell;
         let reply = match &shaped.built {
             Ok(built) if built.tokens > 0 => {

@@ -42,6 +42,7 @@ fn case(seed: u64) -> Case {
             label: "unsupported".to_string(),
             risk: 0.2 + 0.8 * rng.unit(),
             terms: sorted((0..6).map(|_| format!("term{}", rng.below(200))).collect()),
+            missing: Vec::new(),
         })
         .collect();
     let query = sorted((0..5).map(|_| word(&mut rng)).collect());

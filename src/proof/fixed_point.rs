@@ -27,6 +27,7 @@ use super::round::{
     RecoveredChunk, RoundRecord, sha,
 };
 use crate::context::commit::fingerprint;
+use crate::witness::claims::ClaimKind;
 use crate::witness::rewrite::{self, WITHHELD_NOTICE};
 use crate::witness::verify::{self, Label, Verification};
 use crate::witness::{Mode, Profile};
@@ -227,7 +228,7 @@ impl LoopState {
                 ));
             }
         };
-        let obligations = obligations(&verification, &planner::terms(&context));
+        let obligations = obligations(&verification, &prepared.query, &planner::terms(&context));
         let verifiable = verification.verifiable().count();
         let supported = verification
             .verifiable()
@@ -391,33 +392,41 @@ impl LoopState {
     }
 }
 
-/// The open proof obligations of a verification. An obligation's terms are the claim's terms
-/// the context (sorted `context_terms`) lacks: a chunk repeating what was already sent cannot
-/// support the claim. A claim whose terms are all present (a swapped name, a wrong pairing)
-/// keeps all of them.
-fn obligations(verification: &Verification, context_terms: &[String]) -> Vec<Obligation> {
+/// The open proof obligations of a verification: one per verifiable claim not supported, with
+/// the terms evidence must hold (a short answer is read against the question, so the question's
+/// terms join it) and those of them the context (sorted `context_terms`) lacks.
+fn obligations(
+    verification: &Verification,
+    query: &str,
+    context_terms: &[String],
+) -> Vec<Obligation> {
     verification
         .verifiable()
         .filter(|c| c.label != Label::Supported)
         .map(|c| {
-            let all = planner::terms(&c.claim.text);
-            let missing: Vec<String> = all
+            let mut terms = planner::terms(&c.claim.text);
+            if c.claim.kind == ClaimKind::ShortAnswer {
+                terms.extend(planner::terms(query));
+                terms.sort();
+                terms.dedup();
+            }
+            let missing: Vec<String> = terms
                 .iter()
                 .filter(|t| context_terms.binary_search(t).is_err())
                 .cloned()
                 .collect();
-            (c, if missing.is_empty() { all } else { missing })
-        })
-        .map(|(c, terms)| Obligation {
-            claim_index: c.claim.index,
-            claim: c.claim.text.clone(),
-            label: c.label.as_str().to_string(),
-            risk: if c.label == Label::Contradicted {
-                1.0
-            } else {
-                (1.0 - c.score).clamp(MIN_CLAIM_RISK, 1.0)
-            },
-            terms,
+            Obligation {
+                claim_index: c.claim.index,
+                claim: c.claim.text.clone(),
+                label: c.label.as_str().to_string(),
+                risk: if c.label == Label::Contradicted {
+                    1.0
+                } else {
+                    (1.0 - c.score).clamp(MIN_CLAIM_RISK, 1.0)
+                },
+                terms,
+                missing,
+            }
         })
         .collect()
 }

@@ -29,6 +29,9 @@ pub const QUERY_PRIOR_WEIGHT: f64 = 0.05;
 /// Lowest risk of an unsupported claim: a claim the verifier scored high but not high enough is
 /// still an open obligation.
 pub const MIN_CLAIM_RISK: f64 = 0.2;
+/// Weight, in lexical coverage, of an obligation term the context already holds (a missing one
+/// weighs 1): a chunk repeating what was sent adds little.
+pub const PRESENT_TERM_WEIGHT: f64 = 0.25;
 /// Values closer than this are equal (sums of floats in another order differ in the last bits).
 const EPSILON: f64 = 1e-9;
 
@@ -44,9 +47,14 @@ pub struct Obligation {
     /// In (0, 1]: 1 for a contradicted claim, else `1 - support score` (at least
     /// [`MIN_CLAIM_RISK`]).
     pub risk: f64,
-    /// Normalised content terms of the claim that the context so far lacks (all of them when it
-    /// lacks none): what recovered evidence must hold to support it.
+    /// Normalised content terms evidence must hold to support the claim (sorted): the claim's,
+    /// and for a short answer read against the question, the question's too.
     pub terms: Vec<String>,
+    /// Those of `terms` the context so far lacks (sorted). A chunk supports the obligation only
+    /// if it holds one of them (any of `terms` when none is missing); held terms the context
+    /// already has count [`PRESENT_TERM_WEIGHT`] in the coverage.
+    #[serde(default)]
+    pub missing: Vec<String>,
 }
 
 /// A chunk the planner may recover: its cost and its normalised content terms.
@@ -133,6 +141,29 @@ fn coverage(needles: &[String], haystack: &[String]) -> f64 {
     found as f64 / needles.len() as f64
 }
 
+/// `(supports, weighted coverage)` of `obligation` by a chunk's sorted `terms`.
+fn obligation_coverage(obligation: &Obligation, terms: &[String]) -> (bool, f64) {
+    let has = |t: &String| terms.binary_search(t).is_ok();
+    let supports = if obligation.missing.is_empty() {
+        obligation.terms.iter().any(has)
+    } else {
+        obligation.missing.iter().any(has)
+    };
+    if !supports || obligation.terms.is_empty() {
+        return (false, 0.0);
+    }
+    let weight = |t: &String| {
+        if obligation.missing.binary_search(t).is_ok() || obligation.missing.is_empty() {
+            1.0
+        } else {
+            PRESENT_TERM_WEIGHT
+        }
+    };
+    let total: f64 = obligation.terms.iter().map(weight).sum();
+    let held: f64 = obligation.terms.iter().filter(|t| has(t)).map(weight).sum();
+    (true, held / total)
+}
+
 /// Scores every chunk against the obligations and solves the knapsack.
 pub fn plan(
     obligations: &[Obligation],
@@ -144,11 +175,14 @@ pub fn plan(
     let mut candidates: Vec<CandidateScore> = chunks
         .iter()
         .filter_map(|chunk| {
-            let coverage_value: f64 = obligations
-                .iter()
-                .map(|o| o.risk * coverage(&o.terms, chunk.terms))
-                .sum();
-            if coverage_value <= 0.0 {
+            let mut supports = false;
+            let mut coverage_value = 0.0;
+            for obligation in obligations {
+                let (supported, covered) = obligation_coverage(obligation, chunk.terms);
+                supports |= supported;
+                coverage_value += obligation.risk * covered;
+            }
+            if !supports || coverage_value <= 0.0 {
                 return None;
             }
             let query_prior = QUERY_PRIOR_WEIGHT * coverage(query_terms, chunk.terms);

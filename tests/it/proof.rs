@@ -297,3 +297,78 @@ fn prepare_keys_replay_and_bad_sessions_are_refused() {
         out.stderr
     );
 }
+
+#[test]
+fn svc_run_with_fixed_point_records_the_setting_rounds_and_commits() {
+    let state = tempfile::tempdir().expect("state");
+    let out = tempfile::tempdir().expect("out");
+    let dir = out.path().join("loop");
+    let result = run(svc(state.path()).args([
+        "run",
+        "--workload",
+        "needle-builtin",
+        "--conditions",
+        "svc,combined",
+        "--budget",
+        "256",
+        "--fixed-point",
+        "2,512",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("manifest.json")).expect("manifest"),
+    )
+    .expect("manifest JSON");
+    assert_eq!(
+        manifest["fixed_point"],
+        serde_json::json!({"max_rounds": 2, "recovery_token_budget": 512, "max_chunks_per_round": 4})
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("trials.jsonl"))
+        .expect("trials")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record"))
+        .collect();
+    let notes: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("notes.jsonl"))
+        .expect("notes")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("note"))
+        .collect();
+    let loops: Vec<serde_json::Value> = notes
+        .iter()
+        .filter(|n| n["kind"] == "fixed_point")
+        .map(|n| serde_json::from_str(n["detail"].as_str().expect("detail")).expect("detail JSON"))
+        .collect();
+    assert_eq!(
+        loops.len(),
+        records.len(),
+        "one loop note per svc/combined trial"
+    );
+    for detail in &loops {
+        let calls = detail["model_calls"].as_u64().expect("calls");
+        assert!((1..=2).contains(&calls), "{detail}");
+        assert_eq!(detail["rounds"].as_u64(), Some(calls), "one round per call");
+        assert!(detail["status"].is_string() && detail["recovered_chunk_ids"].is_array());
+    }
+    let store = svc::context::CommitStore::new(state.path());
+    for record in &records {
+        let ctx = record["context_commit_id"].as_str().expect("commit id");
+        assert!(
+            store.receipt(ctx).is_ok(),
+            "the loop's commit {ctx} is durable"
+        );
+    }
+
+    let out = run(svc(state.path()).args([
+        "run",
+        "--workload",
+        "needle-builtin",
+        "--fixed-point",
+        "0",
+        "--out",
+        "unused",
+    ]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("ROUNDS[,BUDGET]"), "{}", out.stderr);
+}

@@ -79,6 +79,7 @@ fn settings(dir: &Path, shard: Shard) -> RunSettings {
         state_home: dir.join("state"),
         threads: Some(2),
         progress: None,
+        fixed_point: None,
     }
 }
 

@@ -89,6 +89,7 @@ fn obligation(claim: &str, risk: f64) -> Obligation {
         label: "unsupported".to_string(),
         risk,
         terms: terms(claim),
+        missing: Vec::new(),
     }
 }
 
