@@ -37,6 +37,24 @@ pub enum ProofCommand {
     Run(RunArgs),
     /// Check the signature of a failure artifact (exit 0 valid, 1 changed).
     VerifyArtifact(VerifyArtifactArgs),
+    /// Append a finished session's outcome and an external signal to the world-model ledger
+    /// (proof/world-model.jsonl, hash-chained) and check the chain.
+    RecordOutcome(RecordOutcomeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RecordOutcomeArgs {
+    /// A finished session (pgs_…).
+    session: String,
+    /// What the signal is, e.g. user_accepted, tests_passed.
+    #[arg(long)]
+    signal: String,
+    /// The signal's value in [0, 1] (1 = best).
+    #[arg(long)]
+    value: f64,
+    /// Where the signal came from.
+    #[arg(long)]
+    detail: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -139,6 +157,7 @@ pub fn run(command: ProofCommand) -> anyhow::Result<ExitCode> {
         ProofCommand::Inspect(args) => inspect(args),
         ProofCommand::Run(args) => run_loop(args),
         ProofCommand::VerifyArtifact(args) => verify_artifact(args),
+        ProofCommand::RecordOutcome(args) => record_outcome(args),
     }
 }
 
@@ -349,4 +368,35 @@ fn verify_artifact(args: VerifyArtifactArgs) -> anyhow::Result<ExitCode> {
         }
         Err(error) => Err(error.into()),
     }
+}
+
+fn record_outcome(args: RecordOutcomeArgs) -> anyhow::Result<ExitCode> {
+    let state_dir = state::home()?;
+    let view = protocol()?.inspect(&args.session)?;
+    let result = view.result.with_context(|| {
+        format!(
+            "session {} is {} and has no result yet; record an outcome once it is finished",
+            args.session,
+            view.state.as_str()
+        )
+    })?;
+    let layer = VerifiedEfficiencyLayer::new(&state_dir, ContextRiskMode::Audit);
+    let entry = layer.record_verified_outcome(
+        &result,
+        &svc::proof::OutcomeSignal {
+            name: args.signal,
+            value: args.value,
+            detail: args.detail,
+        },
+    )?;
+    let entries = svc::proof::ledger::verify_chain(&state_dir)?;
+    println!(
+        "recorded entry {} ({} {}) in {}; chain of {} entries verified",
+        entry.sequence,
+        entry.signal.name,
+        entry.signal.value,
+        state_dir.join(svc::proof::ledger::LEDGER_FILE).display(),
+        entries.len()
+    );
+    Ok(ExitCode::SUCCESS)
 }
