@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Reuse built dependencies across clones on the same machine (CI runs in a fresh clone).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 
-.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real fuzz
+.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-proof fuzz
 
 build:
 	$(CARGO) build --locked
@@ -83,3 +83,17 @@ fuzz:
 		SVC_FUZZ_SECONDS=$(SVC_FUZZ_SECONDS) SVC_FUZZ_CLI_CASES=$(SVC_FUZZ_CLI_CASES) SVC_FUZZ_HANG_SECONDS=$(SVC_FUZZ_HANG_SECONDS) \
 		$(CARGO) test --locked --test it fuzz:: -- --nocapture; \
 	fi
+
+# The proof-guided loop measured: svc and combined at budget 256 on the QA and needle workloads,
+# without and with `--fixed-point 3,1024`, one report per run (fixture model, release build).
+PROOF_DIR = reports/out/proof
+bench-proof:
+	rm -rf $(PROOF_DIR)
+	for w in qa-builtin needle-builtin; do \
+		SVC_HOME=$(PROOF_DIR)/state $(CARGO) run --release --locked --quiet -- run --workload $$w \
+			--conditions svc,combined --budget 256 --out $(PROOF_DIR)/$$w-without && \
+		SVC_HOME=$(PROOF_DIR)/state $(CARGO) run --release --locked --quiet -- run --workload $$w \
+			--conditions svc,combined --budget 256 --fixed-point 3,1024 --out $(PROOF_DIR)/$$w-with && \
+		$(CARGO) run --release --locked --quiet -- report $(PROOF_DIR)/$$w-without --out $(PROOF_DIR)/report-$$w-without && \
+		$(CARGO) run --release --locked --quiet -- report $(PROOF_DIR)/$$w-with --out $(PROOF_DIR)/report-$$w-with || exit 1; \
+	done

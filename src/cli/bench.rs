@@ -61,6 +61,9 @@ pub struct BenchArgs {
     /// Records generated for the report benchmark (aggregate + paired stats).
     #[arg(long, default_value_t = 1_000_000)]
     report_records: usize,
+    /// Generated planner rounds of the proof benchmark (the median is reported).
+    #[arg(long, default_value_t = 200)]
+    proof_rounds: usize,
 }
 
 /// Parts of the context group that can run alone.
@@ -82,6 +85,8 @@ enum Group {
     Harness,
     /// Aggregation and paired statistics over generated records.
     Report,
+    /// The proof loop's recovery planner: time per round at 128 candidates, 100k-token budget.
+    Proof,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -174,6 +179,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("bench: report ({} generated records)…", args.report_records);
         let dir = tempfile::tempdir()?;
         figures.push(svc::report::bench_figure(args.report_records, dir.path())?);
+    }
+    if wants(Group::Proof) {
+        eprintln!(
+            "bench: proof planner ({} generated rounds)…",
+            args.proof_rounds
+        );
+        figures.push(svc::proof::bench::planner_figure(args.proof_rounds));
     }
     print_figures(&figures, args.format)
 }

@@ -65,6 +65,10 @@ pub struct BenchmarkArgs {
     /// How the native_compaction baseline compacts (`deterministic` or `model-summary`).
     #[arg(long, value_enum, default_value_t)]
     native_compaction: CompactionMode,
+    /// Run the proof-guided loop in the svc and combined conditions (ROUNDS[,BUDGET]; see
+    /// `svc run --fixed-point`).
+    #[arg(long, value_name = "ROUNDS[,BUDGET]")]
+    fixed_point: Option<svc::harness::fixed_point::FixedPointSetting>,
     /// Output folder [default: reports/out/benchmark-<UTC timestamp>]; an existing folder
     /// resumes.
     #[arg(long)]
@@ -220,6 +224,7 @@ fn run_reader(
             threads: None,
             progress: super::run::periodic_progress(format!("{name}: "), args.progress_every),
             audit: run::AuditSettings::defaults(&runner, &state_home),
+            fixed_point: args.fixed_point,
         };
         eprintln!(
             "benchmark: {name} ({} conditions, budgets {:?}, runner {runner_name})…",
@@ -255,6 +260,8 @@ fn run_reader(
                 state_home: state_home.clone(),
                 threads: None,
                 audit: run::AuditSettings::defaults(&runner, &state_home),
+                // Like for like: the baselines run with the same loop setting as svc.
+                fixed_point: args.fixed_point,
             };
             let summary = run::execute(&arm).with_context(|| {
                 format!("running {name} ({setting}) into {}", arm.out_dir.display())

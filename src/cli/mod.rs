@@ -4,6 +4,7 @@ mod bench;
 mod benchmark;
 mod compress;
 mod context;
+mod proof;
 mod records;
 mod report;
 mod run;
@@ -66,6 +67,10 @@ enum Command {
     /// Index a tree, select context under a token budget, recover exact chunks of a commit.
     #[command(subcommand)]
     Context(context::ContextCommand),
+    /// The proof-guided loop: prepare/advance/inspect sessions, run the loop with a local model
+    /// command, check a signed failure artifact.
+    #[command(subcommand)]
+    Proof(proof::ProofCommand),
     /// Aggregate trial records, compare conditions pairwise, and write report.md, CSV, JSON, SVG.
     Report(report::ReportArgs),
     /// Gate runs against a stored baseline summary: exit 1 naming each breach.
@@ -88,6 +93,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Workloads(command) => workloads::run(command),
         Command::Runners(command) => runners::run(command),
         Command::Context(command) => context::run(command),
+        Command::Proof(command) => proof::run(command),
         Command::Report(args) => report::run_report(args),
         Command::Gate(args) => report::run_gate(args),
     }

@@ -35,6 +35,10 @@ pub struct RunArgs {
     /// summary call's output tokens, cost and latency are added to the trial).
     #[arg(long, value_enum, default_value_t)]
     native_compaction: CompactionMode,
+    /// Run the proof-guided loop in the svc and combined conditions: ROUNDS[,BUDGET] = bound on
+    /// model calls per trial and recovered tokens (default 1024); the runner answers each round.
+    #[arg(long, value_name = "ROUNDS[,BUDGET]")]
+    fixed_point: Option<svc::harness::fixed_point::FixedPointSetting>,
     /// Context budgets in tokens (comma-separated or repeated); each record's task_id carries
     /// its budget as `<task>@b<budget>`.
     #[arg(long = "budget", value_delimiter = ',', num_args = 1.., default_values_t = vec![512usize])]
@@ -148,6 +152,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         state_home,
         threads: args.threads,
         progress,
+        fixed_point: args.fixed_point,
         audit: AuditSettings::default(),
     };
     let use_cache = !args.no_cache

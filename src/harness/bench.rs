@@ -127,6 +127,7 @@ fn once(
         threads,
         progress: None,
         audit: Default::default(),
+        fixed_point: None,
     };
     let start = Instant::now();
     let summary = run::execute(&settings)?;

@@ -153,27 +153,39 @@ pub fn build(
                 truncated_from: None,
             }
         }
-        Condition::Svc => svc(task, task.context.units(), condition, budget, env)?,
-        Condition::Combined => {
-            let units = match &task.context {
-                TaskContext::Transcript(turns) => {
-                    let kept = drop_oldest_turns(turns, budget.saturating_mul(2), env.tokenizer);
-                    TaskContext::Transcript(kept.to_vec()).units()
-                }
-                TaskContext::Documents(_) => {
-                    let (text, _) = native_compaction(
-                        &task.context,
-                        full,
-                        budget.saturating_mul(2),
-                        env.tokenizer,
-                    );
-                    split_rendered_documents(&text)
-                }
-            };
+        Condition::Svc | Condition::Combined => {
+            let units = svc_units(condition, task, full, budget, env.tokenizer).unwrap_or_default();
             svc(task, units, condition, budget, env)?
         }
     };
     Ok(built)
+}
+
+/// The (name, text) units the `svc` and `combined` conditions select from at `budget` (the
+/// task's own units; for `combined`, what native compaction at twice the budget kept). `None`
+/// for the other conditions. The fixed-point loop prepares from the same units.
+pub fn svc_units(
+    condition: Condition,
+    task: &Task,
+    full: &PreparedContext,
+    budget: usize,
+    tokenizer: &Tokenizer,
+) -> Option<Vec<(String, String)>> {
+    match condition {
+        Condition::Svc => Some(task.context.units()),
+        Condition::Combined => Some(match &task.context {
+            TaskContext::Transcript(turns) => {
+                let kept = drop_oldest_turns(turns, budget.saturating_mul(2), tokenizer);
+                TaskContext::Transcript(kept.to_vec()).units()
+            }
+            TaskContext::Documents(_) => {
+                let (text, _) =
+                    native_compaction(&task.context, full, budget.saturating_mul(2), tokenizer);
+                split_rendered_documents(&text)
+            }
+        }),
+        Condition::Raw | Condition::NativeCompaction => None,
+    }
 }
 
 fn raw(full: &PreparedContext, env: &ConditionEnv<'_>) -> BuiltContext {

@@ -9,6 +9,7 @@ pub mod arms;
 pub mod audit;
 pub mod bench;
 pub mod condition;
+pub mod fixed_point;
 pub mod run;
 pub mod runner;
 pub mod scorer;

@@ -42,6 +42,7 @@ use super::audit::{self, CallPurpose, Caller, RequestStore, TrialCalls};
 use super::condition::{
     self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
 };
+use super::fixed_point::{self, FixedPointSetting};
 use super::runner::cache::ResponseCache;
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
@@ -157,6 +158,8 @@ pub struct RunSettings {
     pub threads: Option<usize>,
     /// Called from the writer thread after each trial.
     pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
+    /// `--fixed-point`: `svc` and `combined` trials run the proof-guided loop.
+    pub fixed_point: Option<FixedPointSetting>,
     /// Response cache and resume policy.
     pub audit: AuditSettings,
 }
@@ -262,6 +265,9 @@ pub struct Manifest {
     /// How `native_compaction` compacted; manifests from before the setting are deterministic.
     #[serde(default)]
     pub native_compaction: CompactionMode,
+    /// The fixed-point loop's bounds when `--fixed-point` was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_point: Option<FixedPointSetting>,
     pub budgets: Vec<usize>,
     /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
     pub task_id_budget_separator: String,
@@ -346,6 +352,10 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         "svc" => material,
         selector => format!("{material}|selector={selector}"),
     };
+    let material = match settings.fixed_point {
+        None => material,
+        Some(setting) => format!("{material}|fixed_point={setting}"),
+    };
     let shard = if settings.shard.count > 1 {
         format!("-shard{}of{}", settings.shard.index, settings.shard.count)
     } else {
@@ -386,6 +396,7 @@ fn new_manifest(settings: &RunSettings, started_at: String) -> Manifest {
         },
         conditions: settings.conditions.clone(),
         native_compaction: settings.native_compaction,
+        fixed_point: settings.fixed_point,
         budgets: settings.budgets.clone(),
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
         raw_once_per_task: true,
@@ -444,6 +455,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     }
     if settings.budgets.contains(&0) {
         return Err(RunError::Settings("budgets must be > 0 tokens".into()));
+    }
+    if settings.fixed_point.is_some() && !settings.runner.is_local() {
+        return Err(RunError::Settings(format!(
+            "--fixed-point drives the loop with local runners only for now; runner {} calls a server",
+            settings.runner.spec.name
+        )));
     }
     let started = Instant::now();
     let started_at = utc_now();
@@ -911,7 +928,33 @@ impl TrialContext<'_> {
                 counted_input_tokens: counted,
             }
         });
-        let shaped = self.resolve(staged, call);
+        let mut shaped = self.resolve(staged, call);
+        if let Some(setting) = self.settings.fixed_point
+            && let Ok(built) = &shaped.built
+            && let Some(full) = self.prepared[shaped.cell.task].as_ref()
+            && let Some(units) = condition::svc_units(
+                shaped.cell.condition,
+                self.task(&shaped.cell),
+                full,
+                shaped.cell.budget,
+                &self.tokenizer,
+            )
+        {
+            let trial = fixed_point::run_trial(
+                setting,
+                &self.settings.state_home,
+                runner,
+                self.task(&shaped.cell),
+                &units,
+                shaped.cell.budget,
+                built.context_commit_id.clone(),
+                &self.tokenizer,
+            );
+            shaped.built = trial.built;
+            shaped.notes.extend(trial.notes);
+            // The loop's rounds call the runner directly; their requests are in notes.jsonl.
+            return self.finish(shaped, trial.reply, calls);
+        }
         let cell = &shaped.cell;
         let reply = match &shaped.built {
             Ok(built) if built.tokens > 0 => {

@@ -7,6 +7,7 @@ mod compress;
 mod context;
 mod fuzz;
 mod harness;
+mod proof;
 mod records;
 mod report;
 mod run;

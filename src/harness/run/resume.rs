@@ -174,6 +174,12 @@ pub fn identity(manifest: &Manifest) -> Vec<(&'static str, String)> {
         ("shard", manifest.shard.clone()),
         ("native compaction", manifest.native_compaction.to_string()),
         ("selector", manifest.selector.clone()),
+        (
+            "fixed point",
+            manifest
+                .fixed_point
+                .map_or_else(|| "off".to_string(), |setting| setting.to_string()),
+        ),
     ]
 }
 

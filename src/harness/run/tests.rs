@@ -81,6 +81,7 @@ fn settings(dir: &Path, shard: Shard) -> RunSettings {
         threads: Some(2),
         progress: None,
         audit: Default::default(),
+        fixed_point: None,
     }
 }
 

@@ -1,0 +1,267 @@
+//! The world-model ledger: one JSON line per verified outcome (`proof/world-model.jsonl`), each
+//! chained to the one before by hash, so a removed, reordered or edited line is detected by
+//! [`verify_chain`]. The learning loop reads it; nothing here learns.
+//!
+//! `entry_sha256` is the SHA-256 of the entry's compact JSON with `entry_sha256` set to the
+//! empty string; `previous_sha256` is the previous entry's `entry_sha256` (64 zeros for the
+//! first). Appends are serialised by an exclusive lock file beside the ledger and fsynced.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::round::{FixedPointResult, FixedPointStatus};
+use crate::digest;
+
+/// Ledger file, relative to the state directory.
+pub const LEDGER_FILE: &str = "proof/world-model.jsonl";
+/// Format tag of each line.
+pub const LEDGER_FORMAT: &str = "svc.world-model.v1";
+const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// An external judgement of a run's final output (a user accepted it, a test passed, ...).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeSignal {
+    /// What the signal is, e.g. `user_accepted`, `tests_passed`, `exact_match`.
+    pub name: String,
+    /// In [0, 1]: 1 is the best outcome.
+    pub value: f64,
+    /// Free text: where the signal came from.
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// One ledger line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LedgerEntry {
+    pub format: String,
+    pub sequence: u64,
+    pub recorded_at: String,
+    pub ctx_id: String,
+    pub query_sha256: String,
+    pub status: FixedPointStatus,
+    pub rounds: usize,
+    pub recovered_chunk_ids: Vec<String>,
+    pub recovery_tokens_used: usize,
+    pub final_output_sha256: String,
+    pub final_unsupported_claim_rate: f64,
+    pub signal: OutcomeSignal,
+    pub previous_sha256: String,
+    pub entry_sha256: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LedgerError {
+    #[error("signal value {value} of {name} is outside [0, 1]")]
+    SignalOutOfRange { name: String, value: f64 },
+    #[error("the signal needs a name (e.g. user_accepted, tests_passed)")]
+    EmptySignal,
+    #[error("cannot write the ledger {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "another process holds {path}; if none is running, remove the stale lock file and retry"
+    )]
+    Locked { path: PathBuf },
+    #[error("{path}:{line}: {message}")]
+    Broken {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+}
+
+fn entry_hash(entry: &LedgerEntry) -> String {
+    let mut unsigned = entry.clone();
+    unsigned.entry_sha256 = String::new();
+    digest::sha256_hex(serde_json::to_vec(&unsigned).unwrap_or_default())
+}
+
+/// Reads and checks the whole chain; returns its entries.
+pub fn verify_chain(state_dir: &Path) -> Result<Vec<LedgerEntry>, LedgerError> {
+    let path = state_dir.join(LEDGER_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => return Err(LedgerError::Io { path, source }),
+    };
+    let mut previous = GENESIS.to_string();
+    let mut entries = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let broken = |message: String| LedgerError::Broken {
+            path: path.clone(),
+            line: i + 1,
+            message,
+        };
+        let entry: LedgerEntry =
+            serde_json::from_str(line).map_err(|e| broken(format!("not a ledger entry: {e}")))?;
+        if entry.previous_sha256 != previous {
+            return Err(broken(
+                "previous_sha256 does not match the line before: a line was removed, reordered or inserted"
+                    .to_string(),
+            ));
+        }
+        if entry.sequence != i as u64 {
+            return Err(broken(format!(
+                "sequence {} where {i} was expected",
+                entry.sequence
+            )));
+        }
+        if entry_hash(&entry) != entry.entry_sha256 {
+            return Err(broken(
+                "entry_sha256 does not match: the line was edited".to_string(),
+            ));
+        }
+        previous = entry.entry_sha256.clone();
+        entries.push(entry);
+    }
+    Ok(entries)
+}
+
+/// Appends `result` and `signal` to the ledger of `state_dir`.
+pub fn append(
+    state_dir: &Path,
+    result: &FixedPointResult,
+    signal: &OutcomeSignal,
+) -> Result<LedgerEntry, LedgerError> {
+    if signal.name.trim().is_empty() {
+        return Err(LedgerError::EmptySignal);
+    }
+    if !(0.0..=1.0).contains(&signal.value) {
+        return Err(LedgerError::SignalOutOfRange {
+            name: signal.name.clone(),
+            value: signal.value,
+        });
+    }
+    let path = state_dir.join(LEDGER_FILE);
+    let io_error = |source| LedgerError::Io {
+        path: path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        fs::create_dir_all(dir).map_err(io_error)?;
+    }
+    let lock_path = path.with_extension("lock");
+    let _lock = match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock_path)
+    {
+        Ok(_) => LockGuard(lock_path.clone()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            return Err(LedgerError::Locked { path: lock_path });
+        }
+        Err(source) => return Err(io_error(source)),
+    };
+    let existing = verify_chain(state_dir)?;
+    let previous = existing
+        .last()
+        .map_or(GENESIS.to_string(), |e| e.entry_sha256.clone());
+    let last_round = result.rounds.last();
+    let mut entry = LedgerEntry {
+        format: LEDGER_FORMAT.to_string(),
+        sequence: existing.len() as u64,
+        recorded_at: crate::clock::rfc3339(std::time::SystemTime::now()),
+        ctx_id: result.ctx_id.clone(),
+        query_sha256: digest::sha256_hex(&result.query),
+        status: result.status,
+        rounds: result.rounds.len(),
+        recovered_chunk_ids: result
+            .recovered_chunk_ids()
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        recovery_tokens_used: result.recovery_tokens_used,
+        final_output_sha256: result.final_output.output_sha256.clone(),
+        final_unsupported_claim_rate: last_round.map_or(0.0, |r| r.unsupported_claim_rate),
+        signal: signal.clone(),
+        previous_sha256: previous,
+        entry_sha256: String::new(),
+    };
+    entry.entry_sha256 = entry_hash(&entry);
+    let mut line = serde_json::to_vec(&entry).unwrap_or_default();
+    line.push(b'\n');
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(&path)
+    }
+    .map_err(io_error)?;
+    file.write_all(&line).map_err(io_error)?;
+    file.sync_all().map_err(io_error)?;
+    Ok(entry)
+}
+
+struct LockGuard(PathBuf);
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proof::{ContextRiskMode, VerifiedEfficiencyLayer};
+
+    #[test]
+    fn outcomes_are_hash_chained_and_edits_are_detected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layer = VerifiedEfficiencyLayer::new(dir.path(), ContextRiskMode::Strict);
+        let docs = vec![(
+            "a.md".to_string(),
+            "# A\n\nThe bridge opened to traffic in 1932.\n".to_string(),
+        )];
+        let prepared = layer
+            .prepare(&docs, "When did the bridge open?", 200)
+            .expect("prepare");
+        let result = layer
+            .run_fixed_point(
+                &prepared,
+                |_| Ok("The bridge opened to traffic in 1932.".to_string()),
+                2,
+                100,
+                2,
+            )
+            .expect("run");
+        let signal = OutcomeSignal {
+            name: "user_accepted".to_string(),
+            value: 1.0,
+            detail: None,
+        };
+        let first = layer
+            .record_verified_outcome(&result, &signal)
+            .expect("append");
+        let second = layer
+            .record_verified_outcome(&result, &signal)
+            .expect("append");
+        assert_eq!(first.previous_sha256, GENESIS);
+        assert_eq!(second.previous_sha256, first.entry_sha256);
+        assert_eq!(verify_chain(dir.path()).expect("chain").len(), 2);
+
+        let bad = OutcomeSignal {
+            value: 1.5,
+            ..signal
+        };
+        assert!(layer.record_verified_outcome(&result, &bad).is_err());
+
+        let path = dir.path().join(LEDGER_FILE);
+        let text = fs::read_to_string(&path).expect("read");
+        fs::write(&path, text.replace("user_accepted", "user_rejected")).expect("edit");
+        assert!(matches!(
+            verify_chain(dir.path()),
+            Err(LedgerError::Broken { line: 1, .. })
+        ));
+    }
+}

@@ -1,0 +1,374 @@
+//! `svc proof`: the whole loop with a scripted model command, the durable protocol across a
+//! killed process, idempotency through the CLI, and every bad input as a clear error.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use svc::proof::FixedPointResult;
+use svc::proof::FixedPointStatus;
+
+use crate::harness::{run, svc};
+
+const DOCS: &str = "fixtures/proof/docs";
+const QUERY: &str = "When did the bridge open to traffic?";
+const READER: &str = "fixtures/proof/reader.sh";
+
+fn run_args<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["proof", "run", DOCS, "--query", QUERY, "--budget", "30"];
+    args.extend_from_slice(extra);
+    args
+}
+
+#[test]
+fn proof_run_recovers_the_omitted_chunk_and_ends_supported() {
+    let state = tempfile::tempdir().expect("state");
+    let out =
+        run(svc(state.path()).args(run_args(&["--format", "json", "--model-command", READER])));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let result: FixedPointResult = serde_json::from_str(&out.stdout).expect("result JSON");
+    assert_eq!(result.status, FixedPointStatus::Supported);
+    assert_eq!(result.rounds.len(), 2, "one draft, one revision");
+    let first = &result.rounds[0];
+    assert_eq!((first.supported_claims, first.verifiable_claims), (1, 2));
+    assert!(first.output.contains("1900"), "the first draft guessed");
+    let plan = first.plan.as_ref().expect("the first round planned");
+    assert_eq!(plan.selected, vec!["city.md#L5-7".to_string()]);
+    assert!(!first.obligations.is_empty() && !plan.candidates.is_empty());
+    assert_eq!(result.recovered_chunk_ids(), vec!["city.md#L5-7"]);
+    assert_eq!(result.recovery_tokens_used, 17);
+    assert_eq!(
+        result.final_output.output.trim(),
+        "The bridge opened to traffic in 1932. The botanic garden was founded in 1816 beside the harbour."
+    );
+
+    // The human summary, and a bound that stops the loop: exit 1.
+    let out =
+        run(svc(state.path()).args(run_args(&["--max-rounds", "1", "--model-command", READER])));
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .starts_with("status: max_rounds_reached after 1 model call(s)"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("[contradicted") || out.stdout.contains("[unverified"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn proof_run_model_command_failures_are_typed_errors_with_signed_artifacts() {
+    let state = tempfile::tempdir().expect("state");
+    let out = run(svc(state.path()).args(run_args(&["--model-command", "fixtures/proof/fail.sh"])));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("exited with exit status: 7"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("upstream refused the request"),
+        "{}",
+        out.stderr
+    );
+    let failures = state.path().join("proof/failures");
+    let artifact = std::fs::read_dir(&failures)
+        .expect("failures dir")
+        .flatten()
+        .next()
+        .expect("an artifact")
+        .path();
+    let ok = run(svc(state.path()).args([
+        "proof",
+        "verify-artifact",
+        artifact.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(ok.code, 0, "{}{}", ok.stdout, ok.stderr);
+    assert!(ok.stdout.starts_with("valid: pgf_"), "{}", ok.stdout);
+    let text = std::fs::read_to_string(&artifact).expect("read");
+    std::fs::write(&artifact, text.replace("\"round\": 0", "\"round\": 1")).expect("edit");
+    let bad = run(svc(state.path()).args([
+        "proof",
+        "verify-artifact",
+        artifact.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(bad.code, 1, "{}", bad.stdout);
+    assert!(
+        bad.stdout.contains("changed after it was signed"),
+        "{}",
+        bad.stdout
+    );
+
+    let out = run(svc(state.path()).args(run_args(&[
+        "--timeout-seconds",
+        "0.3",
+        "--model-command",
+        "/bin/sh",
+        "-c",
+        "sleep 5",
+    ])));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("did not finish within 0.3 s"),
+        "{}",
+        out.stderr
+    );
+
+    let out = run(svc(state.path()).args(run_args(&[
+        "--model-command",
+        "/bin/sh",
+        "-c",
+        "cat >/dev/null; printf 'ok\\377'",
+    ])));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("not UTF-8"), "{}", out.stderr);
+
+    let out = run(svc(state.path()).args([
+        "proof",
+        "run",
+        DOCS,
+        "--query",
+        QUERY,
+        "--budget",
+        "0",
+        "--model-command",
+        READER,
+    ]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("token budget is 0"), "{}", out.stderr);
+}
+
+fn prepare(state: &std::path::Path, key: Option<&str>) -> (String, String) {
+    let mut args = vec!["proof", "prepare", DOCS, "--query", QUERY, "--budget", "30"];
+    if let Some(key) = key {
+        args.extend(["--idempotency-key", key]);
+    }
+    let out = run(svc(state).args(args));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let value: serde_json::Value = serde_json::from_str(&out.stdout).expect("prepare JSON");
+    let id = value["session_id"]
+        .as_str()
+        .expect("session id")
+        .to_string();
+    assert!(id.starts_with("pgs_"));
+    (id, out.stdout)
+}
+
+fn inspect(state: &std::path::Path, id: &str) -> serde_json::Value {
+    let out = run(svc(state).args(["proof", "inspect", id]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    serde_json::from_str(&out.stdout).expect("inspect JSON")
+}
+
+#[test]
+fn a_killed_advance_leaves_the_session_resumable() {
+    let state = tempfile::tempdir().expect("state");
+    let (id, _) = prepare(state.path(), None);
+    let work = tempfile::tempdir().expect("work");
+    // An advance blocked reading its draft from a FIFO is killed outright.
+    let fifo = work.path().join("draft.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success());
+    let mut child = svc(state.path())
+        .args([
+            "proof",
+            "advance",
+            &id,
+            "--output-file",
+            fifo.to_str().expect("utf-8"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn advance");
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    let view = inspect(state.path(), &id);
+    assert_eq!(view["state"], "awaiting_draft");
+    assert_eq!(view["revision"], 0);
+
+    // A fresh process resumes: the scripted reader answers each pending request.
+    let draft = work.path().join("draft.txt");
+    let mut revision = 0;
+    loop {
+        let request = inspect(state.path(), &id)["pending_request"].to_string();
+        let mut reader = std::process::Command::new(READER)
+            .current_dir(crate::harness::root())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("reader");
+        use std::io::Write;
+        reader
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(request.as_bytes())
+            .expect("write request");
+        let answer = reader.wait_with_output().expect("reader output");
+        std::fs::write(&draft, &answer.stdout).expect("draft");
+        let out = run(svc(state.path()).args([
+            "proof",
+            "advance",
+            &id,
+            "--output-file",
+            draft.to_str().expect("utf-8"),
+            "--idempotency-key",
+            &format!("round-{revision}"),
+        ]));
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        revision += 1;
+        let response: serde_json::Value = serde_json::from_str(&out.stdout).expect("advance JSON");
+        if response["state"] == "finished" {
+            assert_eq!(response["status"], "supported");
+            break;
+        }
+        assert!(revision < 3, "the loop ends within its bound");
+    }
+    assert_eq!(revision, 2);
+    // The first key replays its original response byte for byte at the later revision...
+    let first_draft = work.path().join("first.txt");
+    std::fs::write(
+        &first_draft,
+        "The bridge opened to traffic in 1932. The botanic garden was founded in 1900.\n",
+    )
+    .expect("write");
+    let replay = run(svc(state.path()).args([
+        "proof",
+        "advance",
+        &id,
+        "--output-file",
+        first_draft.to_str().expect("utf-8"),
+        "--idempotency-key",
+        "round-0",
+    ]));
+    assert_eq!(replay.code, 0, "{}", replay.stderr);
+    let response: serde_json::Value = serde_json::from_str(&replay.stdout).expect("replay JSON");
+    assert_eq!(response["revision"], 1);
+    // ...and refuses other model text.
+    let conflict = run(svc(state.path()).args([
+        "proof",
+        "advance",
+        &id,
+        "--output-file",
+        draft.to_str().expect("utf-8"),
+        "--idempotency-key",
+        "round-0",
+    ]));
+    assert_eq!(conflict.code, 2);
+    assert!(
+        conflict.stderr.contains("already used"),
+        "{}",
+        conflict.stderr
+    );
+}
+
+#[test]
+fn prepare_keys_replay_and_bad_sessions_are_refused() {
+    let state = tempfile::tempdir().expect("state");
+    let (id, first) = prepare(state.path(), Some("k"));
+    let (again_id, again) = prepare(state.path(), Some("k"));
+    assert_eq!(
+        (id.as_str(), first.as_str()),
+        (again_id.as_str(), again.as_str())
+    );
+
+    let path = state
+        .path()
+        .join("proof/sessions")
+        .join(format!("{id}.json"));
+    let text = std::fs::read_to_string(&path).expect("session");
+    std::fs::write(&path, text.replace("awaiting_draft", "finished")).expect("edit");
+    let out = run(svc(state.path()).args(["proof", "inspect", &id]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("corrupted"), "{}", out.stderr);
+
+    let out = run(svc(state.path()).args(["proof", "inspect", "pgs_00aa"]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("unknown session pgs_00aa"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn svc_run_with_fixed_point_records_the_setting_rounds_and_commits() {
+    let state = tempfile::tempdir().expect("state");
+    let out = tempfile::tempdir().expect("out");
+    let dir = out.path().join("loop");
+    let result = run(svc(state.path()).args([
+        "run",
+        "--workload",
+        "needle-builtin",
+        "--conditions",
+        "svc,combined",
+        "--budget",
+        "256",
+        "--fixed-point",
+        "2,512",
+        "--out",
+        dir.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let manifest: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("manifest.json")).expect("manifest"),
+    )
+    .expect("manifest JSON");
+    assert_eq!(
+        manifest["fixed_point"],
+        serde_json::json!({"max_rounds": 2, "recovery_token_budget": 512, "max_chunks_per_round": 4})
+    );
+    let records: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("trials.jsonl"))
+        .expect("trials")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("record"))
+        .collect();
+    let notes: Vec<serde_json::Value> = std::fs::read_to_string(dir.join("notes.jsonl"))
+        .expect("notes")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("note"))
+        .collect();
+    let loops: Vec<serde_json::Value> = notes
+        .iter()
+        .filter(|n| n["kind"] == "fixed_point")
+        .map(|n| serde_json::from_str(n["detail"].as_str().expect("detail")).expect("detail JSON"))
+        .collect();
+    assert_eq!(
+        loops.len(),
+        records.len(),
+        "one loop note per svc/combined trial"
+    );
+    for detail in &loops {
+        let calls = detail["model_calls"].as_u64().expect("calls");
+        assert!((1..=2).contains(&calls), "{detail}");
+        assert_eq!(detail["rounds"].as_u64(), Some(calls), "one round per call");
+        assert!(detail["status"].is_string() && detail["recovered_chunk_ids"].is_array());
+    }
+    let store = svc::context::CommitStore::new(state.path());
+    for record in &records {
+        let ctx = record["context_commit_id"].as_str().expect("commit id");
+        assert!(
+            store.receipt(ctx).is_ok(),
+            "the loop's commit {ctx} is durable"
+        );
+    }
+
+    let out = run(svc(state.path()).args([
+        "run",
+        "--workload",
+        "needle-builtin",
+        "--fixed-point",
+        "0",
+        "--out",
+        "unused",
+    ]));
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("ROUNDS[,BUDGET]"), "{}", out.stderr);
+}
