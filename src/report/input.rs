@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{Metric, ReportError};
+use crate::harness::run::split_task_id;
 use crate::trial::read::{RawRecord, RecordReader};
 use crate::trial::record::{Condition, CostSource, Outcome, TrialRecord};
 use crate::trial::validate::RecordValidator;
@@ -45,49 +46,52 @@ pub struct InvalidRecord {
 /// One valid record, reduced to what the report needs.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// Index into [`Dataset::pairing_units`].
-    pub unit: u32,
+    /// Index into [`Dataset::cells`]: the task this record belongs to (the cluster).
+    pub cell: u32,
+    /// Which record set the row came from: 0, or 1 for the second set of `--compare-runs`.
+    pub side: u8,
     pub condition: Condition,
     pub workload: u32,
     pub model: u32,
+    /// From the `task_id` suffix (`@b<budget>`), else the run manifest's single budget; `None`
+    /// for a record that holds for every budget (`raw` recorded once per task).
     pub budget: Option<u64>,
+    pub replicate: u64,
     pub success: bool,
     pub reasoning_tokens: u64,
-    /// Indexed by [`Metric::index`].
+    /// A hash of `response_sha256` (0 without a response), to tell identical replicates.
+    pub response: u64,
+    /// Indexed by [`Metric::index`]. Error trials count as failures in every quality metric
+    /// (task score and evidence recall 0, unsupported-claim rate 1, error rate 1), whatever
+    /// their record says: an error must not look better than a wrong answer.
     pub values: [f64; Metric::COUNT],
 }
 
-/// The pairing unit, owned: (workload, workload_version, task_id, provider, model, replicate,
-/// scorer), plus the budget the record ran at, since trials at different budgets are not pairs.
+/// A task: the cluster of the paired analysis. Every condition, budget and replicate of one
+/// task shares it: (workload, workload_version, task id without the budget suffix, provider,
+/// model, scorer).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PairingUnit {
+pub struct TaskCell {
     pub workload: String,
     pub workload_version: String,
     pub task_id: String,
     pub provider: String,
     pub model: String,
-    pub replicate: u64,
     pub scorer: String,
-    pub budget: Option<u64>,
 }
 
-impl std::fmt::Display for PairingUnit {
+impl std::fmt::Display for TaskCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}@{}/{} {}/{} replicate {} scorer {}",
+            "{}@{}/{} {}/{} scorer {}",
             self.workload,
             self.workload_version,
             self.task_id,
             self.provider,
             self.model,
-            self.replicate,
             self.scorer
-        )?;
-        if let Some(budget) = self.budget {
-            write!(f, " budget {budget}")?;
-        }
-        Ok(())
+        )
     }
 }
 
@@ -100,7 +104,7 @@ pub struct Dataset {
     pub invalid_count: u64,
     /// Records per `schema_version` value, including invalid records that carry one.
     pub schema_versions: BTreeMap<String, u64>,
-    pub pairing_units: Vec<PairingUnit>,
+    pub cells: Vec<TaskCell>,
     pub workloads: Vec<String>,
     pub models: Vec<String>,
     /// Valid records whose cost is a zero-cost fixture (so real cost is unknown).
@@ -273,11 +277,11 @@ impl Interner {
     }
 }
 
-/// A pairing unit with its hash computed on the parallel side, so the sequential side only
+/// A task cell with its hash computed on the parallel side, so the sequential side only
 /// compares.
 struct KeyedUnit {
     hash: u64,
-    unit: PairingUnit,
+    unit: TaskCell,
 }
 
 impl PartialEq for KeyedUnit {
@@ -315,7 +319,7 @@ impl std::hash::Hasher for PassThrough {
 
 type UnitMap = HashMap<KeyedUnit, u32, std::hash::BuildHasherDefault<PassThrough>>;
 
-fn unit_hash(unit: &PairingUnit) -> u64 {
+fn unit_hash(unit: &TaskCell) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     unit.hash(&mut hasher);
@@ -331,6 +335,8 @@ struct Absorber {
     unit_names: Vec<(u32, u32)>,
     workloads: Interner,
     models: Interner,
+    /// The record set being read.
+    side: u8,
 }
 
 impl Absorber {
@@ -358,18 +364,19 @@ impl Absorber {
                     let id = match self.units.get(&unit) {
                         Some(id) => *id,
                         None => {
-                            let id = dataset.pairing_units.len() as u32;
+                            let id = dataset.cells.len() as u32;
                             self.unit_names.push((
                                 self.workloads.id(&unit.unit.workload),
                                 self.models.id(&unit.unit.model),
                             ));
-                            dataset.pairing_units.push(unit.unit.clone());
+                            dataset.cells.push(unit.unit.clone());
                             self.units.insert(unit, id);
                             id
                         }
                     };
                     (row.workload, row.model) = self.unit_names[id as usize];
-                    row.unit = id;
+                    row.cell = id;
+                    row.side = self.side;
                     dataset.rows.push(row);
                 }
                 Parsed::Invalid {
@@ -398,15 +405,27 @@ impl Absorber {
 /// Batches in flight between the pipeline stages.
 const PIPELINE_DEPTH: usize = 2;
 
-/// Reads and validates every record of `files`.
+/// Reads and validates every record of `files` (one record set).
+pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
+    load_sets(&[files.to_vec()])
+}
+
+/// Reads and validates every record of each record set; rows carry their set's index as
+/// [`Row::side`], and tasks are shared across sets so they pair (`--compare-runs`).
 ///
 /// A three-stage pipeline per file: this thread reads raw records (the reader is not `Send`),
 /// a scoped thread parses batches on the rayon pool, and another absorbs them in order, so
 /// reading and bookkeeping overlap the parallel parse.
-pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
+pub fn load_sets(sets: &[Vec<PathBuf>]) -> Result<Dataset, ReportError> {
     let validator = RecordValidator::new()?;
     let mut absorber = Absorber::default();
-    for path in files {
+    let files: Vec<(u8, &PathBuf)> = sets
+        .iter()
+        .enumerate()
+        .flat_map(|(side, files)| files.iter().map(move |f| (side as u8, f)))
+        .collect();
+    for (side, path) in files {
+        absorber.side = side;
         let io_error = |source| ReportError::Io {
             path: path.clone(),
             source,
@@ -484,38 +503,55 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
     Ok(dataset)
 }
 
-fn split(record: TrialRecord, budget: Option<u64>) -> ValidRecord {
+fn split(record: TrialRecord, manifest_budget: Option<u64>) -> ValidRecord {
+    let success = record.outcome == Outcome::Success;
     let mut values = [0.0; Metric::COUNT];
     for metric in Metric::ALL {
         values[metric.index()] = match metric {
+            Metric::TaskScore if !success => 0.0,
+            Metric::EvidenceRecall if !success => 0.0,
+            Metric::UnsupportedClaimRate if !success => 1.0,
             Metric::TaskScore => record.task_score,
             Metric::EvidenceRecall => record.evidence_recall,
             Metric::UnsupportedClaimRate => record.unsupported_claim_rate,
+            Metric::ErrorRate => f64::from(u8::from(!success)),
             Metric::ContextTokens => record.context_tokens as f64,
             Metric::OutputTokens => record.output_tokens as f64,
             Metric::BilledCostUsd => record.billed_cost_usd,
             Metric::LatencyMs => record.latency_ms,
         };
     }
-    let unit = PairingUnit {
+    let (task_id, suffix_budget) = split_task_id(&record.task_id);
+    let budget = match suffix_budget {
+        Some(budget) => Some(budget as u64),
+        None => manifest_budget,
+    };
+    let response = record.response_sha256.as_deref().map_or(0, |hash| {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        hash.hash(&mut hasher);
+        hasher.finish() | 1
+    });
+    let unit = TaskCell {
+        task_id: task_id.to_string(),
         workload: record.workload,
         workload_version: record.workload_version,
-        task_id: record.task_id,
         provider: record.provider,
         model: record.model,
-        replicate: record.replicate,
         scorer: record.scorer,
-        budget,
     };
     let row = Row {
-        // Interned ids are assigned on the sequential side.
-        unit: 0,
+        // Interned ids and the side are assigned on the sequential side.
+        cell: 0,
+        side: 0,
         condition: record.condition,
         workload: 0,
         model: 0,
         budget,
-        success: record.outcome == Outcome::Success,
+        replicate: record.replicate,
+        success,
         reasoning_tokens: record.reasoning_tokens,
+        response,
         values,
     };
     ValidRecord {
