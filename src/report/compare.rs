@@ -189,6 +189,26 @@ pub fn runs_compared(a: &[PathBuf], b: &[PathBuf], labels: &[String]) -> RunsCom
     }
 }
 
+/// When the sets differ in a `selector` setting, adds it to their labels ("runs-a · bm25-topk"),
+/// so plots and tables name the selector of each point.
+pub fn name_selectors(compared: &mut RunsCompared) {
+    let Some(difference) = compared
+        .differences
+        .iter()
+        .find(|d| d.field == "selector" || d.field.ends_with(".selector"))
+    else {
+        return;
+    };
+    for (set, value) in [
+        (&mut compared.a, &difference.a),
+        (&mut compared.b, &difference.b),
+    ] {
+        if let Some(value) = value {
+            set.label = format!("{} · {value}", set.label);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +240,9 @@ mod tests {
             }]
         );
         assert_eq!(labels(&a, &a), ["A: a".to_string(), "B: a".to_string()]);
+        let mut named = compared.clone();
+        name_selectors(&mut named);
+        assert_eq!(named.a.label, "a · svc");
+        assert_eq!(named.b.label, "b · bm25-topk");
     }
 }

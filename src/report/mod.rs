@@ -4,7 +4,8 @@
 //! Entry points: [`build_report`] turns record files into a [`Report`] (which is also the
 //! `summary.json` document, schema `schemas/report-summary.v2.json`); [`render::write_all`]
 //! writes `report.md`, `summary.csv`, `summary.json` and the SVG plots;
-//! [`compare_summaries`] and [`gate::evaluate`] compare a report with a stored baseline.
+//! [`build_runs_report`] pairs two record sets (`--compare-runs`); [`compare_summaries`] and
+//! [`gate::evaluate`] compare a report with a stored baseline.
 
 pub mod aggregate;
 pub mod cluster;
@@ -302,10 +303,12 @@ pub fn build_runs_report(
     check_options(options)?;
     let sets = [input::resolve_inputs(a)?, input::resolve_inputs(b)?];
     let dataset = input::load_sets(&sets)?;
-    let labels = compare::labels(a, b);
+    let mut compared = compare::runs_compared(a, b, &compare::labels(a, b));
+    compare::name_selectors(&mut compared);
+    let labels = [compared.a.label.clone(), compared.b.label.clone()];
     let plan = paired::compare_runs_plan(&paired::present_arms(&dataset));
     let mut report = assemble(&dataset, &plan, &labels, options)?;
-    report.compared_runs = Some(compare::runs_compared(a, b, &labels));
+    report.compared_runs = Some(compared);
     Ok(report)
 }
 

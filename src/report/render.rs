@@ -280,10 +280,11 @@ pub fn markdown(report: &Report) -> String {
     let settings = &report.settings;
     let _ = writeln!(
         out,
-        "{} valid records from {} file(s); {} invalid record(s) excluded. {} pairing units, {} complete. Bootstrap: seed {}, {} resamples, {} percentile intervals. Non-inferiority tolerance {}.\n",
+        "{} valid records from {} file(s); {} invalid record(s) excluded. {} tasks in {} (task, budget) units, {} complete. Bootstrap: seed {}, {} resamples, {} percentile intervals. Non-inferiority tolerance {}.\n",
         inputs.valid_records,
         inputs.files.len(),
         inputs.invalid_records,
+        report.pairing.tasks,
         report.pairing.units,
         report.pairing.complete_units,
         settings.seed,
@@ -647,6 +648,7 @@ pub fn plots(report: &Report) -> Result<Vec<(String, String)>, ReportError> {
     for workload in plotted_workloads(report) {
         let stem = file_stem(&workload);
         let name = workload.as_deref().unwrap_or("all workloads");
+        let mut series: Vec<String> = Vec::new();
         let points: Vec<PlanePoint> = report
             .comparisons
             .iter()
@@ -658,19 +660,26 @@ pub fn plots(report: &Report) -> Result<Vec<(String, String)>, ReportError> {
                 }
             })
             .map(|c| {
-                let mut label = format!("{} vs {}", c.condition_label(), c.baseline_label());
-                if several_budgets(&workload)
-                    && let Some(b) = c.budget
-                {
-                    let _ = write!(label, " @{b}");
-                }
+                let label = format!("{} vs {}", c.condition_label(), c.baseline_label());
+                let index = match series.iter().position(|s| *s == label) {
+                    Some(index) => index,
+                    None => {
+                        series.push(label);
+                        series.len() - 1
+                    }
+                };
+                let tag = match c.budget {
+                    Some(b) if several_budgets(&workload) => b.to_string(),
+                    _ => String::new(),
+                };
                 let triple = |e: Option<super::Estimate>| {
                     e.map_or((f64::NAN, f64::NAN, f64::NAN), |e| {
                         (e.estimate, e.ci_low, e.ci_high)
                     })
                 };
                 PlanePoint {
-                    label,
+                    series: index,
+                    tag,
                     x: triple(c.token_reduction),
                     y: triple(c.metric(Metric::TaskScore).and_then(|m| m.delta)),
                 }
@@ -682,7 +691,7 @@ pub fn plots(report: &Report) -> Result<Vec<(String, String)>, ReportError> {
         );
         out.push((
             format!("{QUALITY_COST_PREFIX}{stem}.svg"),
-            svg::quality_cost(&title, report.settings.tolerance, &points)?,
+            svg::quality_cost(&title, report.settings.tolerance, &series, &points)?,
         ));
         let budgets = workload_budgets(report, &workload);
         if budgets.len() > 1 {
@@ -845,17 +854,17 @@ mod tests {
                 .trim_start_matches(QUALITY_COST_PREFIX)
                 .trim_end_matches(".svg");
             let labels = texts(svg);
-            let mut index = 0;
+            let mut count = 0;
             for c in report
                 .comparisons
                 .iter()
                 .filter(|c| c.workload.as_deref() == Some(workload))
             {
-                index += 1;
-                let label = format!("{index}: {} vs {}", c.condition, c.baseline);
+                count += 1;
+                let label = format!("{} vs {}", c.condition, c.baseline);
                 assert!(labels.contains(&label), "{name}: {label} in {labels:?}");
             }
-            assert_eq!(index, 3, "{name}");
+            assert_eq!(count, 3, "{name}");
         }
         assert_eq!(plots, super::plots(&fixture_report()).expect("again"));
     }

@@ -141,10 +141,12 @@ fn legend(
     Ok(())
 }
 
-/// A labelled point of the quality–cost plane: x the context-token reduction, y the Δ task
-/// score, each with its interval.
+/// A point of the quality–cost plane: x the context-token reduction, y the Δ task score, each
+/// as (estimate, low, high); `series` indexes the legend (colour), `tag` is written beside the
+/// point (its budget when there are several).
 pub struct PlanePoint {
-    pub label: String,
+    pub series: usize,
+    pub tag: String,
     pub x: (f64, f64, f64),
     pub y: (f64, f64, f64),
 }
@@ -153,12 +155,14 @@ fn finite3(v: (f64, f64, f64)) -> bool {
     v.0.is_finite() && v.1.is_finite() && v.2.is_finite()
 }
 
-/// The quality–cost plane: one labelled point per comparison with horizontal (token
-/// reduction) and vertical (Δ task score) interval bars, the non-inferiority band (Δ ≥ −margin)
-/// shaded, the no-effect lines drawn. Points without finite estimates are listed, not drawn.
+/// The quality–cost plane: one point per comparison, coloured by its series (condition vs
+/// baseline) and tagged, with horizontal (token reduction) and vertical (Δ task score) interval
+/// bars; the non-inferiority band (Δ ≥ −margin) shaded and the no-effect lines drawn. Series
+/// without a finite point are marked "(no estimate)" in the legend.
 pub fn quality_cost(
     title: &str,
     margin: f64,
+    series: &[String],
     points: &[PlanePoint],
 ) -> Result<String, ReportError> {
     let drawn = |p: &PlanePoint| finite3(p.x) && finite3(p.y);
@@ -176,17 +180,29 @@ pub fn quality_cost(
             .flat_map(|p| [p.y.1, p.y.2])
             .chain([-2.0 * margin, margin]),
     );
-    let labels: Vec<String> = points
+    let labels: Vec<String> = series
         .iter()
         .enumerate()
-        .map(|(i, p)| {
-            let missing = if drawn(p) { "" } else { " (no estimate)" };
-            format!("{}: {}{missing}", i + 1, p.label)
+        .map(|(i, label)| {
+            let any = points.iter().any(|p| p.series == i && drawn(p));
+            if any {
+                label.clone()
+            } else {
+                format!("{label} (no estimate)")
+            }
         })
         .collect();
     let mut out = String::new();
     {
-        let (root, plot, legend_area) = canvas(&mut out, title, &labels)?;
+        let heading = if points.iter().any(|p| !p.tag.is_empty()) {
+            "condition vs baseline (tag: budget)"
+        } else {
+            "condition vs baseline"
+        };
+        // The legend column is sized for its labels and its heading.
+        let mut sized = labels.clone();
+        sized.push(heading.to_string());
+        let (root, plot, legend_area) = canvas(&mut out, title, &sized)?;
         let mut chart = ChartBuilder::on(&plot)
             .margin(12)
             .x_label_area_size(48)
@@ -231,11 +247,8 @@ pub fn quality_cost(
                 text_style(13),
             ))
             .map_err(failed(title))?;
-        for (index, p) in points.iter().enumerate() {
-            if !drawn(p) {
-                continue;
-            }
-            let style = colour(index).filled().stroke_width(2);
+        for p in points.iter().filter(|p| drawn(p)) {
+            let style = colour(p.series).filled().stroke_width(2);
             chart
                 .draw_series(std::iter::once(ErrorBar::new_vertical(
                     p.x.0, p.y.1, p.y.0, p.y.2, style, 10,
@@ -246,14 +259,24 @@ pub fn quality_cost(
                     p.y.0, p.x.1, p.x.0, p.x.2, style, 10,
                 )))
                 .map_err(failed(title))?;
-            chart
-                .plotting_area()
-                .draw(&Text::new(
-                    (index + 1).to_string(),
-                    (p.x.0, p.y.0),
-                    text_style(14).pos(Pos::new(HPos::Left, VPos::Bottom)),
-                ))
-                .map_err(failed(title))?;
+            if !p.tag.is_empty() {
+                // Tags of different series stack upwards, so points that coincide (svc and
+                // combined at the largest budget) keep readable tags.
+                let rise = 4 + 13 * i32::try_from(p.series).unwrap_or(0).min(8);
+                chart
+                    .plotting_area()
+                    .draw(
+                        &(EmptyElement::at((p.x.0, p.y.0))
+                            + Text::new(
+                                p.tag.clone(),
+                                (6, -rise),
+                                text_style(12)
+                                    .pos(Pos::new(HPos::Left, VPos::Bottom))
+                                    .color(&colour(p.series)),
+                            )),
+                    )
+                    .map_err(failed(title))?;
+            }
         }
         if !points.iter().any(drawn) {
             chart
@@ -265,7 +288,7 @@ pub fn quality_cost(
                 ))
                 .map_err(failed(title))?;
         }
-        legend(&legend_area, title, "condition vs baseline", &labels)?;
+        legend(&legend_area, title, heading, &labels)?;
         root.present().map_err(failed(title))?;
     }
     Ok(out)
@@ -321,11 +344,14 @@ pub fn budget_curves(
                 .label_style((FONT, 12))
                 .axis_desc_style((FONT, 14))
                 .x_desc("budget (tokens, log scale)")
-                .x_labels(6)
+                // About one label per doubling, so ticks land on the budgets (powers of two).
+                .x_labels(((x.1 - x.0).round() as usize + 1).clamp(2, 8))
                 .x_label_formatter(&|v| format!("{:.0}", v.exp2()))
                 .y_label_formatter(&|v| format!("{v:.2}"))
                 .draw()
                 .map_err(failed(title))?;
+            // A curve that a later one covers exactly (svc equal to raw) is drawn wider
+            // underneath, so both colours show.
             for (index, curve) in curves.iter().enumerate() {
                 let points: Vec<(f64, f64)> = curve
                     .points
@@ -333,7 +359,12 @@ pub fn budget_curves(
                     .filter(|p| p.0 > 0.0 && p.1.is_finite())
                     .map(|p| (p.0.log2(), p.1))
                     .collect();
-                let style = colour(index).stroke_width(2);
+                let covered = curves[index + 1..]
+                    .iter()
+                    .filter(|later| later.points == curve.points)
+                    .count();
+                let layer = u32::try_from(covered).unwrap_or(0).min(4);
+                let style = colour(index).stroke_width(2 + 2 * layer);
                 chart
                     .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
                     .map_err(failed(title))?;
@@ -341,7 +372,7 @@ pub fn budget_curves(
                     .draw_series(
                         points
                             .iter()
-                            .map(|&p| Circle::new(p, 4, colour(index).filled())),
+                            .map(|&p| Circle::new(p, 3 + 2 * layer, colour(index).filled())),
                     )
                     .map_err(failed(title))?;
             }
@@ -421,34 +452,44 @@ pub(crate) mod tests {
     fn points() -> Vec<PlanePoint> {
         vec![
             PlanePoint {
-                label: "svc vs raw".into(),
+                series: 0,
+                tag: "256".into(),
                 x: (0.6, 0.55, 0.65),
                 y: (-0.01, -0.03, 0.01),
             },
             PlanePoint {
-                label: "a<b vs raw".into(),
+                series: 1,
+                tag: "512".into(),
                 x: (0.3, 0.2, 0.4),
                 y: (f64::NAN, 0.0, 0.0),
             },
         ]
     }
 
+    fn series() -> Vec<String> {
+        vec!["svc vs raw".into(), "a<b vs raw".into()]
+    }
+
     #[test]
-    fn quality_cost_draws_each_finite_point_labelled_with_its_band() {
-        let svg = quality_cost("plane", 0.02, &points()).expect("svg");
+    fn quality_cost_draws_each_finite_point_tagged_with_its_band() {
+        let svg = quality_cost("plane", 0.02, &series(), &points()).expect("svg");
         assert_well_formed(&svg);
         let texts = texts(&svg);
-        assert!(texts.contains(&"1: svc vs raw".to_string()), "{texts:?}");
+        assert!(texts.contains(&"svc vs raw".to_string()), "{texts:?}");
         assert!(
-            texts.contains(&"2: a&lt;b vs raw (no estimate)".to_string()),
+            texts.contains(&"a&lt;b vs raw (no estimate)".to_string()),
             "{texts:?}"
         );
         assert!(texts.contains(&"non-inferior: Δ ≥ −0.02".to_string()));
-        // The finite point is numbered on the plot; the other is not drawn.
-        assert_eq!(texts.iter().filter(|t| *t == "1").count(), 1);
-        assert_eq!(texts.iter().filter(|t| *t == "2").count(), 0);
-        assert_eq!(svg, quality_cost("plane", 0.02, &points()).expect("svg"));
-        let empty = quality_cost("plane", 0.02, &[]).expect("svg");
+        assert!(texts.contains(&"condition vs baseline (tag: budget)".to_string()));
+        // The finite point is tagged on the plot; the other is not drawn.
+        assert_eq!(texts.iter().filter(|t| *t == "256").count(), 1);
+        assert_eq!(texts.iter().filter(|t| *t == "512").count(), 0);
+        assert_eq!(
+            svg,
+            quality_cost("plane", 0.02, &series(), &points()).expect("svg")
+        );
+        let empty = quality_cost("plane", 0.02, &[], &[]).expect("svg");
         assert!(texts_of(&empty).contains(&"no comparison has an estimate".to_string()));
     }
 

@@ -273,7 +273,7 @@ fn report_outputs_match_golden_files_and_schema() {
         svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
         "{svg}"
     );
-    assert!(svg.contains(": svc vs raw\n</text>"), "{svg}");
+    assert!(svg.contains(">\nsvc vs raw\n</text>"), "{svg}");
     assert!(
         svg.contains("qa-distractor: quality vs context cost"),
         "{svg}"
