@@ -279,6 +279,8 @@ const BASE_TOKENS: usize = Metric::COUNT;
 const BASE_COST: usize = Metric::COUNT + 1;
 const PAIRS: usize = Metric::COUNT + 2;
 
+/// A comparison's bootstrap estimates: every metric's delta, then the token and cost reductions.
+type Estimates = Vec<Option<Estimate>>;
 /// (workload, budget, model) ids of a stratum.
 type Stratum = (u32, Option<u64>, u32);
 /// A (condition, baseline) pair of observations.
@@ -291,6 +293,8 @@ struct Accumulator {
     stratum: Option<Stratum>,
     /// One row of [`WIDTH`] per task.
     rows: Vec<f64>,
+    /// The task (cell) of each row.
+    task_ids: Vec<u32>,
     base_sums: [f64; Metric::COUNT],
     cond_sums: [f64; Metric::COUNT],
     pairs: u64,
@@ -317,10 +321,11 @@ impl Accumulator {
         self.rows.len() / WIDTH
     }
 
-    fn add_task(&mut self, pairs: &[ObservationPair<'_>], binary: bool) {
+    fn add_task(&mut self, cell: usize, pairs: &[ObservationPair<'_>], binary: bool) {
         if pairs.is_empty() {
             return;
         }
+        self.task_ids.push(cell as u32);
         let mut row = [0.0; WIDTH];
         for (c, b) in pairs {
             for metric in Metric::ALL {
@@ -347,10 +352,7 @@ impl Accumulator {
 }
 
 /// Runs every planned comparison, pooled and per stratum, then Holm-adjusts all p-values.
-///
-/// Comparisons with the same number of tasks share one bootstrap pass: resample `i` draws the
-/// same positions for every list of `n` rows (its stream depends only on seed, `i` and `n`),
-/// so the result is exactly that of separate runs, at a fraction of the cost.
+/// One cluster bootstrap over all tasks serves every comparison ([`joint_bootstrap`]).
 pub fn compare_all(
     dataset: &Dataset,
     clustered: &Clustered,
@@ -404,25 +406,28 @@ pub fn compare_all(
                 .iter()
                 .flat_map(|(_, v)| v.iter().copied())
                 .collect();
-            acc.add_task(&all, binary_cell);
+            acc.add_task(cell, &all, binary_cell);
             for (budget, pairs) in &by_budget {
                 let key = (workload, *budget, model);
                 let index = *stratum_index.entry((p, key)).or_insert_with(|| {
                     strata.push(Accumulator::new((c, b), Some(key)));
                     strata.len() - 1
                 });
-                strata[index].add_task(pairs, binary_cell);
+                strata[index].add_task(cell, pairs, binary_cell);
             }
         }
     }
     let distinct_strata: std::collections::BTreeSet<_> =
         strata.iter().filter_map(|a| a.stratum).collect();
+    strata.sort_by_key(|a| (a.stratum, a.arms));
+    let (pooled_estimates, strata_estimates) =
+        joint_bootstrap(&pooled, &strata, clustered.tasks(), options);
     let mut accumulators = pooled;
+    let mut estimates = pooled_estimates;
     if distinct_strata.len() > 1 {
-        strata.sort_by_key(|a| (a.stratum, a.arms));
         accumulators.extend(strata);
+        estimates.extend(strata_estimates);
     }
-    let estimates = bootstrap(&accumulators, options);
     let mut comparisons: Vec<Comparison> = accumulators
         .iter()
         .zip(estimates)
@@ -446,53 +451,79 @@ pub fn compare_all(
     comparisons
 }
 
-fn bootstrap(accumulators: &[Accumulator], options: &ReportOptions) -> Vec<Vec<Option<Estimate>>> {
-    let mut estimates: Vec<Vec<Option<Estimate>>> = vec![Vec::new(); accumulators.len()];
-    let mut sizes: Vec<usize> = accumulators.iter().map(Accumulator::tasks).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
+/// Estimates of every pooled and stratum comparison from one cluster bootstrap over all
+/// tasks: each stratum comparison is a segment of sums, and a pooled comparison adds up the
+/// segments of its (condition, baseline) — every pair lies in exactly one stratum. Resampling
+/// tasks jointly keeps a task's budgets together in pooled estimates, and one pass serves all.
+fn joint_bootstrap(
+    pooled: &[Accumulator],
+    strata: &[Accumulator],
+    tasks: usize,
+    options: &ReportOptions,
+) -> (Vec<Estimates>, Vec<Estimates>) {
     const OUT: usize = Metric::COUNT + 2;
-    for size in sizes {
-        let members: Vec<usize> = (0..accumulators.len())
-            .filter(|&i| accumulators[i].tasks() == size)
-            .collect();
-        let width = WIDTH * members.len();
-        let mut rows = Vec::with_capacity(size * width);
-        for position in 0..size {
-            for &member in &members {
-                rows.extend_from_slice(
-                    &accumulators[member].rows[position * WIDTH..(position + 1) * WIDTH],
-                );
-            }
-        }
-        let all = stats::bootstrap_means(
-            &rows,
-            width,
-            options.resamples,
-            options.confidence,
-            options.seed,
-            |means| {
-                let mut out = Vec::with_capacity(members.len() * OUT);
-                for segment in means.chunks_exact(WIDTH) {
-                    let pairs = segment[PAIRS];
-                    out.extend(segment[..Metric::COUNT].iter().map(|s| s / pairs));
-                    out.push(reduction(
-                        segment[Metric::ContextTokens.index()],
-                        segment[BASE_TOKENS],
-                    ));
-                    out.push(reduction(
-                        segment[Metric::BilledCostUsd.index()],
-                        segment[BASE_COST],
-                    ));
-                }
-                out
-            },
-        );
-        for (segment, &member) in all.chunks_exact(OUT).zip(&members) {
-            estimates[member] = segment.to_vec();
+    let mut order: Vec<(u32, u32, usize)> = Vec::new();
+    for (segment, acc) in strata.iter().enumerate() {
+        for (row, &task) in acc.task_ids.iter().enumerate() {
+            order.push((task, segment as u32, row));
         }
     }
-    estimates
+    order.sort_unstable();
+    let entries: Vec<(u32, u32)> = order.iter().map(|&(t, s, _)| (t, s)).collect();
+    let mut values = Vec::with_capacity(order.len() * WIDTH);
+    for &(_, segment, row) in &order {
+        values.extend_from_slice(&strata[segment as usize].rows[row * WIDTH..(row + 1) * WIDTH]);
+    }
+    let members: Vec<Vec<usize>> = pooled
+        .iter()
+        .map(|p| {
+            (0..strata.len())
+                .filter(|&s| strata[s].arms == p.arms)
+                .collect()
+        })
+        .collect();
+    let outputs = |sums: &[f64], out: &mut Vec<f64>| {
+        let pairs = sums[PAIRS];
+        out.extend(sums[..Metric::COUNT].iter().map(|s| s / pairs));
+        out.push(reduction(
+            sums[Metric::ContextTokens.index()],
+            sums[BASE_TOKENS],
+        ));
+        out.push(reduction(
+            sums[Metric::BilledCostUsd.index()],
+            sums[BASE_COST],
+        ));
+    };
+    let all = stats::bootstrap_segments(
+        tasks,
+        &entries,
+        &values,
+        WIDTH,
+        strata.len(),
+        options.resamples,
+        options.confidence,
+        options.seed,
+        |means| {
+            let mut out = Vec::with_capacity((pooled.len() + strata.len()) * OUT);
+            for segments in &members {
+                let mut sums = [0.0; WIDTH];
+                for &s in segments {
+                    for (sum, v) in sums.iter_mut().zip(&means[s * WIDTH..(s + 1) * WIDTH]) {
+                        *sum += v;
+                    }
+                }
+                outputs(&sums, &mut out);
+            }
+            for segment in means.chunks_exact(WIDTH) {
+                outputs(segment, &mut out);
+            }
+            out
+        },
+    );
+    let mut chunks = all.chunks_exact(OUT).map(<[Option<Estimate>]>::to_vec);
+    let pooled_estimates = chunks.by_ref().take(pooled.len()).collect();
+    let strata_estimates = chunks.collect();
+    (pooled_estimates, strata_estimates)
 }
 
 /// Whether a metric is declared binary in this comparison.

@@ -157,6 +157,100 @@ where
         .collect()
 }
 
+/// Cluster bootstrap over `clusters` clusters whose values are spread over `segments` sums:
+/// `entries[k] = (cluster, segment)` adds row `k` of `values` (`width` values, entries sorted
+/// by cluster) to that segment. Each resample draws `clusters` clusters with replacement
+/// ([`resample_rng`]`(seed, i)`, as [`bootstrap_means`]) and `statistic` gets every segment's
+/// sums divided by `clusters` (segment-major). One pass serves every segment, so statistics of
+/// sub-groups and of their union come from the same resamples. With one segment holding one
+/// row per cluster this is exactly [`bootstrap_means`].
+#[allow(clippy::too_many_arguments)]
+pub fn bootstrap_segments<F>(
+    clusters: usize,
+    entries: &[(u32, u32)],
+    values: &[f64],
+    width: usize,
+    segments: usize,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+    statistic: F,
+) -> Vec<Option<Estimate>>
+where
+    F: Fn(&[f64]) -> Vec<f64> + Sync,
+{
+    let total = width * segments;
+    let means = |sums: &[f64]| sums.iter().map(|s| s / clusters as f64).collect::<Vec<_>>();
+    if clusters == 0 || total == 0 {
+        return statistic(&vec![f64::NAN; total])
+            .into_iter()
+            .map(|_| None)
+            .collect();
+    }
+    let mut point_sums = vec![0.0; total];
+    for (&(_, segment), row) in entries.iter().zip(values.chunks_exact(width)) {
+        let at = segment as usize * width;
+        for (sum, value) in point_sums[at..at + width].iter_mut().zip(row) {
+            *sum += value;
+        }
+    }
+    let point = statistic(&means(&point_sums));
+    let blocks = resamples.div_ceil(BOOTSTRAP_BLOCK);
+    let replicates: Vec<Vec<f64>> = (0..blocks)
+        .into_par_iter()
+        .map_init(
+            || vec![vec![0u32; clusters]; BOOTSTRAP_BLOCK],
+            |counts, block| {
+                let first = block * BOOTSTRAP_BLOCK;
+                let lanes = BOOTSTRAP_BLOCK.min(resamples - first);
+                for (lane, lane_counts) in counts.iter_mut().enumerate().take(lanes) {
+                    lane_counts.iter_mut().for_each(|c| *c = 0);
+                    let mut rng = resample_rng(seed, first + lane);
+                    for _ in 0..clusters {
+                        lane_counts[rng.below(clusters)] += 1;
+                    }
+                }
+                let mut sums = vec![0.0; lanes * total];
+                for (&(cluster, segment), row) in entries.iter().zip(values.chunks_exact(width)) {
+                    let at = segment as usize * width;
+                    for (lane_sums, lane_counts) in sums.chunks_exact_mut(total).zip(counts.iter())
+                    {
+                        let weight = f64::from(lane_counts[cluster as usize]);
+                        for (sum, value) in lane_sums[at..at + width].iter_mut().zip(row) {
+                            *sum += weight * value;
+                        }
+                    }
+                }
+                sums.chunks_exact(total)
+                    .map(|lane_sums| statistic(&means(lane_sums)))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .flatten()
+        .collect();
+    let alpha = (1.0 - confidence) / 2.0;
+    point
+        .iter()
+        .enumerate()
+        .map(|(k, &estimate)| {
+            if !estimate.is_finite() {
+                return None;
+            }
+            let mut values: Vec<f64> = replicates
+                .iter()
+                .map(|r| r[k])
+                .filter(|v| v.is_finite())
+                .collect();
+            values.sort_by(f64::total_cmp);
+            Some(Estimate {
+                estimate,
+                ci_low: quantile_sorted(&values, alpha)?,
+                ci_high: quantile_sorted(&values, 1.0 - alpha)?,
+            })
+        })
+        .collect()
+}
+
 /// Which test produced a p-value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -534,6 +628,29 @@ mod tests {
         let width = a.ci_high - a.ci_low;
         assert!(width > 0.018 && width < 0.033, "{a:?}");
         assert!(a.ci_low < a.estimate && a.estimate < a.ci_high);
+    }
+
+    #[test]
+    fn segments_with_one_row_per_cluster_equal_the_plain_bootstrap() {
+        let mut rng = SplitMix64::new(3);
+        let rows: Vec<f64> = (0..300).map(|_| rng.unit()).collect();
+        let plain = bootstrap_means(&rows, 3, 200, 0.9, 5, |m| vec![m[0] - m[1], m[2]]);
+        let entries: Vec<(u32, u32)> = (0..100).map(|i| (i, 0)).collect();
+        let joint = bootstrap_segments(100, &entries, &rows, 3, 1, 200, 0.9, 5, |m| {
+            vec![m[0] - m[1], m[2]]
+        });
+        assert_eq!(plain, joint);
+        // Two segments splitting the clusters: their sums add up to the whole.
+        let split: Vec<(u32, u32)> = (0..100).map(|i| (i, i % 2)).collect();
+        let union = bootstrap_segments(100, &split, &rows, 3, 2, 200, 0.9, 5, |m| {
+            vec![m[0] + m[3] - m[1] - m[4], m[2] + m[5]]
+        });
+        for (a, b) in plain.iter().zip(&union) {
+            let (a, b) = (a.expect("a"), b.expect("b"));
+            assert!((a.estimate - b.estimate).abs() < 1e-12);
+            assert!((a.ci_low - b.ci_low).abs() < 1e-12);
+            assert!((a.ci_high - b.ci_high).abs() < 1e-12);
+        }
     }
 
     #[test]
