@@ -1,7 +1,7 @@
 //! `svc report`, `svc gate` and the hidden `svc records generate`.
 //!
 //! Exit codes: 0 done (gate passed); 1 the gate found breaches; 2 unreadable or invalid inputs
-//! or options.
+//! or options, or units of the gate that are not comparable (without `--allow-partial`).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -55,6 +55,7 @@ impl StatisticsArgs {
             tolerance: self.tolerance,
             baseline_condition: self.baseline_condition,
             pricing,
+            task_scores: false,
         })
     }
 }
@@ -62,8 +63,16 @@ impl StatisticsArgs {
 #[derive(Debug, Args)]
 pub struct ReportArgs {
     /// Record files, run directories (`runs/<id>/`) or folders of shards.
-    #[arg(required = true)]
+    #[arg(
+        required_unless_present = "compare_runs",
+        conflicts_with = "compare_runs"
+    )]
     runs: Vec<PathBuf>,
+    /// Compare two record sets (run directories, `runs/` trees or record files) with the same
+    /// tasks: every condition of B against the same condition of A, paired by task, budget and
+    /// replicate; the report lists what differs in their manifests.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    compare_runs: Option<Vec<PathBuf>>,
     /// Output directory for report.md, summary.csv, comparisons.csv, summary.json and SVGs.
     #[arg(long, default_value = "reports/out")]
     out: PathBuf,
@@ -88,6 +97,10 @@ pub struct GateArgs {
     /// Write the runs' summary as the new baseline instead of gating.
     #[arg(long)]
     update_baseline: bool,
+    /// Gate the units present on both sides and list the others, instead of exiting 2 when a
+    /// unit (workload, version, budget, model, condition) is on one side only.
+    #[arg(long)]
+    allow_partial: bool,
     #[command(flatten)]
     statistics: StatisticsArgs,
 }
@@ -146,7 +159,11 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Ok(options) => options,
         Err(error) => return Ok(usage_error(error)),
     };
-    let mut report = match report::build_report(&args.runs, &options) {
+    let built = match &args.compare_runs {
+        Some(sets) => report::build_runs_report(&sets[..1], &sets[1..], &options),
+        None => report::build_report(&args.runs, &options),
+    };
+    let mut report = match built {
         Ok(report) => report,
         Err(error) => return Ok(usage_error(error.into())),
     };
@@ -168,10 +185,11 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
-    let options = match args.statistics.settings() {
+    let mut options = match args.statistics.settings() {
         Ok(options) => options,
         Err(error) => return Ok(usage_error(error)),
     };
+    options.task_scores = true;
     let report = match report::build_report(&args.runs, &options) {
         Ok(report) => report,
         Err(error) => return Ok(usage_error(error.into())),
@@ -208,18 +226,57 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     };
-    let comparison = report::compare_summaries(&report, &baseline);
-    let breaches = gate::evaluate(&comparison, &thresholds);
+    let (Some(current_scores), Some(baseline_scores)) =
+        (&report.task_scores, &baseline.task_scores)
+    else {
+        return Ok(usage_error(anyhow::anyhow!(
+            "{}: the baseline has no per-task scores; regenerate it with `make baseline` (svc gate --update-baseline)",
+            args.baseline.display()
+        )));
+    };
+    let outcome = gate::evaluate(current_scores, baseline_scores, &thresholds, &options);
+    if !outcome.not_comparable.is_empty() {
+        let heading = if args.allow_partial {
+            "not comparable (left out, --allow-partial)"
+        } else {
+            "not comparable"
+        };
+        println!("{heading}: {} unit(s)", outcome.not_comparable.len());
+        for unit in &outcome.not_comparable {
+            println!("  {unit}");
+        }
+        if !args.allow_partial {
+            eprintln!(
+                "svc: {} unit(s) are on one side only or share no task with the baseline; gate the overlap with --allow-partial, or regenerate the baseline",
+                outcome.not_comparable.len()
+            );
+            return Ok(ExitCode::from(2));
+        }
+    }
+    if outcome.units == 0 {
+        return Ok(usage_error(anyhow::anyhow!(
+            "no unit of this run is in the baseline: nothing to gate"
+        )));
+    }
+    let breaches: Vec<_> = outcome.breaches().collect();
     if breaches.is_empty() {
         println!(
-            "gate passed: {} condition(s) within thresholds of {}",
-            report.conditions.len(),
-            args.baseline.display()
+            "gate passed: {} unit(s), {} check(s) within thresholds of {} (one-sided cluster bootstrap over tasks, α = {:.2})",
+            outcome.units,
+            outcome.checks.len(),
+            args.baseline.display(),
+            outcome.alpha
         );
         return Ok(ExitCode::SUCCESS);
     }
-    println!("gate failed: {} breach(es)", breaches.len());
-    for breach in &breaches {
+    println!(
+        "gate failed: {} breach(es) of {} check(s) in {} unit(s) (one-sided cluster bootstrap over tasks, α = {:.2})",
+        breaches.len(),
+        outcome.checks.len(),
+        outcome.units,
+        outcome.alpha
+    );
+    for breach in breaches {
         println!("  {breach}");
     }
     Ok(ExitCode::from(1))

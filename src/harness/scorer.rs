@@ -97,6 +97,36 @@ pub enum AnswerType {
     PathList,
 }
 
+/// What a task scorer's values are, declared per scorer (not inferred from observed values):
+/// reports choose the paired test by it (McNemar only for binary scores).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScoreType {
+    /// Every score is 0 or 1.
+    Binary,
+    /// Scores anywhere in `0..=1`.
+    Continuous,
+}
+
+impl ScorerName {
+    /// The declared type of this scorer's `task_score`.
+    pub fn score_type(self) -> ScoreType {
+        match self {
+            ScorerName::QaExactV1 | ScorerName::NeedleHitV1 => ScoreType::Binary,
+            ScorerName::QaF1V1 | ScorerName::FileRecallAtKV1 => ScoreType::Continuous,
+        }
+    }
+}
+
+/// The declared score type of a scorer by its record name; `None` for a name this build does
+/// not know (records from another version), which reports treat as continuous.
+pub fn declared_score_type(scorer: &str) -> Option<ScoreType> {
+    ScorerName::ALL
+        .into_iter()
+        .find(|s| s.as_str() == scorer)
+        .map(ScorerName::score_type)
+}
+
 impl std::fmt::Display for ScorerName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

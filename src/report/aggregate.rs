@@ -28,6 +28,8 @@ pub struct Descriptive {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupSummary {
     pub condition: Condition,
+    /// With `--compare-runs`: which record set; `None` within one record set.
+    pub run: Option<String>,
     pub workload: Option<String>,
     pub budget: Option<u64>,
     pub model: Option<String>,
@@ -56,6 +58,10 @@ fn polars_error(error: PolarsError) -> ReportError {
 fn frame(dataset: &Dataset, pricing: Option<&PricingSnapshot>) -> PolarsResult<DataFrame> {
     let rows = &dataset.rows;
     let mut columns: Vec<Column> = vec![
+        Column::new(
+            "side".into(),
+            rows.iter().map(|r| u32::from(r.side)).collect::<Vec<_>>(),
+        ),
         Column::new(
             "condition".into(),
             rows.iter()
@@ -144,7 +150,12 @@ fn grouped(frame: &DataFrame, keys: &[&str]) -> PolarsResult<DataFrame> {
         .collect()
 }
 
-fn read_groups(frame: &DataFrame, pooled: bool) -> PolarsResult<Vec<GroupSummary>> {
+fn read_groups(
+    frame: &DataFrame,
+    pooled: bool,
+    labels: &[String],
+) -> PolarsResult<Vec<GroupSummary>> {
+    let side = frame.column("side")?.u32()?;
     let condition = frame.column("condition")?.str()?;
     let n = frame.column("n")?.u64()?;
     let successes = frame.column("successes")?.u64()?;
@@ -193,6 +204,7 @@ fn read_groups(frame: &DataFrame, pooled: bool) -> PolarsResult<Vec<GroupSummary
             .collect();
         out.push(GroupSummary {
             condition,
+            run: side.get(i).and_then(|s| labels.get(s as usize)).cloned(),
             workload: workload.and_then(|w| w.get(i)).map(str::to_string),
             budget: budget.and_then(|b| b.get(i)),
             model: model.and_then(|m| m.get(i)).map(str::to_string),
@@ -203,12 +215,17 @@ fn read_groups(frame: &DataFrame, pooled: bool) -> PolarsResult<Vec<GroupSummary
             projected_cost_usd: projected.get(i),
         });
     }
-    // Condition order (raw first) rather than alphabetical.
+    // Condition order (raw first) rather than alphabetical; record sets in input order.
     out.sort_by_key(|g| {
-        Condition::ALL
-            .iter()
-            .position(|c| *c == g.condition)
-            .unwrap_or(usize::MAX)
+        (
+            Condition::ALL
+                .iter()
+                .position(|c| *c == g.condition)
+                .unwrap_or(usize::MAX),
+            g.run
+                .as_ref()
+                .and_then(|r| labels.iter().position(|l| l == r)),
+        )
     });
     Ok(out)
 }
@@ -217,16 +234,20 @@ fn read_groups(frame: &DataFrame, pooled: bool) -> PolarsResult<Vec<GroupSummary
 pub fn summarise(
     dataset: &Dataset,
     pricing: Option<&PricingSnapshot>,
+    labels: &[String],
 ) -> Result<(Vec<GroupSummary>, Vec<GroupSummary>), ReportError> {
     if dataset.rows.is_empty() {
         return Ok((Vec::new(), Vec::new()));
     }
     let frame = frame(dataset, pricing).map_err(polars_error)?;
-    let pooled = grouped(&frame, &["condition"]).map_err(polars_error)?;
-    let detailed =
-        grouped(&frame, &["condition", "workload", "budget", "model"]).map_err(polars_error)?;
+    let pooled = grouped(&frame, &["side", "condition"]).map_err(polars_error)?;
+    let detailed = grouped(
+        &frame,
+        &["side", "condition", "workload", "budget", "model"],
+    )
+    .map_err(polars_error)?;
     Ok((
-        read_groups(&pooled, true).map_err(polars_error)?,
-        read_groups(&detailed, false).map_err(polars_error)?,
+        read_groups(&pooled, true, labels).map_err(polars_error)?,
+        read_groups(&detailed, false, labels).map_err(polars_error)?,
     ))
 }

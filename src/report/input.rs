@@ -16,6 +16,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::{Metric, ReportError};
+use crate::harness::run::split_task_id;
 use crate::trial::read::{RawRecord, RecordReader};
 use crate::trial::record::{Condition, CostSource, Outcome, TrialRecord};
 use crate::trial::validate::RecordValidator;
@@ -45,49 +46,52 @@ pub struct InvalidRecord {
 /// One valid record, reduced to what the report needs.
 #[derive(Debug, Clone)]
 pub struct Row {
-    /// Index into [`Dataset::pairing_units`].
-    pub unit: u32,
+    /// Index into [`Dataset::cells`]: the task this record belongs to (the cluster).
+    pub cell: u32,
+    /// Which record set the row came from: 0, or 1 for the second set of `--compare-runs`.
+    pub side: u8,
     pub condition: Condition,
     pub workload: u32,
     pub model: u32,
+    /// From the `task_id` suffix (`@b<budget>`), else the run manifest's single budget; `None`
+    /// for a record that holds for every budget (`raw` recorded once per task).
     pub budget: Option<u64>,
+    pub replicate: u64,
     pub success: bool,
     pub reasoning_tokens: u64,
-    /// Indexed by [`Metric::index`].
+    /// A hash of `response_sha256` (0 without a response), to tell identical replicates.
+    pub response: u64,
+    /// Indexed by [`Metric::index`]. Error trials count as failures in every quality metric
+    /// (task score and evidence recall 0, unsupported-claim rate 1, error rate 1), whatever
+    /// their record says: an error must not look better than a wrong answer.
     pub values: [f64; Metric::COUNT],
 }
 
-/// The pairing unit, owned: (workload, workload_version, task_id, provider, model, replicate,
-/// scorer), plus the budget the record ran at, since trials at different budgets are not pairs.
+/// A task: the cluster of the paired analysis. Every condition, budget and replicate of one
+/// task shares it: (workload, workload_version, task id without the budget suffix, provider,
+/// model, scorer).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct PairingUnit {
+pub struct TaskCell {
     pub workload: String,
     pub workload_version: String,
     pub task_id: String,
     pub provider: String,
     pub model: String,
-    pub replicate: u64,
     pub scorer: String,
-    pub budget: Option<u64>,
 }
 
-impl std::fmt::Display for PairingUnit {
+impl std::fmt::Display for TaskCell {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}@{}/{} {}/{} replicate {} scorer {}",
+            "{}@{}/{} {}/{} scorer {}",
             self.workload,
             self.workload_version,
             self.task_id,
             self.provider,
             self.model,
-            self.replicate,
             self.scorer
-        )?;
-        if let Some(budget) = self.budget {
-            write!(f, " budget {budget}")?;
-        }
-        Ok(())
+        )
     }
 }
 
@@ -100,7 +104,7 @@ pub struct Dataset {
     pub invalid_count: u64,
     /// Records per `schema_version` value, including invalid records that carry one.
     pub schema_versions: BTreeMap<String, u64>,
-    pub pairing_units: Vec<PairingUnit>,
+    pub cells: Vec<TaskCell>,
     pub workloads: Vec<String>,
     pub models: Vec<String>,
     /// Valid records whose cost is a zero-cost fixture (so real cost is unknown).
@@ -170,9 +174,7 @@ fn collect_record_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), Report
 /// `budgets: [N]`). Several budgets in one file cannot be told apart per record, so they give
 /// `None`.
 fn manifest_budget(file: &Path) -> Option<u64> {
-    let manifest = file.parent()?.join("manifest.json");
-    let text = std::fs::read_to_string(manifest).ok()?;
-    let value: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let value = read_manifest(file)?;
     if let Some(budget) = value.get("budget").and_then(serde_json::Value::as_u64) {
         return Some(budget);
     }
@@ -182,35 +184,32 @@ fn manifest_budget(file: &Path) -> Option<u64> {
     }
 }
 
-/// The budgets a run's once-per-task `raw` trials pair with: the manifest's `budgets` when it
-/// says `raw_once_per_task`, else none.
-fn manifest_raw_budgets(file: &Path) -> Vec<u64> {
-    let Some(manifest) = file.parent().map(|dir| dir.join("manifest.json")) else {
-        return Vec::new();
-    };
-    let Ok(text) = std::fs::read_to_string(manifest) else {
-        return Vec::new();
-    };
-    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return Vec::new();
-    };
-    if value
-        .get("raw_once_per_task")
-        .and_then(serde_json::Value::as_bool)
-        != Some(true)
-    {
-        return Vec::new();
+fn read_manifest(file: &Path) -> Option<serde_json::Value> {
+    let manifest = file.parent()?.join("manifest.json");
+    let text = std::fs::read_to_string(manifest).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// The budgets records of `file` get when their `task_id` has no `@b` suffix: the run's single
+/// budget for every condition, except that a `raw` trial of a run that says
+/// `raw_once_per_task` ran once for all budgets and has none of its own (nor does one without
+/// a manifest, such as a Parquet export, where the harness's raw-once records are the only ones
+/// without a suffix).
+#[derive(Debug, Clone, Copy)]
+struct FileBudgets {
+    others: Option<u64>,
+    raw: Option<u64>,
+}
+
+fn file_budgets(file: &Path) -> FileBudgets {
+    let others = manifest_budget(file);
+    let raw_once = read_manifest(file)
+        .and_then(|m| m.get("raw_once_per_task")?.as_bool())
+        .unwrap_or(false);
+    FileBudgets {
+        others,
+        raw: if raw_once { None } else { others },
     }
-    value
-        .get("budgets")
-        .and_then(serde_json::Value::as_array)
-        .map(|budgets| {
-            budgets
-                .iter()
-                .filter_map(serde_json::Value::as_u64)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// A valid record split, on the parallel side, into its pairing unit (strings moved, not
@@ -231,7 +230,7 @@ enum Parsed {
     },
 }
 
-fn parse(raw: RawRecord, validator: &RecordValidator, budget: Option<u64>) -> Parsed {
+fn parse(raw: RawRecord, validator: &RecordValidator, budget: FileBudgets) -> Parsed {
     let text = match raw.text {
         Ok(text) => text,
         Err(message) => {
@@ -242,10 +241,11 @@ fn parse(raw: RawRecord, validator: &RecordValidator, budget: Option<u64>) -> Pa
             };
         }
     };
+    // The acceptance rule every reader shares (validate, gate, resume).
     match crate::trial::accept::check(validator, &text) {
         Ok(record) => Parsed::Valid(Box::new(split(record, budget))),
         Err(problems) => {
-            // `accept` never returns an empty list.
+            // `check` never returns an empty list.
             let message = match problems.first() {
                 Some(problem) => {
                     let more = match problems.len() {
@@ -295,11 +295,11 @@ impl Interner {
     }
 }
 
-/// A pairing unit with its hash computed on the parallel side, so the sequential side only
+/// A task cell with its hash computed on the parallel side, so the sequential side only
 /// compares.
 struct KeyedUnit {
     hash: u64,
-    unit: PairingUnit,
+    unit: TaskCell,
 }
 
 impl PartialEq for KeyedUnit {
@@ -337,7 +337,7 @@ impl std::hash::Hasher for PassThrough {
 
 type UnitMap = HashMap<KeyedUnit, u32, std::hash::BuildHasherDefault<PassThrough>>;
 
-fn unit_hash(unit: &PairingUnit) -> u64 {
+fn unit_hash(unit: &TaskCell) -> u64 {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     unit.hash(&mut hasher);
@@ -353,89 +353,19 @@ struct Absorber {
     unit_names: Vec<(u32, u32)>,
     workloads: Interner,
     models: Interner,
-    /// `raw` trials run once per task whose budgets no manifest names (record files on their
-    /// own, Parquet exports): paired at the end with every budget the other conditions of
-    /// their task ran at.
-    pending_raw: Vec<(PairingUnit, Row)>,
+    /// The record set being read.
+    side: u8,
 }
 
 impl Absorber {
-    /// Adds one row under its pairing unit.
-    fn insert(&mut self, unit: KeyedUnit, mut row: Row) {
+    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary) {
         let dataset = &mut self.dataset;
-        let id = match self.units.get(&unit) {
-            Some(id) => *id,
-            None => {
-                let id = dataset.pairing_units.len() as u32;
-                self.unit_names.push((
-                    self.workloads.id(&unit.unit.workload),
-                    self.models.id(&unit.unit.model),
-                ));
-                dataset.pairing_units.push(unit.unit.clone());
-                self.units.insert(unit, id);
-                id
-            }
-        };
-        (row.workload, row.model) = self.unit_names[id as usize];
-        row.unit = id;
-        dataset.rows.push(row);
-    }
-
-    /// Pairs the pending once-per-task `raw` rows with every budget their task ran at
-    /// elsewhere in the inputs; a raw row whose task ran at no budget stays as it is.
-    fn finish_pending_raw(&mut self) {
-        type TaskKey = (String, String, String, String, String, u64, String);
-        let key = |unit: &PairingUnit, task: &str| -> TaskKey {
-            (
-                unit.workload.clone(),
-                unit.workload_version.clone(),
-                task.to_string(),
-                unit.provider.clone(),
-                unit.model.clone(),
-                unit.replicate,
-                unit.scorer.clone(),
-            )
-        };
-        let mut budgets: HashMap<TaskKey, std::collections::BTreeSet<u64>> = HashMap::new();
-        for unit in &self.dataset.pairing_units {
-            if let (task, Some(budget)) = crate::harness::run::split_task_id(&unit.task_id) {
-                budgets
-                    .entry(key(unit, task))
-                    .or_default()
-                    .insert(budget as u64);
-            }
-        }
-        for (unit, row) in std::mem::take(&mut self.pending_raw) {
-            let found = budgets.get(&key(&unit, &unit.task_id)).cloned();
-            match found {
-                Some(found) if !found.is_empty() => {
-                    for budget in found {
-                        let mut unit = unit.clone();
-                        unit.task_id =
-                            crate::harness::run::budget_task_id(&unit.task_id, budget as usize);
-                        unit.budget = Some(budget);
-                        let hash = unit_hash(&unit);
-                        let mut row = row.clone();
-                        row.budget = Some(budget);
-                        self.insert(KeyedUnit { hash, unit }, row);
-                    }
-                }
-                _ => {
-                    let hash = unit_hash(&unit);
-                    self.insert(KeyedUnit { hash, unit }, row);
-                }
-            }
-        }
-    }
-
-    fn absorb(&mut self, parsed: Vec<Parsed>, summary: &mut FileSummary, raw_budgets: &[u64]) {
         for item in parsed {
-            let dataset = &mut self.dataset;
             match item {
                 Parsed::Valid(valid) => {
                     let ValidRecord {
                         unit,
-                        row,
+                        mut row,
                         zero_cost,
                         schema_version,
                     } = *valid;
@@ -449,32 +379,23 @@ impl Absorber {
                             dataset.schema_versions.insert(schema_version, 1);
                         }
                     }
-                    // A `raw` trial run once per task (no budget in its task_id) pairs with
-                    // the trials of every budget of its run.
-                    let once = row.condition == Condition::Raw
-                        && crate::harness::run::split_task_id(&unit.unit.task_id)
-                            .1
-                            .is_none();
-                    if once && raw_budgets.is_empty() {
-                        self.pending_raw.push((unit.unit, row));
-                        continue;
-                    }
-                    if once {
-                        for &budget in raw_budgets {
-                            let mut unit = unit.unit.clone();
-                            unit.task_id =
-                                crate::harness::run::budget_task_id(&unit.task_id, budget as usize);
-                            // The other conditions' units carry the budget of their task_id
-                            // suffix (see `split`).
-                            unit.budget = Some(budget);
-                            let hash = unit_hash(&unit);
-                            let mut row = row.clone();
-                            row.budget = Some(budget);
-                            self.insert(KeyedUnit { hash, unit }, row);
+                    let id = match self.units.get(&unit) {
+                        Some(id) => *id,
+                        None => {
+                            let id = dataset.cells.len() as u32;
+                            self.unit_names.push((
+                                self.workloads.id(&unit.unit.workload),
+                                self.models.id(&unit.unit.model),
+                            ));
+                            dataset.cells.push(unit.unit.clone());
+                            self.units.insert(unit, id);
+                            id
                         }
-                    } else {
-                        self.insert(unit, row);
-                    }
+                    };
+                    (row.workload, row.model) = self.unit_names[id as usize];
+                    row.cell = id;
+                    row.side = self.side;
+                    dataset.rows.push(row);
                 }
                 Parsed::Invalid {
                     line,
@@ -502,15 +423,27 @@ impl Absorber {
 /// Batches in flight between the pipeline stages.
 const PIPELINE_DEPTH: usize = 2;
 
-/// Reads and validates every record of `files`.
+/// Reads and validates every record of `files` (one record set).
+pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
+    load_sets(&[files.to_vec()])
+}
+
+/// Reads and validates every record of each record set; rows carry their set's index as
+/// [`Row::side`], and tasks are shared across sets so they pair (`--compare-runs`).
 ///
 /// A three-stage pipeline per file: this thread reads raw records (the reader is not `Send`),
 /// a scoped thread parses batches on the rayon pool, and another absorbs them in order, so
 /// reading and bookkeeping overlap the parallel parse.
-pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
+pub fn load_sets(sets: &[Vec<PathBuf>]) -> Result<Dataset, ReportError> {
     let validator = RecordValidator::new()?;
     let mut absorber = Absorber::default();
-    for path in files {
+    let files: Vec<(u8, &PathBuf)> = sets
+        .iter()
+        .enumerate()
+        .flat_map(|(side, files)| files.iter().map(move |f| (side as u8, f)))
+        .collect();
+    for (side, path) in files {
+        absorber.side = side;
         let io_error = |source| ReportError::Io {
             path: path.clone(),
             source,
@@ -537,8 +470,8 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
                     .map_err(io_error)?,
                 )
             };
-        let budget = manifest_budget(path);
-        let raw_budgets = manifest_raw_budgets(path);
+        let budgets = file_budgets(path);
+        let budget = budgets.others;
         let mut summary = FileSummary {
             path: path.to_string_lossy().to_string(),
             valid: 0,
@@ -554,7 +487,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
                 for batch in raw_rx {
                     let parsed: Vec<Parsed> = batch
                         .into_par_iter()
-                        .map(|raw| parse(raw, validator, budget))
+                        .map(|raw| parse(raw, validator, budgets))
                         .collect();
                     if parsed_tx.send(parsed).is_err() {
                         break;
@@ -563,7 +496,7 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
             });
             let absorbing = scope.spawn(|| {
                 for parsed in parsed_rx {
-                    absorber.absorb(parsed, &mut summary, &raw_budgets);
+                    absorber.absorb(parsed, &mut summary);
                 }
             });
             let mut reader = reader;
@@ -599,53 +532,97 @@ pub fn load(files: &[PathBuf]) -> Result<Dataset, ReportError> {
         read_result.map_err(io_error)?;
         absorber.dataset.files.push(summary);
     }
-    absorber.finish_pending_raw();
     let mut dataset = absorber.dataset;
     dataset.workloads = absorber.workloads.names;
     dataset.models = absorber.models.names;
+    canonical_order(&mut dataset);
     Ok(dataset)
 }
 
-/// `budget` is the run's single budget from its manifest; without one (several budgets, or a
-/// record file on its own such as an exported shard) the budget is read from the record's
-/// `task_id` suffix (`<task>@b<budget>`), as the harness writes it.
-fn split(record: TrialRecord, budget: Option<u64>) -> ValidRecord {
-    let budget = budget.or_else(|| {
-        crate::harness::run::split_task_id(&record.task_id)
-            .1
-            .map(|b| b as u64)
-    });
+/// Numbers tasks, workloads and models in sorted order rather than in the order records were
+/// read, so everything downstream (the bootstrap's draws over tasks, the order of strata) is
+/// the same whatever order the inputs came in: shards merged in any order give the report of
+/// one unsharded run.
+fn canonical_order(dataset: &mut Dataset) {
+    fn ranks<T: Ord>(items: &[T]) -> Vec<u32> {
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_by(|&a, &b| items[a].cmp(&items[b]));
+        let mut rank = vec![0u32; items.len()];
+        for (new, &old) in order.iter().enumerate() {
+            rank[old] = new as u32;
+        }
+        rank
+    }
+    fn reorder<T: Clone>(items: &mut Vec<T>, rank: &[u32]) {
+        let mut sorted = items.clone();
+        for (old, item) in items.iter().enumerate() {
+            sorted[rank[old] as usize] = item.clone();
+        }
+        *items = sorted;
+    }
+    let cells = ranks(&dataset.cells);
+    let workloads = ranks(&dataset.workloads);
+    let models = ranks(&dataset.models);
+    for row in &mut dataset.rows {
+        row.cell = cells[row.cell as usize];
+        row.workload = workloads[row.workload as usize];
+        row.model = models[row.model as usize];
+    }
+    reorder(&mut dataset.cells, &cells);
+    reorder(&mut dataset.workloads, &workloads);
+    reorder(&mut dataset.models, &models);
+}
+
+fn split(record: TrialRecord, manifest_budget: FileBudgets) -> ValidRecord {
+    let success = record.outcome == Outcome::Success;
     let mut values = [0.0; Metric::COUNT];
     for metric in Metric::ALL {
         values[metric.index()] = match metric {
+            Metric::TaskScore if !success => 0.0,
+            Metric::EvidenceRecall if !success => 0.0,
+            Metric::UnsupportedClaimRate if !success => 1.0,
             Metric::TaskScore => record.task_score,
             Metric::EvidenceRecall => record.evidence_recall,
             Metric::UnsupportedClaimRate => record.unsupported_claim_rate,
+            Metric::ErrorRate => f64::from(u8::from(!success)),
             Metric::ContextTokens => record.context_tokens as f64,
             Metric::OutputTokens => record.output_tokens as f64,
             Metric::BilledCostUsd => record.billed_cost_usd,
             Metric::LatencyMs => record.latency_ms,
         };
     }
-    let unit = PairingUnit {
+    let (task_id, suffix_budget) = split_task_id(&record.task_id);
+    let budget = match suffix_budget {
+        Some(budget) => Some(budget as u64),
+        None if record.condition == Condition::Raw => manifest_budget.raw,
+        None => manifest_budget.others,
+    };
+    let response = record.response_sha256.as_deref().map_or(0, |hash| {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        hash.hash(&mut hasher);
+        hasher.finish() | 1
+    });
+    let unit = TaskCell {
+        task_id: task_id.to_string(),
         workload: record.workload,
         workload_version: record.workload_version,
-        task_id: record.task_id,
         provider: record.provider,
         model: record.model,
-        replicate: record.replicate,
         scorer: record.scorer,
-        budget,
     };
     let row = Row {
-        // Interned ids are assigned on the sequential side.
-        unit: 0,
+        // Interned ids and the side are assigned on the sequential side.
+        cell: 0,
+        side: 0,
         condition: record.condition,
         workload: 0,
         model: 0,
         budget,
-        success: record.outcome == Outcome::Success,
+        replicate: record.replicate,
+        success,
         reasoning_tokens: record.reasoning_tokens,
+        response,
         values,
     };
     ValidRecord {

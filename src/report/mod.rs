@@ -2,11 +2,14 @@
 //! outputs, and regression gates against a stored summary.
 //!
 //! Entry points: [`build_report`] turns record files into a [`Report`] (which is also the
-//! `summary.json` document, schema `schemas/report-summary.v1.json`); [`render::write_all`]
+//! `summary.json` document, schema `schemas/report-summary.v2.json`); [`render::write_all`]
 //! writes `report.md`, `summary.csv`, `summary.json` and the SVG plots;
-//! [`compare_summaries`] and [`gate::evaluate`] compare a report with a stored baseline.
+//! [`build_runs_report`] pairs two record sets (`--compare-runs`); [`compare_summaries`] and
+//! [`gate::evaluate`] compare a report with a stored baseline.
 
 pub mod aggregate;
+pub mod cluster;
+pub mod compare;
 pub mod gate;
 pub mod generate;
 pub mod input;
@@ -15,6 +18,7 @@ pub mod pricing;
 pub mod render;
 pub mod stats;
 mod svg;
+pub mod task_scores;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -31,9 +35,9 @@ use crate::trial::record::Condition;
 use crate::trial::validate::SchemaError;
 
 /// `schema_version` of `summary.json`.
-pub const SUMMARY_SCHEMA_VERSION: &str = "svc.report-summary.v1";
+pub const SUMMARY_SCHEMA_VERSION: &str = "svc.report-summary.v2";
 /// The published summary schema (JSON Schema draft 2020-12).
-pub const SUMMARY_SCHEMA_JSON: &str = include_str!("../../schemas/report-summary.v1.json");
+pub const SUMMARY_SCHEMA_JSON: &str = include_str!("../../schemas/report-summary.v2.json");
 
 /// The per-trial numbers a report summarises, in a fixed order.
 #[derive(
@@ -55,6 +59,8 @@ pub enum Metric {
     TaskScore,
     EvidenceRecall,
     UnsupportedClaimRate,
+    /// 1 for an `outcome: error` trial, else 0 (not a record field; derived from `outcome`).
+    ErrorRate,
     ContextTokens,
     OutputTokens,
     BilledCostUsd,
@@ -62,11 +68,12 @@ pub enum Metric {
 }
 
 impl Metric {
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     pub const ALL: [Metric; Metric::COUNT] = [
         Metric::TaskScore,
         Metric::EvidenceRecall,
         Metric::UnsupportedClaimRate,
+        Metric::ErrorRate,
         Metric::ContextTokens,
         Metric::OutputTokens,
         Metric::BilledCostUsd,
@@ -77,12 +84,19 @@ impl Metric {
         self as usize
     }
 
-    /// The record field name.
+    /// Whether the metric's values are 0/1 by construction; the task score's type is the
+    /// scorer's declared type instead ([`crate::harness::scorer::declared_score_type`]).
+    pub fn binary(self) -> bool {
+        self == Metric::ErrorRate
+    }
+
+    /// The record field name (`error_rate` is derived from `outcome`).
     pub fn as_str(self) -> &'static str {
         match self {
             Metric::TaskScore => "task_score",
             Metric::EvidenceRecall => "evidence_recall",
             Metric::UnsupportedClaimRate => "unsupported_claim_rate",
+            Metric::ErrorRate => "error_rate",
             Metric::ContextTokens => "context_tokens",
             Metric::OutputTokens => "output_tokens",
             Metric::BilledCostUsd => "billed_cost_usd",
@@ -112,6 +126,8 @@ pub struct ReportOptions {
     pub baseline_condition: Option<Condition>,
     /// Pricing snapshot for the projected-cost column, and the file it came from.
     pub pricing: Option<(PricingSnapshot, PathBuf)>,
+    /// Keep per-task scores in the report (the gate's baseline needs them; large for big runs).
+    pub task_scores: bool,
 }
 
 impl Default for ReportOptions {
@@ -123,6 +139,7 @@ impl Default for ReportOptions {
             tolerance: 0.02,
             baseline_condition: None,
             pricing: None,
+            task_scores: false,
         }
     }
 }
@@ -206,6 +223,13 @@ pub struct Report {
     /// Set by callers that compare with a stored summary (`svc report --baseline`).
     #[serde(default)]
     pub baseline_comparison: Option<SummaryComparison>,
+    /// `--compare-runs A B`: the two record sets and what differs in their manifests.
+    #[serde(default)]
+    pub compared_runs: Option<compare::RunsCompared>,
+    /// Per-task scores per (workload, version, budget, model, condition), when asked for
+    /// (`svc gate --update-baseline` stores them so the gate can pair tasks).
+    #[serde(default)]
+    pub task_scores: Option<task_scores::TaskScoreTable>,
 }
 
 impl Report {
@@ -231,9 +255,7 @@ impl Report {
     }
 }
 
-/// Reads, validates, aggregates and compares the records of `inputs` (files, run directories or
-/// folders of shards).
-pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Report, ReportError> {
+fn check_options(options: &ReportOptions) -> Result<(), ReportError> {
     if options.resamples == 0 {
         return Err(ReportError::Options("resamples must be >= 1".into()));
     }
@@ -245,14 +267,73 @@ pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Repor
     if !(options.tolerance >= 0.0 && options.tolerance.is_finite()) {
         return Err(ReportError::Options("tolerance must be >= 0".into()));
     }
+    Ok(())
+}
+
+/// Reads, validates, aggregates and compares the records of `inputs` (files, run directories or
+/// folders of shards).
+pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Report, ReportError> {
+    check_options(options)?;
     let files = input::resolve_inputs(inputs)?;
     let dataset = input::load(&files)?;
-    let pricing = options.pricing.as_ref().map(|(snapshot, _)| snapshot);
-    let (conditions, groups) = aggregate::summarise(&dataset, pricing)?;
     let present = paired::present_conditions(&dataset);
-    let plan = paired::comparison_plan(&present, options.baseline_condition);
-    let comparisons = paired::compare_all(&dataset, &plan, options);
-    let pareto_frontier = pareto(&conditions);
+    let plan: Vec<_> = paired::comparison_plan(&present, options.baseline_condition)
+        .into_iter()
+        .map(|(c, b)| {
+            (
+                cluster::Arm {
+                    side: 0,
+                    condition: c,
+                },
+                cluster::Arm {
+                    side: 0,
+                    condition: b,
+                },
+            )
+        })
+        .collect();
+    assemble(&dataset, &plan, &[], options)
+}
+
+/// `--compare-runs A B`: the records of `b` paired with those of `a` by task, condition, budget
+/// and replicate; each condition of `b` is compared with the same condition of `a`.
+pub fn build_runs_report(
+    a: &[PathBuf],
+    b: &[PathBuf],
+    options: &ReportOptions,
+) -> Result<Report, ReportError> {
+    check_options(options)?;
+    let sets = [input::resolve_inputs(a)?, input::resolve_inputs(b)?];
+    let dataset = input::load_sets(&sets)?;
+    let mut compared = compare::runs_compared(a, b, &compare::labels(a, b));
+    compare::name_selectors(&mut compared);
+    let labels = [compared.a.label.clone(), compared.b.label.clone()];
+    let plan = paired::compare_runs_plan(&paired::present_arms(&dataset));
+    let mut report = assemble(&dataset, &plan, &labels, options)?;
+    report.compared_runs = Some(compared);
+    Ok(report)
+}
+
+fn assemble(
+    dataset: &input::Dataset,
+    plan: &[(cluster::Arm, cluster::Arm)],
+    labels: &[String],
+    options: &ReportOptions,
+) -> Result<Report, ReportError> {
+    let pricing = options.pricing.as_ref().map(|(snapshot, _)| snapshot);
+    let (conditions, groups) = aggregate::summarise(dataset, pricing, labels)?;
+    let clustered = cluster::cluster(dataset);
+    let comparisons = paired::compare_all(dataset, &clustered, plan, labels, options);
+    let mut pairing = paired::pairing_report(dataset, &clustered);
+    pairing.tests = comparisons.iter().map(|c| c.metrics.len() as u64).sum();
+    let pareto_frontier = if labels.is_empty() {
+        pareto(&conditions)
+    } else {
+        Vec::new()
+    };
+    let task_scores = options
+        .task_scores
+        .then(|| task_scores::table(dataset, &clustered));
     let pricing = options
         .pricing
         .as_ref()
@@ -284,13 +365,15 @@ pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Repor
             zero_cost_records: dataset.zero_cost_records,
             files: dataset.files.clone(),
         },
-        pairing: paired::pairing_report(&dataset),
+        pairing,
         conditions,
         groups,
         comparisons,
         pareto_frontier,
         pricing,
         baseline_comparison: None,
+        compared_runs: None,
+        task_scores,
     })
 }
 

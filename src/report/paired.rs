@@ -1,19 +1,28 @@
 //! Paired comparisons: each condition against `raw` (and against a named baseline condition),
-//! over the trials that share a pairing unit. Per metric: the mean paired delta (condition −
-//! baseline) with a percentile-bootstrap CI and a significance test (exact McNemar when both
-//! sides are 0/1, Wilcoxon signed-rank otherwise); the relative token and cost reductions with
-//! CIs; and the non-inferiority verdict "quality-preserving context win".
+//! or, with `--compare-runs`, each condition of the second record set against the same
+//! condition of the first. Pairs come from [`super::cluster`]: within a task, per budget and
+//! replicate, identical replicates collapsed and a budget-free `raw` paired with every budget.
 //!
-//! Every trial counts, including `outcome: error` trials with the scores their scorer gave:
-//! dropping failures from one side only would bias the comparison.
+//! Comparisons are made pooled (all workloads, budgets and models) and, when the data holds
+//! more than one, per workload × budget × model stratum. Per metric: the mean paired delta
+//! (condition − baseline, pairs weighted equally) with a cluster-bootstrap CI (tasks resampled
+//! with replacement), and a test on the task as the unit: exact McNemar when the metric is
+//! declared binary (the scorer's declared type for `task_score`; `error_rate`) and every task
+//! contributes one pair, else Wilcoxon signed-rank on the per-task mean differences. p-values
+//! are Holm-adjusted over every test of the report, and significance uses the adjusted value.
+//!
+//! Every trial counts: error trials are failures in every quality metric (see `input::Row`),
+//! and the error rate is compared like the other metrics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use super::cluster::{self, Arm, Clustered};
 use super::input::Dataset;
 use super::stats::{self, Estimate, TestResult};
 use super::{Metric, ReportOptions};
+use crate::harness::scorer::{ScoreType, declared_score_type};
 use crate::trial::record::Condition;
 
 /// Pairing units listed by name when some condition is missing from them.
@@ -23,13 +32,15 @@ pub const INCOMPLETE_LISTED_MAX: usize = 20;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MetricDelta {
     pub metric: Metric,
-    /// Means over the complete pairs; `None` without pairs.
+    /// Means over the pairs; `None` without pairs.
     pub baseline_mean: Option<f64>,
     pub condition_mean: Option<f64>,
-    /// Mean of (condition − baseline) with its bootstrap CI.
+    /// Mean of (condition − baseline) with its cluster-bootstrap CI.
     pub delta: Option<Estimate>,
     pub test: TestResult,
-    /// p-value below 1 − confidence.
+    /// The test's p-value after Holm's adjustment over every test of the report.
+    pub p_holm: f64,
+    /// Holm-adjusted p-value below 1 − confidence.
     pub significant: bool,
 }
 
@@ -41,13 +52,22 @@ pub struct Verdict {
     pub reasons: Vec<String>,
 }
 
-/// A condition compared with a baseline condition over complete pairs.
+/// A condition compared with a baseline over its pairs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     pub condition: Condition,
     pub baseline: Condition,
+    /// With `--compare-runs`: the record set of each side; `None` within one record set.
+    pub condition_run: Option<String>,
+    pub baseline_run: Option<String>,
+    /// The stratum; `None` in a field means pooled over it.
+    pub workload: Option<String>,
+    pub budget: Option<u64>,
+    pub model: Option<String>,
     pub pairs: u64,
-    /// Units that have the condition but not the baseline, and the reverse.
+    /// Tasks with at least one pair: the clusters of the bootstrap and the test's n.
+    pub tasks: u64,
+    /// (task, budget) units that have the condition but not the baseline, and the reverse.
     pub missing_baseline: u64,
     pub missing_condition: u64,
     pub metrics: Vec<MetricDelta>,
@@ -62,104 +82,149 @@ impl Comparison {
     pub fn metric(&self, metric: Metric) -> Option<&MetricDelta> {
         self.metrics.iter().find(|m| m.metric == metric)
     }
+
+    /// Pooled over workloads, budgets and models.
+    pub fn pooled(&self) -> bool {
+        self.workload.is_none() && self.budget.is_none() && self.model.is_none()
+    }
+
+    /// "svc", or "svc [run-b]" when record sets are compared.
+    pub fn condition_label(&self) -> String {
+        label(self.condition, self.condition_run.as_deref())
+    }
+
+    pub fn baseline_label(&self) -> String {
+        label(self.baseline, self.baseline_run.as_deref())
+    }
+
+    /// "qa-builtin · budget 512 · model", or "all workloads" when pooled.
+    pub fn scope(&self) -> String {
+        if self.pooled() {
+            return "all workloads, budgets and models".into();
+        }
+        let mut parts = Vec::new();
+        if let Some(w) = &self.workload {
+            parts.push(w.clone());
+        }
+        if let Some(b) = self.budget {
+            parts.push(format!("budget {b}"));
+        }
+        if let Some(m) = &self.model {
+            parts.push(m.clone());
+        }
+        parts.join(" · ")
+    }
+}
+
+fn label(condition: Condition, run: Option<&str>) -> String {
+    match run {
+        Some(run) => format!("{condition} [{run}]"),
+        None => condition.to_string(),
+    }
 }
 
 /// Completeness of the pairing.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PairingReport {
+    /// (task, budget) units.
     pub units: u64,
-    /// Units that have every condition present in the data.
+    /// Units where every arm present in the data has an observation.
     pub complete_units: u64,
-    /// Records with the same unit and condition as an earlier one (only the first is paired).
+    /// Tasks (the clusters).
+    pub tasks: u64,
+    /// Records with the same task, condition, budget and replicate as an earlier one (only the
+    /// first is used).
     pub duplicates: u64,
+    /// Records merged into an identical replicate's observation (same response and scores).
+    pub collapsed_replicates: u64,
+    /// Tasks whose `raw` holds for every budget (recorded once, or identical at each budget).
+    pub shared_raw_tasks: u64,
+    /// Tests in the report's family, over which p-values are Holm-adjusted.
+    pub tests: u64,
     /// Per condition: units that lack it.
     pub missing: BTreeMap<Condition, u64>,
     /// Some incomplete units by name, with the conditions they lack.
     pub incomplete_examples: Vec<String>,
 }
 
-/// Row index per unit and condition (first record wins).
-struct Table {
-    slots: Vec<[Option<u32>; 4]>,
-    duplicates: u64,
-    /// Unit indices in pairing-unit order, so pairs (and the bootstrap's draws over them) do
-    /// not depend on the order records were read in: shards merged in any order give the
-    /// report of one unsharded run.
-    order: Vec<usize>,
-}
-
-fn condition_slot(condition: Condition) -> usize {
-    Condition::ALL
-        .iter()
-        .position(|c| *c == condition)
-        .unwrap_or(0)
-}
-
-fn table(dataset: &Dataset) -> Table {
-    let mut slots = vec![[None; 4]; dataset.pairing_units.len()];
-    let mut duplicates = 0;
-    for (i, row) in dataset.rows.iter().enumerate() {
-        let slot = &mut slots[row.unit as usize][condition_slot(row.condition)];
-        if slot.is_some() {
-            duplicates += 1;
-        } else {
-            *slot = Some(i as u32);
+/// Arms present in the data, in (record set, `Condition::ALL`) order.
+pub fn present_arms(dataset: &Dataset) -> Vec<Arm> {
+    let mut seen = [[false; 4]; 2];
+    for row in &dataset.rows {
+        seen[usize::from(row.side.min(1))][cluster::condition_slot(row.condition)] = true;
+    }
+    let mut out = Vec::new();
+    for (side, conditions) in seen.iter().enumerate() {
+        for (slot, present) in conditions.iter().enumerate() {
+            if *present {
+                out.push(Arm {
+                    side: side as u8,
+                    condition: Condition::ALL[slot],
+                });
+            }
         }
     }
-    let mut order: Vec<usize> = (0..dataset.pairing_units.len()).collect();
-    order.sort_by(|&a, &b| dataset.pairing_units[a].cmp(&dataset.pairing_units[b]));
-    Table {
-        slots,
-        duplicates,
-        order,
-    }
+    out
 }
 
 /// Conditions present in the data, in `Condition::ALL` order.
 pub fn present_conditions(dataset: &Dataset) -> Vec<Condition> {
-    let mut seen = [false; 4];
-    for row in &dataset.rows {
-        seen[condition_slot(row.condition)] = true;
-    }
-    Condition::ALL
-        .into_iter()
-        .filter(|c| seen[condition_slot(*c)])
-        .collect()
+    let mut out: Vec<Condition> = present_arms(dataset).iter().map(|a| a.condition).collect();
+    out.sort_by_key(|c| cluster::condition_slot(*c));
+    out.dedup();
+    out
 }
 
-/// Pairing completeness over the conditions present.
-pub fn pairing_report(dataset: &Dataset) -> PairingReport {
-    let table = table(dataset);
-    let present = present_conditions(dataset);
-    let mut missing: BTreeMap<Condition, u64> = present.iter().map(|c| (*c, 0)).collect();
-    let mut complete = 0;
+/// Pairing completeness over the arms present.
+pub fn pairing_report(dataset: &Dataset, clustered: &Clustered) -> PairingReport {
+    let present = present_arms(dataset);
+    let mut missing: BTreeMap<Condition, u64> = present.iter().map(|a| (a.condition, 0)).collect();
+    let (mut units, mut complete) = (0, 0);
     let mut examples = Vec::new();
-    for (unit, slots) in table.slots.iter().enumerate() {
-        let lacking: Vec<Condition> = present
-            .iter()
-            .copied()
-            .filter(|c| slots[condition_slot(*c)].is_none())
-            .collect();
-        if lacking.is_empty() {
-            complete += 1;
-            continue;
-        }
-        for c in &lacking {
-            *missing.entry(*c).or_default() += 1;
-        }
-        if examples.len() < INCOMPLETE_LISTED_MAX {
-            let names: Vec<&str> = lacking.iter().map(|c| c.as_str()).collect();
-            examples.push(format!(
-                "{} lacks {}",
-                dataset.pairing_units[unit],
-                names.join(", ")
-            ));
+    for cell in 0..clustered.tasks() {
+        let task = clustered.task(cell);
+        for budget in cluster::task_budgets(task) {
+            units += 1;
+            let lacking: Vec<Arm> = present
+                .iter()
+                .copied()
+                .filter(|a| !cluster::holds(task, *a, budget))
+                .collect();
+            if lacking.is_empty() {
+                complete += 1;
+                continue;
+            }
+            for a in &lacking {
+                *missing.entry(a.condition).or_default() += 1;
+            }
+            if examples.len() < INCOMPLETE_LISTED_MAX {
+                let names: Vec<String> = lacking
+                    .iter()
+                    .map(|a| {
+                        if present.iter().any(|p| p.side == 1) {
+                            format!("{} (set {})", a.condition, a.side + 1)
+                        } else {
+                            a.condition.to_string()
+                        }
+                    })
+                    .collect();
+                let at = budget.map(|b| format!(" budget {b}")).unwrap_or_default();
+                examples.push(format!(
+                    "{}{at} lacks {}",
+                    dataset.cells[cell],
+                    names.join(", ")
+                ));
+            }
         }
     }
     PairingReport {
-        units: table.slots.len() as u64,
+        units,
         complete_units: complete,
-        duplicates: table.duplicates,
+        tasks: clustered.tasks() as u64,
+        duplicates: clustered.duplicates,
+        collapsed_replicates: clustered.collapsed_replicates,
+        shared_raw_tasks: clustered.shared_raw_tasks,
+        tests: 0,
         missing,
         incomplete_examples: examples,
     }
@@ -191,154 +256,348 @@ pub fn comparison_plan(
     plan
 }
 
-/// Bootstrap row layout: deltas of every metric, then the baseline's context tokens and cost.
-const WIDTH: usize = Metric::COUNT + 2;
-const BASE_TOKENS: usize = Metric::COUNT;
-const BASE_COST: usize = Metric::COUNT + 1;
-
-/// Compares `condition` with `baseline` over complete pairs.
-pub fn compare(
-    dataset: &Dataset,
-    condition: Condition,
-    baseline: Condition,
-    options: &ReportOptions,
-) -> Comparison {
-    compare_all(dataset, &[(condition, baseline)], options)
-        .into_iter()
-        .next()
-        .unwrap_or_else(|| unreachable!("one comparison planned, one returned"))
+/// The plan of `--compare-runs`: each condition of the second set against the same condition
+/// of the first.
+pub fn compare_runs_plan(present: &[Arm]) -> Vec<(Arm, Arm)> {
+    present
+        .iter()
+        .filter(|a| a.side == 0)
+        .filter_map(|a| {
+            let b = Arm {
+                side: 1,
+                condition: a.condition,
+            };
+            present.contains(&b).then_some((b, *a))
+        })
+        .collect()
 }
 
-/// A comparison's complete pairs (record indices: condition, baseline) and its bootstrap rows.
-struct Prepared {
-    condition: Condition,
-    baseline: Condition,
-    pairs: Vec<(u32, u32)>,
+/// Bootstrap row layout per task: sums of the deltas of every metric, then the baseline's
+/// context tokens and cost, then the number of pairs.
+const WIDTH: usize = Metric::COUNT + 3;
+const BASE_TOKENS: usize = Metric::COUNT;
+const BASE_COST: usize = Metric::COUNT + 1;
+const PAIRS: usize = Metric::COUNT + 2;
+
+/// A comparison's bootstrap estimates: every metric's delta, then the token and cost reductions.
+type Estimates = Vec<Option<Estimate>>;
+/// (workload, budget, model) ids of a stratum.
+type Stratum = (u32, Option<u64>, u32);
+/// A (condition, baseline) pair of observations.
+type ObservationPair<'a> = (&'a cluster::Observation, &'a cluster::Observation);
+
+/// Accumulated pairs of one comparison.
+#[derive(Default)]
+struct Accumulator {
+    arms: Option<(Arm, Arm)>,
+    stratum: Option<Stratum>,
+    /// One row of [`WIDTH`] per task.
+    rows: Vec<f64>,
+    /// The task (cell) of each row.
+    task_ids: Vec<u32>,
+    base_sums: [f64; Metric::COUNT],
+    cond_sums: [f64; Metric::COUNT],
+    pairs: u64,
+    /// Discordant pairs of 0/1 metrics: (1 → 0, 0 → 1).
+    discordant: [(u64, u64); Metric::COUNT],
+    one_pair_per_task: bool,
+    binary_scorer: bool,
     missing_baseline: u64,
     missing_condition: u64,
 }
 
-fn prepare(table: &Table, condition: Condition, baseline: Condition) -> Prepared {
-    let (c_slot, b_slot) = (condition_slot(condition), condition_slot(baseline));
-    let mut prepared = Prepared {
-        condition,
-        baseline,
-        pairs: Vec::new(),
-        missing_baseline: 0,
-        missing_condition: 0,
-    };
-    for &unit in &table.order {
-        let slots = &table.slots[unit];
-        match (slots[c_slot], slots[b_slot]) {
-            (Some(c), Some(b)) => prepared.pairs.push((c, b)),
-            (Some(_), None) => prepared.missing_baseline += 1,
-            (None, Some(_)) => prepared.missing_condition += 1,
-            (None, None) => {}
+impl Accumulator {
+    fn new(arms: (Arm, Arm), stratum: Option<Stratum>) -> Self {
+        Self {
+            arms: Some(arms),
+            stratum,
+            one_pair_per_task: true,
+            binary_scorer: true,
+            ..Self::default()
         }
     }
-    prepared
+
+    fn tasks(&self) -> usize {
+        self.rows.len() / WIDTH
+    }
+
+    fn add_task(&mut self, cell: usize, pairs: &[ObservationPair<'_>], binary: bool) {
+        if pairs.is_empty() {
+            return;
+        }
+        self.task_ids.push(cell as u32);
+        let mut row = [0.0; WIDTH];
+        for (c, b) in pairs {
+            for metric in Metric::ALL {
+                let i = metric.index();
+                row[i] += c.values[i] - b.values[i];
+                self.base_sums[i] += b.values[i];
+                self.cond_sums[i] += c.values[i];
+                let (x, y) = (b.values[i], c.values[i]);
+                if x == 1.0 && y == 0.0 {
+                    self.discordant[i].0 += 1;
+                } else if x == 0.0 && y == 1.0 {
+                    self.discordant[i].1 += 1;
+                }
+            }
+            row[BASE_TOKENS] += b.values[Metric::ContextTokens.index()];
+            row[BASE_COST] += b.values[Metric::BilledCostUsd.index()];
+        }
+        row[PAIRS] = pairs.len() as f64;
+        self.pairs += pairs.len() as u64;
+        self.one_pair_per_task &= pairs.len() == 1;
+        self.binary_scorer &= binary;
+        self.rows.extend_from_slice(&row);
+    }
 }
 
-/// Runs every planned comparison. Comparisons with the same number of pairs share one
-/// bootstrap pass: resample `i` draws the same positions for every list of `n` pairs (its
-/// stream depends only on seed, `i` and `n`), so the result is exactly that of separate runs,
-/// at a fraction of the cost.
+/// Runs every planned comparison, pooled and per stratum, then Holm-adjusts all p-values.
+/// One cluster bootstrap over all tasks serves every comparison ([`joint_bootstrap`]).
 pub fn compare_all(
     dataset: &Dataset,
-    plan: &[(Condition, Condition)],
+    clustered: &Clustered,
+    plan: &[(Arm, Arm)],
+    labels: &[String],
     options: &ReportOptions,
 ) -> Vec<Comparison> {
-    let table = table(dataset);
-    let prepared: Vec<Prepared> = plan.iter().map(|(c, b)| prepare(&table, *c, *b)).collect();
-    let value = |row: u32, metric: Metric| dataset.rows[row as usize].values[metric.index()];
-    let mut estimates: Vec<Vec<Option<Estimate>>> = vec![Vec::new(); prepared.len()];
-    let mut sizes: Vec<usize> = prepared.iter().map(|p| p.pairs.len()).collect();
-    sizes.sort_unstable();
-    sizes.dedup();
-    for size in sizes {
-        let members: Vec<usize> = (0..prepared.len())
-            .filter(|&i| prepared[i].pairs.len() == size)
-            .collect();
-        let width = WIDTH * members.len();
-        let mut rows = Vec::with_capacity(size * width);
-        for position in 0..size {
-            for &member in &members {
-                let (c, b) = prepared[member].pairs[position];
-                for metric in Metric::ALL {
-                    rows.push(value(c, metric) - value(b, metric));
-                }
-                rows.push(value(b, Metric::ContextTokens));
-                rows.push(value(b, Metric::BilledCostUsd));
+    let binary_cells: Vec<bool> = {
+        let mut cache: HashMap<&str, bool> = HashMap::new();
+        dataset
+            .cells
+            .iter()
+            .map(|cell| {
+                *cache
+                    .entry(cell.scorer.as_str())
+                    .or_insert_with(|| declared_score_type(&cell.scorer) == Some(ScoreType::Binary))
+            })
+            .collect()
+    };
+    let mut pooled: Vec<Accumulator> = plan.iter().map(|p| Accumulator::new(*p, None)).collect();
+    let mut strata: Vec<Accumulator> = Vec::new();
+    let mut stratum_index: HashMap<(usize, Stratum), usize> = HashMap::new();
+    let mut by_budget: Vec<(Option<u64>, Vec<ObservationPair<'_>>)> = Vec::new();
+    for (cell, &binary_cell) in binary_cells.iter().enumerate().take(clustered.tasks()) {
+        let task = clustered.task(cell);
+        let (workload, model) = {
+            let row_cell = &dataset.cells[cell];
+            (
+                dataset
+                    .workloads
+                    .iter()
+                    .position(|w| *w == row_cell.workload)
+                    .unwrap_or(0) as u32,
+                dataset
+                    .models
+                    .iter()
+                    .position(|m| *m == row_cell.model)
+                    .unwrap_or(0) as u32,
+            )
+        };
+        for (p, &(c, b)) in plan.iter().enumerate() {
+            by_budget.clear();
+            let found = cluster::pair_task(task, c, b, |budget, x, y| match by_budget.last_mut() {
+                Some((last, pairs)) if *last == budget => pairs.push((x, y)),
+                _ => by_budget.push((budget, vec![(x, y)])),
+            });
+            let acc = &mut pooled[p];
+            acc.missing_baseline += found.missing_baseline;
+            acc.missing_condition += found.missing_condition;
+            let all: Vec<_> = by_budget
+                .iter()
+                .flat_map(|(_, v)| v.iter().copied())
+                .collect();
+            acc.add_task(cell, &all, binary_cell);
+            for (budget, pairs) in &by_budget {
+                let key = (workload, *budget, model);
+                let index = *stratum_index.entry((p, key)).or_insert_with(|| {
+                    strata.push(Accumulator::new((c, b), Some(key)));
+                    strata.len() - 1
+                });
+                strata[index].add_task(cell, pairs, binary_cell);
             }
         }
-        let all = stats::bootstrap_means(
-            &rows,
-            width,
-            options.resamples,
-            options.confidence,
-            options.seed,
-            |means| {
-                let mut out = Vec::with_capacity(members.len() * (Metric::COUNT + 2));
-                for segment in means.chunks_exact(WIDTH) {
-                    out.extend_from_slice(&segment[..Metric::COUNT]);
-                    out.push(reduction(
-                        segment[Metric::ContextTokens.index()],
-                        segment[BASE_TOKENS],
-                    ));
-                    out.push(reduction(
-                        segment[Metric::BilledCostUsd.index()],
-                        segment[BASE_COST],
-                    ));
-                }
-                out
-            },
-        );
-        for (segment, &member) in all.chunks_exact(Metric::COUNT + 2).zip(&members) {
-            estimates[member] = segment.to_vec();
+    }
+    let distinct_strata: std::collections::BTreeSet<_> =
+        strata.iter().filter_map(|a| a.stratum).collect();
+    strata.sort_by_key(|a| (a.stratum, a.arms));
+    let (pooled_estimates, strata_estimates) =
+        joint_bootstrap(&pooled, &strata, clustered.tasks(), options);
+    let mut accumulators = pooled;
+    let mut estimates = pooled_estimates;
+    if distinct_strata.len() > 1 {
+        accumulators.extend(strata);
+        estimates.extend(strata_estimates);
+    }
+    let mut comparisons: Vec<Comparison> = accumulators
+        .iter()
+        .zip(estimates)
+        .map(|(acc, estimates)| finish(dataset, acc, &estimates, labels, options))
+        .collect();
+    let p_values: Vec<f64> = comparisons
+        .iter()
+        .flat_map(|c| c.metrics.iter().map(|m| m.test.p_value))
+        .collect();
+    let adjusted = stats::holm(&p_values);
+    let alpha = 1.0 - options.confidence;
+    let mut k = 0;
+    for comparison in &mut comparisons {
+        let any_pairs = comparison.pairs > 0;
+        for metric in &mut comparison.metrics {
+            metric.p_holm = adjusted[k];
+            metric.significant = any_pairs && adjusted[k] < alpha;
+            k += 1;
         }
     }
-    prepared
-        .into_iter()
-        .zip(estimates)
-        .map(|(prepared, estimates)| finish(dataset, prepared, &estimates, options))
-        .collect()
+    comparisons
+}
+
+/// Estimates of every pooled and stratum comparison from one cluster bootstrap over all
+/// tasks: each stratum comparison is a segment of sums, and a pooled comparison adds up the
+/// segments of its (condition, baseline) — every pair lies in exactly one stratum. Resampling
+/// tasks jointly keeps a task's budgets together in pooled estimates, and one pass serves all.
+fn joint_bootstrap(
+    pooled: &[Accumulator],
+    strata: &[Accumulator],
+    tasks: usize,
+    options: &ReportOptions,
+) -> (Vec<Estimates>, Vec<Estimates>) {
+    const OUT: usize = Metric::COUNT + 2;
+    let mut order: Vec<(u32, u32, usize)> = Vec::new();
+    for (segment, acc) in strata.iter().enumerate() {
+        for (row, &task) in acc.task_ids.iter().enumerate() {
+            order.push((task, segment as u32, row));
+        }
+    }
+    order.sort_unstable();
+    let entries: Vec<(u32, u32)> = order.iter().map(|&(t, s, _)| (t, s)).collect();
+    let mut values = Vec::with_capacity(order.len() * WIDTH);
+    for &(_, segment, row) in &order {
+        values.extend_from_slice(&strata[segment as usize].rows[row * WIDTH..(row + 1) * WIDTH]);
+    }
+    let members: Vec<Vec<usize>> = pooled
+        .iter()
+        .map(|p| {
+            (0..strata.len())
+                .filter(|&s| strata[s].arms == p.arms)
+                .collect()
+        })
+        .collect();
+    let outputs = |sums: &[f64], out: &mut Vec<f64>| {
+        let pairs = sums[PAIRS];
+        out.extend(sums[..Metric::COUNT].iter().map(|s| s / pairs));
+        out.push(reduction(
+            sums[Metric::ContextTokens.index()],
+            sums[BASE_TOKENS],
+        ));
+        out.push(reduction(
+            sums[Metric::BilledCostUsd.index()],
+            sums[BASE_COST],
+        ));
+    };
+    let all = stats::bootstrap_segments(
+        tasks,
+        &entries,
+        &values,
+        WIDTH,
+        strata.len(),
+        options.resamples,
+        options.confidence,
+        options.seed,
+        |means| {
+            let mut out = Vec::with_capacity((pooled.len() + strata.len()) * OUT);
+            for segments in &members {
+                let mut sums = [0.0; WIDTH];
+                for &s in segments {
+                    for (sum, v) in sums.iter_mut().zip(&means[s * WIDTH..(s + 1) * WIDTH]) {
+                        *sum += v;
+                    }
+                }
+                outputs(&sums, &mut out);
+            }
+            for segment in means.chunks_exact(WIDTH) {
+                outputs(segment, &mut out);
+            }
+            out
+        },
+    );
+    let mut chunks = all.chunks_exact(OUT).map(<[Option<Estimate>]>::to_vec);
+    let pooled_estimates = chunks.by_ref().take(pooled.len()).collect();
+    let strata_estimates = chunks.collect();
+    (pooled_estimates, strata_estimates)
+}
+
+/// Whether a metric is declared binary in this comparison.
+fn declared_binary(metric: Metric, binary_scorer: bool) -> bool {
+    match metric {
+        Metric::TaskScore => binary_scorer,
+        other => other.binary(),
+    }
 }
 
 fn finish(
     dataset: &Dataset,
-    prepared: Prepared,
+    acc: &Accumulator,
     estimates: &[Option<Estimate>],
+    labels: &[String],
     options: &ReportOptions,
 ) -> Comparison {
-    let value = |row: u32, metric: Metric| dataset.rows[row as usize].values[metric.index()];
-    let pairs = &prepared.pairs;
-    let alpha = 1.0 - options.confidence;
-    let n = pairs.len();
+    let (c, b) = acc
+        .arms
+        .unwrap_or_else(|| unreachable!("accumulators are built with arms"));
+    let tasks = acc.tasks();
+    let pairs = acc.pairs as f64;
     let metrics: Vec<MetricDelta> = Metric::ALL
         .into_iter()
         .map(|metric| {
-            let base: Vec<f64> = pairs.iter().map(|&(_, b)| value(b, metric)).collect();
-            let cond: Vec<f64> = pairs.iter().map(|&(c, _)| value(c, metric)).collect();
-            let test = paired_test(&base, &cond);
+            let i = metric.index();
+            let test = if acc.pairs == 0 {
+                stats::wilcoxon_signed_rank(&[])
+            } else if declared_binary(metric, acc.binary_scorer) && acc.one_pair_per_task {
+                let (x, y) = acc.discordant[i];
+                stats::mcnemar_exact(x, y)
+            } else {
+                let differences: Vec<f64> = acc
+                    .rows
+                    .chunks_exact(WIDTH)
+                    .map(|row| row[i] / row[PAIRS])
+                    .collect();
+                stats::wilcoxon_signed_rank(&differences)
+            };
             MetricDelta {
                 metric,
-                baseline_mean: stats::mean(&base),
-                condition_mean: stats::mean(&cond),
-                delta: estimates.get(metric.index()).copied().flatten(),
-                significant: n > 0 && test.p_value < alpha,
+                baseline_mean: (acc.pairs > 0).then(|| acc.base_sums[i] / pairs),
+                condition_mean: (acc.pairs > 0).then(|| acc.cond_sums[i] / pairs),
+                delta: estimates.get(i).copied().flatten(),
+                p_holm: test.p_value,
+                significant: false,
                 test,
             }
         })
         .collect();
     let token_reduction = estimates.get(Metric::COUNT).copied().flatten();
     let cost_reduction = estimates.get(Metric::COUNT + 1).copied().flatten();
-    let verdict = verdict(n, &metrics, token_reduction, options.tolerance);
+    let verdict = verdict(tasks, &metrics, token_reduction, options.tolerance);
+    let run = |arm: Arm| labels.get(usize::from(arm.side)).cloned();
+    let (workload, budget, model) = match acc.stratum {
+        Some((w, budget, m)) => (
+            dataset.workloads.get(w as usize).cloned(),
+            budget,
+            dataset.models.get(m as usize).cloned(),
+        ),
+        None => (None, None, None),
+    };
     Comparison {
-        condition: prepared.condition,
-        baseline: prepared.baseline,
-        pairs: n as u64,
-        missing_baseline: prepared.missing_baseline,
-        missing_condition: prepared.missing_condition,
+        condition: c.condition,
+        baseline: b.condition,
+        condition_run: run(c),
+        baseline_run: run(b),
+        workload,
+        budget,
+        model,
+        pairs: acc.pairs,
+        tasks: tasks as u64,
+        missing_baseline: acc.missing_baseline,
+        missing_condition: acc.missing_condition,
         metrics,
         token_reduction,
         cost_reduction,
@@ -353,24 +612,6 @@ fn reduction(mean_delta: f64, baseline_mean: f64) -> f64 {
     } else {
         -mean_delta / baseline_mean
     }
-}
-
-/// Exact McNemar when both sides are 0/1, otherwise Wilcoxon signed-rank on the differences.
-pub fn paired_test(baseline: &[f64], condition: &[f64]) -> TestResult {
-    let binary = |values: &[f64]| values.iter().all(|v| *v == 0.0 || *v == 1.0);
-    if !baseline.is_empty() && binary(baseline) && binary(condition) {
-        let (mut b, mut c) = (0, 0);
-        for (x, y) in baseline.iter().zip(condition) {
-            if *x == 1.0 && *y == 0.0 {
-                b += 1;
-            } else if *x == 0.0 && *y == 1.0 {
-                c += 1;
-            }
-        }
-        return stats::mcnemar_exact(b, c);
-    }
-    let differences: Vec<f64> = condition.iter().zip(baseline).map(|(y, x)| y - x).collect();
-    stats::wilcoxon_signed_rank(&differences)
 }
 
 fn verdict(
@@ -445,158 +686,4 @@ fn verdict(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::report::{generate, input};
-    use crate::trial::TrialRecord;
-
-    fn dataset(records: &[TrialRecord]) -> Dataset {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("t.jsonl");
-        let text: String = records
-            .iter()
-            .map(|r| serde_json::to_string(r).expect("serialise") + "\n")
-            .collect();
-        std::fs::write(&path, text).expect("write");
-        input::load(&[path]).expect("load")
-    }
-
-    fn options() -> ReportOptions {
-        ReportOptions {
-            resamples: 200,
-            ..ReportOptions::default()
-        }
-    }
-
-    #[test]
-    fn incomplete_and_duplicate_units_are_counted_and_named() {
-        let mut records: Vec<TrialRecord> = generate::records(12, 1).collect();
-        records.remove(6); // unit 1 loses svc
-        records.push(records[0].clone()); // duplicate raw of unit 0
-        let report = pairing_report(&dataset(&records));
-        assert_eq!(report.units, 3);
-        assert_eq!(report.complete_units, 2);
-        assert_eq!(report.duplicates, 1);
-        assert_eq!(report.missing[&Condition::Svc], 1);
-        assert_eq!(report.missing[&Condition::Raw], 0);
-        assert_eq!(report.incomplete_examples.len(), 1);
-        assert!(report.incomplete_examples[0].ends_with("lacks svc"));
-    }
-
-    #[test]
-    fn plan_compares_with_raw_and_the_named_baseline() {
-        let present = Condition::ALL.to_vec();
-        assert_eq!(comparison_plan(&present, None).len(), 3);
-        let plan = comparison_plan(&present, Some(Condition::NativeCompaction));
-        assert_eq!(plan.len(), 6);
-        assert!(plan.contains(&(Condition::Svc, Condition::NativeCompaction)));
-        assert!(comparison_plan(&[Condition::Svc], None).is_empty());
-    }
-
-    /// raw and svc records for 40 units; svc keeps scores and halves the tokens, then `adjust`
-    /// changes the svc record.
-    fn pairs(adjust: impl Fn(&mut TrialRecord)) -> Vec<TrialRecord> {
-        let mut out = Vec::new();
-        for record in generate::records(160, 5) {
-            match record.condition {
-                Condition::Raw => out.push(record),
-                Condition::Svc => {
-                    let raw = out.last().expect("raw comes first");
-                    let mut svc = record.clone();
-                    svc.task_score = raw.task_score;
-                    svc.evidence_recall = raw.evidence_recall;
-                    svc.unsupported_claim_rate = raw.unsupported_claim_rate;
-                    svc.context_tokens = raw.context_tokens / 2;
-                    adjust(&mut svc);
-                    out.push(svc);
-                }
-                _ => {}
-            }
-        }
-        out
-    }
-
-    #[test]
-    fn equal_quality_with_fewer_tokens_is_a_win() {
-        let data = dataset(&pairs(|_| {}));
-        let comparison = compare(&data, Condition::Svc, Condition::Raw, &options());
-        assert_eq!(comparison.pairs, 40);
-        assert!(
-            comparison.verdict.quality_preserving_context_win,
-            "{comparison:?}"
-        );
-        let reduction = comparison.token_reduction.expect("reduction");
-        assert!((reduction.estimate - 0.5).abs() < 0.01, "{reduction:?}");
-        let quality = comparison.metric(Metric::TaskScore).expect("task_score");
-        assert_eq!(quality.test.test, crate::report::TestKind::NoDifference);
-        assert!(!quality.significant);
-    }
-
-    /// Found by the shard test (issue 12): merged shards gave other bootstrap intervals than
-    /// one unsharded run, because pairs followed the order records were read in.
-    #[test]
-    fn comparisons_do_not_depend_on_record_order() {
-        let records = pairs(|svc| svc.context_tokens += svc.task_score as u64 * 7);
-        let mut reversed = records.clone();
-        reversed.reverse();
-        let forward = compare(
-            &dataset(&records),
-            Condition::Svc,
-            Condition::Raw,
-            &options(),
-        );
-        let backward = compare(
-            &dataset(&reversed),
-            Condition::Svc,
-            Condition::Raw,
-            &options(),
-        );
-        assert_eq!(forward, backward);
-    }
-
-    #[test]
-    fn a_quality_drop_beyond_tolerance_is_not_a_win() {
-        let data = dataset(&pairs(|svc| {
-            svc.task_score = (svc.task_score - 0.2).max(0.0)
-        }));
-        let comparison = compare(&data, Condition::Svc, Condition::Raw, &options());
-        assert!(!comparison.verdict.quality_preserving_context_win);
-        assert!(
-            comparison.verdict.reasons[0].starts_with("fail: task score"),
-            "{:?}",
-            comparison.verdict.reasons
-        );
-        assert!(comparison.metric(Metric::TaskScore).expect("m").significant);
-    }
-
-    #[test]
-    fn no_pairs_gives_no_estimates_and_no_win() {
-        let records: Vec<TrialRecord> = generate::records(8, 1)
-            .filter(|r| r.condition != Condition::Raw)
-            .collect();
-        let mut with_one_raw = records.clone();
-        let mut raw = generate::records(1, 9).next().expect("one");
-        raw.task_id = "elsewhere".into();
-        with_one_raw.push(raw);
-        let comparison = compare(
-            &dataset(&with_one_raw),
-            Condition::Svc,
-            Condition::Raw,
-            &options(),
-        );
-        assert_eq!(comparison.pairs, 0);
-        assert_eq!(comparison.missing_baseline, 2);
-        assert_eq!(comparison.missing_condition, 1);
-        assert!(comparison.token_reduction.is_none());
-        assert!(!comparison.verdict.quality_preserving_context_win);
-    }
-
-    #[test]
-    fn binary_scores_use_mcnemar() {
-        let test = paired_test(&[1.0, 1.0, 0.0, 1.0], &[0.0, 1.0, 1.0, 0.0]);
-        assert_eq!(test.test, crate::report::TestKind::McnemarExact);
-        assert_eq!(test.n_used, 3);
-        let test = paired_test(&[0.5, 1.0], &[0.0, 1.0]);
-        assert_ne!(test.test, crate::report::TestKind::McnemarExact);
-    }
-}
+mod tests;

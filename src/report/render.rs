@@ -1,13 +1,13 @@
 //! Report outputs: `report.md` (for people), `summary.csv` and `comparisons.csv` (for
-//! spreadsheets), `summary.json` (the [`Report`] itself, schema `report-summary.v1`), two SVG
+//! spreadsheets), `summary.json` (the [`Report`] itself, schema `report-summary.v2`), two SVG
 //! plots, and the terminal comparison table. All renderers are pure functions of the report, so
 //! their output is byte-stable for golden tests.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use super::svg::{self, Interval, Series};
-use super::{Comparison, GroupSummary, Metric, Report, ReportError, TestKind};
+use super::svg::{self, Curve, PlanePoint};
+use super::{Comparison, GroupSummary, Metric, Report, ReportError};
 use crate::state;
 
 /// Files written by [`write_all`].
@@ -15,8 +15,9 @@ pub const REPORT_MD: &str = "report.md";
 pub const SUMMARY_CSV: &str = "summary.csv";
 pub const COMPARISONS_CSV: &str = "comparisons.csv";
 pub const SUMMARY_JSON: &str = "summary.json";
-pub const TOKENS_VS_SCORE_SVG: &str = "tokens-vs-task-score.svg";
-pub const TOKEN_REDUCTION_SVG: &str = "token-reduction.svg";
+/// Plot file names: `quality-cost-<workload>.svg` and `budget-curves-<workload>.svg`.
+pub const QUALITY_COST_PREFIX: &str = "quality-cost-";
+pub const BUDGET_CURVES_PREFIX: &str = "budget-curves-";
 
 /// Writes every output into `out_dir` (created if needed), each file atomically. Returns the
 /// paths written.
@@ -29,14 +30,13 @@ pub fn write_all(report: &Report, out_dir: &Path) -> Result<Vec<PathBuf>, Report
         path: out_dir.join(SUMMARY_JSON),
         message: e.to_string(),
     })? + "\n";
-    let outputs = [
-        (REPORT_MD, markdown(report)),
-        (SUMMARY_CSV, summary_csv(report)),
-        (COMPARISONS_CSV, comparisons_csv(report)),
-        (SUMMARY_JSON, json),
-        (TOKENS_VS_SCORE_SVG, tokens_vs_score_svg(report)?),
-        (TOKEN_REDUCTION_SVG, token_reduction_svg(report)?),
+    let mut outputs = vec![
+        (REPORT_MD.to_string(), markdown(report)),
+        (SUMMARY_CSV.to_string(), summary_csv(report)),
+        (COMPARISONS_CSV.to_string(), comparisons_csv(report)),
+        (SUMMARY_JSON.to_string(), json),
     ];
+    outputs.extend(plots(report)?);
     let mut written = Vec::new();
     for (name, text) in outputs {
         let path = out_dir.join(name);
@@ -55,7 +55,10 @@ fn number(metric: Metric, value: f64) -> String {
         return "-".into();
     }
     match metric {
-        Metric::TaskScore | Metric::EvidenceRecall | Metric::UnsupportedClaimRate => {
+        Metric::TaskScore
+        | Metric::EvidenceRecall
+        | Metric::UnsupportedClaimRate
+        | Metric::ErrorRate => {
             format!("{value:.4}")
         }
         Metric::ContextTokens | Metric::OutputTokens | Metric::LatencyMs => format!("{value:.1}"),
@@ -166,13 +169,19 @@ fn summary_table(out: &mut String, groups: &[GroupSummary], detailed: bool, pric
 }
 
 fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report) {
-    let (c, b) = (comparison.condition, comparison.baseline);
+    let (c, b) = (comparison.condition_label(), comparison.baseline_label());
     let confidence = percent(report.settings.confidence);
-    let _ = writeln!(out, "### {c} vs {b} (n = {} pairs)\n", comparison.pairs);
+    let _ = writeln!(
+        out,
+        "### {c} vs {b}: {} (n = {} tasks, {} pairs)\n",
+        comparison.scope(),
+        comparison.tasks,
+        comparison.pairs
+    );
     if comparison.missing_baseline + comparison.missing_condition > 0 {
         let _ = writeln!(
             out,
-            "Incomplete: {} pairing unit(s) have {c} but no {b}, {} have {b} but no {c}; they are left out of this comparison.\n",
+            "Incomplete: {} (task, budget) unit(s) have {c} but no {b}, {} have {b} but no {c}; they are left out of this comparison.\n",
             comparison.missing_baseline, comparison.missing_condition
         );
     }
@@ -182,9 +191,9 @@ fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report
     }
     let _ = writeln!(
         out,
-        "| metric | {b} mean | {c} mean | delta ({c} − {b}) | {confidence} CI | test | p | significant |"
+        "| metric | {b} mean | {c} mean | delta ({c} − {b}) | {confidence} CI | test | p | p (Holm) | significant |"
     );
-    out.push_str("|---|---:|---:|---:|---|---|---:|---|\n");
+    out.push_str("|---|---:|---:|---:|---|---|---:|---:|---|\n");
     for delta in &comparison.metrics {
         let metric = delta.metric;
         let (estimate, ci) = match delta.delta {
@@ -200,7 +209,7 @@ fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report
         };
         let _ = writeln!(
             out,
-            "| {metric} | {} | {} | {estimate} | {ci} | {} | {} | {} |",
+            "| {metric} | {} | {} | {estimate} | {ci} | {} | {} | {} | {} |",
             delta
                 .baseline_mean
                 .map_or_else(|| "-".into(), |v| number(metric, v)),
@@ -209,6 +218,7 @@ fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report
                 .map_or_else(|| "-".into(), |v| number(metric, v)),
             delta.test.test.label(),
             p_value(delta.test.p_value),
+            p_value(delta.p_holm),
             if delta.significant { "yes" } else { "no" }
         );
     }
@@ -236,12 +246,12 @@ fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report
         .metrics
         .iter()
         .filter(|d| !d.significant)
-        .map(|d| format!("{} (p = {})", d.metric, p_value(d.test.p_value)))
+        .map(|d| format!("{} (Holm p = {})", d.metric, p_value(d.p_holm)))
         .collect();
     if !not_significant.is_empty() {
         let _ = writeln!(
             out,
-            "- Not significant at α = {:.2}: {}. These differences are not distinguishable from noise at this n.",
+            "- Not significant at α = {:.2} after Holm's correction: {}. These differences are not distinguishable from noise at this n.",
             1.0 - report.settings.confidence,
             not_significant.join(", ")
         );
@@ -270,10 +280,11 @@ pub fn markdown(report: &Report) -> String {
     let settings = &report.settings;
     let _ = writeln!(
         out,
-        "{} valid records from {} file(s); {} invalid record(s) excluded. {} pairing units, {} complete. Bootstrap: seed {}, {} resamples, {} percentile intervals. Non-inferiority tolerance {}.\n",
+        "{} valid records from {} file(s); {} invalid record(s) excluded. {} tasks in {} (task, budget) units, {} complete. Bootstrap: seed {}, {} resamples, {} percentile intervals. Non-inferiority tolerance {}.\n",
         inputs.valid_records,
         inputs.files.len(),
         inputs.invalid_records,
+        report.pairing.tasks,
         report.pairing.units,
         report.pairing.complete_units,
         settings.seed,
@@ -356,8 +367,45 @@ pub fn markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
+    if let Some(runs) = &report.compared_runs {
+        out.push_str("## Compared record sets\n\n");
+        let _ = writeln!(
+            out,
+            "A = `{}` ({}), B = `{}` ({}). Each condition of B is compared with the same condition of A, paired by task, budget and replicate.\n",
+            runs.a.label,
+            runs.a.paths.join(", "),
+            runs.b.label,
+            runs.b.paths.join(", ")
+        );
+        if runs.differences.is_empty() {
+            out.push_str("The run manifests do not differ (beyond ids and times).\n\n");
+        } else {
+            out.push_str(
+                "What differs in the run manifests:\n\n| field | A | B |\n|---|---|---|\n",
+            );
+            for d in &runs.differences {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} |",
+                    d.field,
+                    d.a.as_deref().unwrap_or("(absent)"),
+                    d.b.as_deref().unwrap_or("(absent)")
+                );
+            }
+            out.push('\n');
+        }
+    }
     out.push_str("## Paired comparisons\n\n");
-    out.push_str("Pairs share (workload, workload_version, task_id, provider, model, replicate, scorer) and budget; every trial counts, errors included. Deltas are condition − baseline means with percentile-bootstrap intervals over pairs; p-values are two-sided (exact McNemar for 0/1 scores, Wilcoxon signed-rank otherwise). The verdict requires task-score and evidence-recall CI lower bounds ≥ −tolerance, an unsupported-claim-rate CI upper bound ≤ tolerance and a context-token reduction CI lower bound > 0.\n\n");
+    let pairing = &report.pairing;
+    let _ = writeln!(
+        out,
+        "The task is the unit: pairs share the task (workload, version, task id, provider, model, scorer), the budget and the replicate; byte-identical replicates with equal scores are collapsed into one observation ({} record(s) collapsed), and `raw` recorded once per task (or identically per budget: {} task(s)) is paired with every budget. Error trials count as failures in every quality metric (task score and evidence recall 0, unsupported-claim rate 1) and the error rate is compared like the other metrics. Deltas are condition − baseline means over pairs with percentile intervals from a cluster bootstrap over tasks (one set of resamples of all tasks serves every comparison, so a task's budgets stay together). Tests take one value per task: exact McNemar when the metric is declared binary (the scorer's declared type; the error rate) and each task gives one pair, else Wilcoxon signed-rank (scipy's defaults) on per-task mean differences. **{} tests are made in this report; p-values are Holm-adjusted over all of them** and significance uses the adjusted value. The verdict requires task-score and evidence-recall CI lower bounds ≥ −tolerance, an unsupported-claim-rate CI upper bound ≤ tolerance and a context-token reduction CI lower bound > 0.\n",
+        pairing.collapsed_replicates, pairing.shared_raw_tasks, pairing.tests
+    );
+    let files = plot_files(report);
+    if !files.is_empty() {
+        let _ = writeln!(out, "Plots: {}.\n", files.join(", "));
+    }
     if report.comparisons.is_empty() {
         out.push_str(
             "No comparisons: the records hold no `raw` condition (or only one condition).\n\n",
@@ -377,12 +425,11 @@ pub fn markdown(report: &Report) -> String {
             frontier.join(", ")
         }
     );
-    let pairing = &report.pairing;
     out.push_str("## Pairing completeness\n\n");
     let _ = writeln!(
         out,
-        "{} of {} pairing units have every condition; {} duplicate record(s) (same unit and condition) were not paired.",
-        pairing.complete_units, pairing.units, pairing.duplicates
+        "{} tasks; {} of {} (task, budget) units have every condition; {} duplicate record(s) (same task, condition, budget and replicate) were not paired.",
+        pairing.tasks, pairing.complete_units, pairing.units, pairing.duplicates
     );
     for (condition, missing) in &pairing.missing {
         if *missing > 0 {
@@ -483,30 +530,35 @@ pub fn summary_csv(report: &Report) -> String {
 /// `comparisons.csv`: one row per comparison and metric, plus the reduction rows.
 pub fn comparisons_csv(report: &Report) -> String {
     let mut out = String::from(
-        "condition,baseline,pairs,statistic,estimate,ci_low,ci_high,test,test_statistic,p_value,significant,quality_preserving_context_win\n",
+        "condition,baseline,condition_run,baseline_run,workload,budget,model,tasks,pairs,statistic,estimate,ci_low,ci_high,test,test_statistic,p_value,p_holm,significant,quality_preserving_context_win\n",
     );
     for comparison in &report.comparisons {
+        let optional = |v: Option<&str>| v.map(csv_field).unwrap_or_default();
         let prefix = format!(
-            "{},{},{}",
-            comparison.condition, comparison.baseline, comparison.pairs
+            "{},{},{},{},{},{},{},{},{}",
+            comparison.condition,
+            comparison.baseline,
+            optional(comparison.condition_run.as_deref()),
+            optional(comparison.baseline_run.as_deref()),
+            optional(comparison.workload.as_deref()),
+            comparison.budget.map(|b| b.to_string()).unwrap_or_default(),
+            optional(comparison.model.as_deref()),
+            comparison.tasks,
+            comparison.pairs
         );
         let win = comparison.verdict.quality_preserving_context_win;
         for delta in &comparison.metrics {
-            let test = match delta.test.test {
-                TestKind::WilcoxonExact => "wilcoxon_exact",
-                TestKind::WilcoxonNormal => "wilcoxon_normal",
-                TestKind::McnemarExact => "mcnemar_exact",
-                TestKind::NoDifference => "no_difference",
-            };
+            let test = delta.test.test.as_str();
             let _ = writeln!(
                 out,
-                "{prefix},{}_delta,{},{},{},{test},{},{},{},{win}",
+                "{prefix},{}_delta,{},{},{},{test},{},{},{},{},{win}",
                 delta.metric,
                 csv_number(delta.delta.map(|e| e.estimate)),
                 csv_number(delta.delta.map(|e| e.ci_low)),
                 csv_number(delta.delta.map(|e| e.ci_high)),
                 csv_number(Some(delta.test.statistic)),
                 csv_number(Some(delta.test.p_value)),
+                csv_number(Some(delta.p_holm)),
                 delta.significant
             );
         }
@@ -516,7 +568,7 @@ pub fn comparisons_csv(report: &Report) -> String {
         ] {
             let _ = writeln!(
                 out,
-                "{prefix},{name},{},{},{},,,,,{win}",
+                "{prefix},{name},{},{},{},,,,,,{win}",
                 csv_number(estimate.map(|e| e.estimate)),
                 csv_number(estimate.map(|e| e.ci_low)),
                 csv_number(estimate.map(|e| e.ci_high))
@@ -526,60 +578,181 @@ pub fn comparisons_csv(report: &Report) -> String {
     out
 }
 
-/// Mean context tokens against mean task score: one point per group, coloured by condition.
-pub fn tokens_vs_score_svg(report: &Report) -> Result<String, ReportError> {
-    let series: Vec<Series> = report
-        .conditions
-        .iter()
-        .map(|pooled| Series {
-            label: pooled.condition.to_string(),
-            points: report
-                .groups
-                .iter()
-                .filter(|g| g.condition == pooled.condition)
-                .filter_map(|g| Some((g.mean(Metric::ContextTokens)?, g.mean(Metric::TaskScore)?)))
-                .collect(),
-        })
-        .collect();
-    svg::scatter(
-        "Context tokens vs task score (means per workload, budget and model)",
-        "mean context_tokens",
-        "mean task_score",
-        &series,
-    )
+/// Workloads with comparisons, in order of first appearance.
+fn plotted_workloads(report: &Report) -> Vec<Option<String>> {
+    let stratified = report.comparisons.iter().any(|c| !c.pooled());
+    let mut out: Vec<Option<String>> = Vec::new();
+    if stratified {
+        for c in report.comparisons.iter().filter(|c| !c.pooled()) {
+            if !out.contains(&c.workload) {
+                out.push(c.workload.clone());
+            }
+        }
+    } else if !report.comparisons.is_empty() {
+        // One stratum: the pooled comparisons are that workload's.
+        let workloads: Vec<&String> = report
+            .groups
+            .iter()
+            .filter_map(|g| g.workload.as_ref())
+            .collect();
+        out.push(workloads.first().map(|w| (*w).clone()));
+    }
+    out
 }
 
-/// Relative context-token reduction per comparison with its CI.
-pub fn token_reduction_svg(report: &Report) -> Result<String, ReportError> {
-    let items: Vec<Interval> = report
-        .comparisons
-        .iter()
-        .filter_map(|c| {
-            let e = c.token_reduction?;
-            Some(Interval {
-                label: format!("{} vs {}", c.condition, c.baseline),
-                estimate: e.estimate,
-                low: e.ci_low,
-                high: e.ci_high,
-            })
+fn file_stem(workload: &Option<String>) -> String {
+    let name = workload.as_deref().unwrap_or("all");
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
         })
+        .collect()
+}
+
+/// Budgets of a workload's groups (specific budgets only).
+fn workload_budgets(report: &Report, workload: &Option<String>) -> Vec<u64> {
+    let mut budgets: Vec<u64> = report
+        .groups
+        .iter()
+        .filter(|g| &g.workload == workload)
+        .filter_map(|g| g.budget)
         .collect();
-    svg::intervals(
-        &format!(
-            "Context-token reduction ({} CI)",
+    budgets.sort_unstable();
+    budgets.dedup();
+    budgets
+}
+
+/// The plot files [`plots`] writes, by name.
+pub fn plot_files(report: &Report) -> Vec<String> {
+    let mut out = Vec::new();
+    for workload in plotted_workloads(report) {
+        let stem = file_stem(&workload);
+        out.push(format!("{QUALITY_COST_PREFIX}{stem}.svg"));
+        if workload_budgets(report, &workload).len() > 1 {
+            out.push(format!("{BUDGET_CURVES_PREFIX}{stem}.svg"));
+        }
+    }
+    out
+}
+
+/// Every plot as (file name, SVG): per workload the quality–cost plane, and budget curves when
+/// the workload ran at several budgets.
+pub fn plots(report: &Report) -> Result<Vec<(String, String)>, ReportError> {
+    let mut out = Vec::new();
+    let stratified = report.comparisons.iter().any(|c| !c.pooled());
+    let several_budgets = |w: &Option<String>| workload_budgets(report, w).len() > 1;
+    for workload in plotted_workloads(report) {
+        let stem = file_stem(&workload);
+        let name = workload.as_deref().unwrap_or("all workloads");
+        let mut series: Vec<String> = Vec::new();
+        let points: Vec<PlanePoint> = report
+            .comparisons
+            .iter()
+            .filter(|c| {
+                if stratified {
+                    c.workload == workload
+                } else {
+                    true
+                }
+            })
+            .map(|c| {
+                let label = format!("{} vs {}", c.condition_label(), c.baseline_label());
+                let index = match series.iter().position(|s| *s == label) {
+                    Some(index) => index,
+                    None => {
+                        series.push(label);
+                        series.len() - 1
+                    }
+                };
+                let tag = match c.budget {
+                    Some(b) if several_budgets(&workload) => b.to_string(),
+                    _ => String::new(),
+                };
+                let triple = |e: Option<super::Estimate>| {
+                    e.map_or((f64::NAN, f64::NAN, f64::NAN), |e| {
+                        (e.estimate, e.ci_low, e.ci_high)
+                    })
+                };
+                PlanePoint {
+                    series: index,
+                    tag,
+                    x: triple(c.token_reduction),
+                    y: triple(c.metric(Metric::TaskScore).and_then(|m| m.delta)),
+                }
+            })
+            .collect();
+        let title = format!(
+            "{name}: quality vs context cost ({} CI)",
             percent(report.settings.confidence)
-        ),
-        "relative reduction",
-        &items,
-    )
+        );
+        out.push((
+            format!("{QUALITY_COST_PREFIX}{stem}.svg"),
+            svg::quality_cost(&title, report.settings.tolerance, &series, &points)?,
+        ));
+        let budgets = workload_budgets(report, &workload);
+        if budgets.len() > 1 {
+            let curves = |metric: Metric| -> Vec<Curve> {
+                let mut labels: Vec<(Option<String>, super::Condition)> = Vec::new();
+                for g in report.groups.iter().filter(|g| g.workload == workload) {
+                    if !labels.contains(&(g.run.clone(), g.condition)) {
+                        labels.push((g.run.clone(), g.condition));
+                    }
+                }
+                labels
+                    .into_iter()
+                    .map(|(run, condition)| {
+                        let groups: Vec<&GroupSummary> = report
+                            .groups
+                            .iter()
+                            .filter(|g| {
+                                g.workload == workload && g.run == run && g.condition == condition
+                            })
+                            .collect();
+                        // A budget-free group (raw recorded once) holds at every budget.
+                        let points = budgets
+                            .iter()
+                            .filter_map(|&b| {
+                                let g = groups
+                                    .iter()
+                                    .find(|g| g.budget == Some(b))
+                                    .or_else(|| groups.iter().find(|g| g.budget.is_none()))?;
+                                Some((b as f64, g.mean(metric)?))
+                            })
+                            .collect();
+                        Curve {
+                            label: match &run {
+                                Some(run) => format!("{condition} [{run}]"),
+                                None => condition.to_string(),
+                            },
+                            points,
+                        }
+                    })
+                    .collect()
+            };
+            out.push((
+                format!("{BUDGET_CURVES_PREFIX}{stem}.svg"),
+                svg::budget_curves(
+                    &format!("{name}: quality vs budget (means)"),
+                    &curves(Metric::TaskScore),
+                    &curves(Metric::EvidenceRecall),
+                )?,
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// A compact comparison table for the terminal.
 pub fn comparison_table(report: &Report) -> String {
-    let mut rows: Vec<[String; 7]> = vec![[
+    let mut rows: Vec<[String; 8]> = vec![[
         "condition".into(),
         "vs".into(),
-        "pairs".into(),
+        "scope".into(),
+        "tasks".into(),
         "Δ task_score [CI]".into(),
         "Δ evidence_recall [CI]".into(),
         "token reduction [CI]".into(),
@@ -600,9 +773,10 @@ pub fn comparison_table(report: &Report) -> String {
     };
     for c in &report.comparisons {
         rows.push([
-            c.condition.to_string(),
-            c.baseline.to_string(),
-            c.pairs.to_string(),
+            c.condition_label(),
+            c.baseline_label(),
+            if c.pooled() { "all".into() } else { c.scope() },
+            c.tasks.to_string(),
             delta(c, Metric::TaskScore),
             delta(c, Metric::EvidenceRecall),
             c.token_reduction.map_or_else(
@@ -623,7 +797,7 @@ pub fn comparison_table(report: &Report) -> String {
             },
         ]);
     }
-    let mut widths = [0usize; 7];
+    let mut widths = [0usize; 8];
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -660,52 +834,40 @@ mod tests {
     }
 
     #[test]
-    fn plots_show_every_group_and_comparison_and_are_byte_stable() {
-        use crate::report::svg::tests::{assert_well_formed, circles, texts};
+    fn plots_show_one_labelled_point_per_comparison_and_are_byte_stable() {
+        use crate::report::svg::tests::{assert_well_formed, texts};
         let report = fixture_report();
-        let scatter = tokens_vs_score_svg(&report).expect("scatter");
-        assert_well_formed(&scatter);
-        assert!(report.conditions.len() >= 2);
-        for (index, pooled) in report.conditions.iter().enumerate() {
-            let groups = report
-                .groups
+        let plots = plots(&report).expect("plots");
+        let names: Vec<&str> = plots.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, plot_files(&report));
+        // The fixture has two workloads at one budget: one plane each (workloads in sorted
+        // order, whatever order the records came in), no budget curves.
+        assert_eq!(
+            names,
+            vec![
+                "quality-cost-code-needle.svg",
+                "quality-cost-qa-distractor.svg"
+            ]
+        );
+        for (name, svg) in &plots {
+            assert_well_formed(svg);
+            let workload = name
+                .trim_start_matches(QUALITY_COST_PREFIX)
+                .trim_end_matches(".svg");
+            let labels = texts(svg);
+            let mut count = 0;
+            for c in report
+                .comparisons
                 .iter()
-                .filter(|g| g.condition == pooled.condition)
-                .filter(|g| {
-                    g.mean(Metric::ContextTokens).is_some_and(f64::is_finite)
-                        && g.mean(Metric::TaskScore).is_some_and(f64::is_finite)
-                })
-                .count();
-            assert!(groups > 0, "{}", pooled.condition);
-            assert_eq!(circles(&scatter, index), groups, "{}", pooled.condition);
-            assert!(texts(&scatter).contains(&pooled.condition.to_string()));
+                .filter(|c| c.workload.as_deref() == Some(workload))
+            {
+                count += 1;
+                let label = format!("{} vs {}", c.condition, c.baseline);
+                assert!(labels.contains(&label), "{name}: {label} in {labels:?}");
+            }
+            assert_eq!(count, 3, "{name}");
         }
-
-        let reduction = token_reduction_svg(&report).expect("reduction");
-        assert_well_formed(&reduction);
-        let with_reduction: Vec<&Comparison> = report
-            .comparisons
-            .iter()
-            .filter(|c| c.token_reduction.is_some())
-            .collect();
-        assert!(!with_reduction.is_empty());
-        for (index, c) in with_reduction.iter().enumerate() {
-            assert_eq!(
-                circles(&reduction, index),
-                1,
-                "{} vs {}",
-                c.condition,
-                c.baseline
-            );
-            let label = format!("{}: {} vs {}", index + 1, c.condition, c.baseline);
-            assert!(texts(&reduction).contains(&label), "{label}");
-        }
-        assert!(texts(&reduction).contains(&"Context-token reduction (95.0% CI)".to_string()));
-
-        // A report rebuilt from the same records and seed draws the same bytes.
-        let again = fixture_report();
-        assert_eq!(tokens_vs_score_svg(&again).expect("scatter"), scatter);
-        assert_eq!(token_reduction_svg(&again).expect("reduction"), reduction);
+        assert_eq!(plots, super::plots(&fixture_report()).expect("again"));
     }
 
     #[test]
@@ -754,6 +916,7 @@ mod tests {
                 .all(|g| g.projected_cost_usd.is_none())
         );
         let table = comparison_table(&report);
-        assert_eq!(table.lines().count(), 4, "{table}");
+        // Header, three pooled comparisons, three per workload (two workloads).
+        assert_eq!(table.lines().count(), 10, "{table}");
     }
 }

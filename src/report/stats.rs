@@ -4,15 +4,15 @@
 //! Every function here is pure and deterministic (the bootstrap takes its seed), so results can
 //! be checked against known answers and against scipy (`fixtures/report/scipy_expected.py`).
 //! Conventions follow numpy/scipy so the two agree: quantiles interpolate linearly between order
-//! statistics (numpy's default), and the Wilcoxon test drops zero differences (`zero_method =
-//! "wilcox"`) and applies the continuity correction.
+//! statistics (numpy's default), and the Wilcoxon test is scipy's default (`zero_method =
+//! "wilcox"`, no continuity correction, `method="auto"`).
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use statrs::distribution::{Binomial, ContinuousCDF, DiscreteCDF, Normal};
+use statrs::distribution::{Binomial, DiscreteCDF};
 
-/// Largest number of non-zero differences for which the exact Wilcoxon distribution is used
-/// (when there are no tied ranks); scipy uses the same cut-off.
+/// Largest number of differences (zeros included) for which the exact Wilcoxon distribution is
+/// used when there are no ties and no zeros; scipy uses the same cut-off.
 pub const WILCOXON_EXACT_MAX_N: usize = 50;
 
 /// Bootstrap resamples computed together in one pass over the rows (memory traffic, not
@@ -157,13 +157,111 @@ where
         .collect()
 }
 
+/// Cluster bootstrap over `clusters` clusters whose values are spread over `segments` sums:
+/// `entries[k] = (cluster, segment)` adds row `k` of `values` (`width` values, entries sorted
+/// by cluster) to that segment. Each resample draws `clusters` clusters with replacement
+/// ([`resample_rng`]`(seed, i)`, as [`bootstrap_means`]) and `statistic` gets every segment's
+/// sums divided by `clusters` (segment-major). One pass serves every segment, so statistics of
+/// sub-groups and of their union come from the same resamples. With one segment holding one
+/// row per cluster this is exactly [`bootstrap_means`].
+#[allow(clippy::too_many_arguments)]
+pub fn bootstrap_segments<F>(
+    clusters: usize,
+    entries: &[(u32, u32)],
+    values: &[f64],
+    width: usize,
+    segments: usize,
+    resamples: usize,
+    confidence: f64,
+    seed: u64,
+    statistic: F,
+) -> Vec<Option<Estimate>>
+where
+    F: Fn(&[f64]) -> Vec<f64> + Sync,
+{
+    let total = width * segments;
+    let means = |sums: &[f64]| sums.iter().map(|s| s / clusters as f64).collect::<Vec<_>>();
+    if clusters == 0 || total == 0 {
+        return statistic(&vec![f64::NAN; total])
+            .into_iter()
+            .map(|_| None)
+            .collect();
+    }
+    let mut point_sums = vec![0.0; total];
+    for (&(_, segment), row) in entries.iter().zip(values.chunks_exact(width)) {
+        let at = segment as usize * width;
+        for (sum, value) in point_sums[at..at + width].iter_mut().zip(row) {
+            *sum += value;
+        }
+    }
+    let point = statistic(&means(&point_sums));
+    let blocks = resamples.div_ceil(BOOTSTRAP_BLOCK);
+    let replicates: Vec<Vec<f64>> = (0..blocks)
+        .into_par_iter()
+        .map_init(
+            || vec![vec![0u32; clusters]; BOOTSTRAP_BLOCK],
+            |counts, block| {
+                let first = block * BOOTSTRAP_BLOCK;
+                let lanes = BOOTSTRAP_BLOCK.min(resamples - first);
+                for (lane, lane_counts) in counts.iter_mut().enumerate().take(lanes) {
+                    lane_counts.iter_mut().for_each(|c| *c = 0);
+                    let mut rng = resample_rng(seed, first + lane);
+                    for _ in 0..clusters {
+                        lane_counts[rng.below(clusters)] += 1;
+                    }
+                }
+                let mut sums = vec![0.0; lanes * total];
+                for (&(cluster, segment), row) in entries.iter().zip(values.chunks_exact(width)) {
+                    let at = segment as usize * width;
+                    for (lane_sums, lane_counts) in sums.chunks_exact_mut(total).zip(counts.iter())
+                    {
+                        let weight = f64::from(lane_counts[cluster as usize]);
+                        for (sum, value) in lane_sums[at..at + width].iter_mut().zip(row) {
+                            *sum += weight * value;
+                        }
+                    }
+                }
+                sums.chunks_exact(total)
+                    .map(|lane_sums| statistic(&means(lane_sums)))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .flatten()
+        .collect();
+    let alpha = (1.0 - confidence) / 2.0;
+    point
+        .iter()
+        .enumerate()
+        .map(|(k, &estimate)| {
+            if !estimate.is_finite() {
+                return None;
+            }
+            let mut values: Vec<f64> = replicates
+                .iter()
+                .map(|r| r[k])
+                .filter(|v| v.is_finite())
+                .collect();
+            values.sort_by(f64::total_cmp);
+            Some(Estimate {
+                estimate,
+                ci_low: quantile_sorted(&values, alpha)?,
+                ci_high: quantile_sorted(&values, 1.0 - alpha)?,
+            })
+        })
+        .collect()
+}
+
 /// Which test produced a p-value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TestKind {
-    /// Wilcoxon signed-rank, exact null distribution.
+    /// Wilcoxon signed-rank, exact null distribution (no ties, no zeros, n <= 50).
     WilcoxonExact,
-    /// Wilcoxon signed-rank, normal approximation with tie and continuity corrections.
+    /// Wilcoxon signed-rank, exact sign-flip permutation distribution (n <= 13 with ties or
+    /// zeros), as scipy's `method="auto"` does.
+    WilcoxonPermutation,
+    /// Wilcoxon signed-rank, normal approximation with the tie correction (no continuity
+    /// correction).
     WilcoxonNormal,
     /// Exact McNemar (two-sided binomial test on the discordant pairs).
     McnemarExact,
@@ -175,9 +273,21 @@ impl TestKind {
     pub fn label(self) -> &'static str {
         match self {
             TestKind::WilcoxonExact => "Wilcoxon (exact)",
+            TestKind::WilcoxonPermutation => "Wilcoxon (exact sign-flip)",
             TestKind::WilcoxonNormal => "Wilcoxon (normal approx.)",
             TestKind::McnemarExact => "McNemar (exact)",
             TestKind::NoDifference => "none (all differences zero)",
+        }
+    }
+
+    /// The wire name, as in `summary.json`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestKind::WilcoxonExact => "wilcoxon_exact",
+            TestKind::WilcoxonPermutation => "wilcoxon_permutation",
+            TestKind::WilcoxonNormal => "wilcoxon_normal",
+            TestKind::McnemarExact => "mcnemar_exact",
+            TestKind::NoDifference => "no_difference",
         }
     }
 }
@@ -193,18 +303,25 @@ pub struct TestResult {
     pub n_used: usize,
 }
 
-/// Two-sided Wilcoxon signed-rank test on paired differences.
+/// Two-sided Wilcoxon signed-rank test on paired differences, matching
+/// `scipy.stats.wilcoxon(d)` with its defaults (`zero_method="wilcox"`, `correction=False`,
+/// `method="auto"`; checked against `fixtures/report/wilcoxon_vectors.json`).
 ///
-/// Zero differences are dropped; absolute differences are ranked with average ranks for ties.
-/// With at most [`WILCOXON_EXACT_MAX_N`] non-zero differences and no ties the exact null
-/// distribution is used; otherwise the normal approximation with the tie correction of the
-/// variance and a continuity correction of 0.5.
+/// Zero differences are dropped from the ranking; absolute differences get average ranks. The
+/// method follows scipy's "auto", where `n` counts the zeros too: more than 50 differences use
+/// the normal approximation with the tie correction of the variance; otherwise no ties and no
+/// zeros use the exact null distribution; ties or zeros with n <= 13 use the exact sign-flip
+/// distribution (what scipy's permutation test enumerates); the rest the normal approximation.
+/// All differences zero gives "no difference" with p = 1 (scipy returns NaN there).
 pub fn wilcoxon_signed_rank(differences: &[f64]) -> TestResult {
-    let mut nonzero: Vec<f64> = differences
+    let finite: Vec<f64> = differences
         .iter()
         .copied()
-        .filter(|d| *d != 0.0 && !d.is_nan())
+        .filter(|d| !d.is_nan())
         .collect();
+    let total = finite.len();
+    let mut nonzero: Vec<f64> = finite.iter().copied().filter(|d| *d != 0.0).collect();
+    let zeros = total - nonzero.len();
     let n = nonzero.len();
     if n == 0 {
         return TestResult {
@@ -215,7 +332,9 @@ pub fn wilcoxon_signed_rank(differences: &[f64]) -> TestResult {
         };
     }
     nonzero.sort_by(|a, b| a.abs().total_cmp(&b.abs()));
-    let (mut r_plus, mut r_minus) = (0.0, 0.0);
+    // Ranks are kept doubled so average ranks (multiples of 1/2) stay integers.
+    let mut doubled_ranks = Vec::with_capacity(n);
+    let mut doubled_plus: u64 = 0;
     let mut tie_term = 0.0;
     let mut ties = false;
     let mut i = 0;
@@ -224,37 +343,42 @@ pub fn wilcoxon_signed_rank(differences: &[f64]) -> TestResult {
         while j + 1 < n && nonzero[j + 1].abs() == nonzero[i].abs() {
             j += 1;
         }
-        // Ranks i+1 ..= j+1 share their average.
-        let rank = (i + j + 2) as f64 / 2.0;
+        // Ranks i+1 ..= j+1 share their average; doubled: i + j + 2.
+        let doubled = (i + j + 2) as u64;
         let t = (j - i + 1) as f64;
         if t > 1.0 {
             ties = true;
             tie_term += t * t * t - t;
         }
         for d in &nonzero[i..=j] {
+            doubled_ranks.push(doubled);
             if *d > 0.0 {
-                r_plus += rank;
-            } else {
-                r_minus += rank;
+                doubled_plus += doubled;
             }
         }
         i = j + 1;
     }
-    let statistic = f64::min(r_plus, r_minus);
+    let r_plus = doubled_plus as f64 / 2.0;
     let nf = n as f64;
-    if n <= WILCOXON_EXACT_MAX_N && !ties {
-        let p = 2.0 * wilcoxon_exact_cdf(n, statistic.round() as usize);
+    let r_minus = nf * (nf + 1.0) / 2.0 - r_plus;
+    let statistic = f64::min(r_plus, r_minus);
+    let exact = total <= WILCOXON_EXACT_MAX_N && !ties && zeros == 0;
+    let permutation = !exact && total <= WILCOXON_PERMUTATION_MAX_N;
+    if exact || permutation {
         return TestResult {
-            test: TestKind::WilcoxonExact,
+            test: if exact {
+                TestKind::WilcoxonExact
+            } else {
+                TestKind::WilcoxonPermutation
+            },
             statistic,
-            p_value: p.min(1.0),
+            p_value: sign_flip_p_value(&doubled_ranks, doubled_plus),
             n_used: n,
         };
     }
     let mean = nf * (nf + 1.0) / 4.0;
-    let variance = nf * (nf + 1.0) * (2.0 * nf + 1.0) / 24.0 - tie_term / 48.0;
-    let correction = 0.5 * (statistic - mean).signum();
-    let z = (statistic - mean - correction) / variance.sqrt();
+    let variance = (nf * (nf + 1.0) * (2.0 * nf + 1.0) - tie_term / 2.0) / 24.0;
+    let z = (r_plus - mean) / variance.sqrt();
     TestResult {
         test: TestKind::WilcoxonNormal,
         statistic,
@@ -263,26 +387,51 @@ pub fn wilcoxon_signed_rank(differences: &[f64]) -> TestResult {
     }
 }
 
-/// P(W+ <= w) under the null for `n` untied non-zero differences: subset-sum counting.
-fn wilcoxon_exact_cdf(n: usize, w: usize) -> f64 {
-    let max = n * (n + 1) / 2;
-    let mut counts = vec![0.0f64; max + 1];
+/// Largest number of differences (zeros included) for which ties or zeros use the exact
+/// sign-flip distribution; scipy's cut-off (2^13 flips fit its default 9,999 resamples).
+pub const WILCOXON_PERMUTATION_MAX_N: usize = 13;
+
+/// Two-sided p-value of W+ under random signs: 2 · min(P(W+ <= observed), P(W+ >= observed)),
+/// capped at 1. Zero differences double every count alike, so they are left out. Without ties
+/// this is the exact Wilcoxon distribution.
+fn sign_flip_p_value(doubled_ranks: &[u64], doubled_plus: u64) -> f64 {
+    let max: u64 = doubled_ranks.iter().sum();
+    let mut counts = vec![0.0f64; max as usize + 1];
     counts[0] = 1.0;
-    for k in 1..=n {
-        for s in (k..=k * (k + 1) / 2).rev() {
-            counts[s] += counts[s - k];
+    let mut reach = 0usize;
+    for &rank in doubled_ranks {
+        let rank = rank as usize;
+        reach += rank;
+        for s in (rank..=reach).rev() {
+            counts[s] += counts[s - rank];
         }
     }
-    let total = 2f64.powi(n as i32);
-    counts[..=w.min(max)].iter().sum::<f64>() / total
+    let total: f64 = counts.iter().sum();
+    let observed = doubled_plus as usize;
+    let less: f64 = counts[..=observed].iter().sum::<f64>() / total;
+    let greater: f64 = counts[observed..].iter().sum::<f64>() / total;
+    (2.0 * less.min(greater)).min(1.0)
+}
+
+/// Holm's step-down adjustment of a family of p-values (same order as given): the i-th
+/// smallest is multiplied by (m − i + 1), made monotone, capped at 1.
+pub fn holm(p_values: &[f64]) -> Vec<f64> {
+    let m = p_values.len();
+    let mut order: Vec<usize> = (0..m).collect();
+    order.sort_by(|a, b| p_values[*a].total_cmp(&p_values[*b]));
+    let mut adjusted = vec![1.0; m];
+    let mut running: f64 = 0.0;
+    for (rank, &index) in order.iter().enumerate() {
+        let value = ((m - rank) as f64 * p_values[index]).min(1.0);
+        running = running.max(value);
+        adjusted[index] = running;
+    }
+    adjusted
 }
 
 fn standard_normal_sf(z: f64) -> f64 {
-    // Normal::new(0, 1) only fails for a non-positive or NaN standard deviation.
-    match Normal::new(0.0, 1.0) {
-        Ok(normal) => normal.sf(z),
-        Err(_) => f64::NAN,
-    }
+    // musl's erfc (libm) agrees with scipy's ndtr to the last bits; statrs' erfc is off by ~1e-9 relative.
+    0.5 * libm::erfc(z / std::f64::consts::SQRT_2)
 }
 
 /// Exact McNemar test on paired 0/1 outcomes: `b` pairs went 1 → 0, `c` went 0 → 1.
@@ -384,19 +533,70 @@ mod tests {
         assert!(close(result.p_value, 0.041259765625, 1e-12), "{result:?}");
     }
 
+    /// scipy.stats.wilcoxon on every branch of method="auto" (vectors written by
+    /// fixtures/report/wilcoxon_vectors.py with scipy; the version is in the file).
     #[test]
-    fn wilcoxon_zeros_dropped_and_ties_use_normal_approximation() {
-        // Differences with a zero and ties: ranks of |d| = 1,1,2,2,3 -> 1.5,1.5,3.5,3.5,5.
-        let d = [0.0, 1.0, -1.0, 2.0, 2.0, 3.0];
+    fn wilcoxon_matches_scipy_in_every_tie_and_zero_case() {
+        let text = include_str!("../../fixtures/report/wilcoxon_vectors.json");
+        let vectors: serde_json::Value = serde_json::from_str(text).expect("json");
+        let cases = vectors["cases"].as_array().expect("cases");
+        assert!(cases.len() >= 20);
+        let mut kinds = std::collections::BTreeSet::new();
+        for case in cases {
+            let name = case["name"].as_str().expect("name");
+            let d: Vec<f64> = case["d"]
+                .as_array()
+                .expect("d")
+                .iter()
+                .map(|v| v.as_f64().expect("number"))
+                .collect();
+            let got = wilcoxon_signed_rank(&d);
+            kinds.insert(got.test.as_str());
+            match case["p_value"].as_f64() {
+                Some(p) => {
+                    assert!(
+                        close(got.p_value, p, 1e-12 * p.max(1e-3)),
+                        "{name}: scipy p {p}, svc {got:?}"
+                    );
+                    let statistic = case["statistic"].as_f64().expect("statistic");
+                    assert_eq!(got.statistic, statistic, "{name}: {got:?}");
+                }
+                // scipy gives NaN when every difference is zero; svc says "no difference".
+                None => assert_eq!(got.test, TestKind::NoDifference, "{name}"),
+            }
+        }
+        assert_eq!(
+            kinds.into_iter().collect::<Vec<_>>(),
+            vec![
+                "no_difference",
+                "wilcoxon_exact",
+                "wilcoxon_normal",
+                "wilcoxon_permutation"
+            ]
+        );
+    }
+
+    /// Found in issue 11: with W+ = W- the continuity correction took signum(0) = +1, giving
+    /// p = 0.9978 where scipy gives 1.
+    #[test]
+    fn issue_11_balanced_ranks_give_p_one() {
+        let d: Vec<f64> = [0.25, -0.25, 0.5, -0.5].repeat(20);
         let result = wilcoxon_signed_rank(&d);
         assert_eq!(result.test, TestKind::WilcoxonNormal);
-        assert_eq!(result.n_used, 5);
-        assert_eq!(result.statistic, 1.5);
-        // mean 7.5, var = 5*6*11/24 - (6+6)/48 = 13.5; z = (1.5-7.5+0.5)/sqrt(13.5)
-        let z: f64 = (1.5 - 7.5 + 0.5) / 13.5f64.sqrt();
-        let expected = 2.0 * standard_normal_sf(z.abs());
-        assert!(close(result.p_value, expected, 1e-12));
-        assert!(close(result.p_value, 0.1343, 1e-3), "{result:?}");
+        assert_eq!(result.p_value, 1.0);
+    }
+
+    #[test]
+    fn holm_adjusts_step_down_and_stays_monotone() {
+        // statsmodels multipletests([0.01, 0.04, 0.03, 0.5], method="holm")
+        // -> [0.04, 0.09, 0.09, 0.5]
+        let adjusted = holm(&[0.01, 0.04, 0.03, 0.5]);
+        let expected = [0.04, 0.09, 0.09, 0.5];
+        for (got, want) in adjusted.iter().zip(expected) {
+            assert!(close(*got, want, 1e-12), "{adjusted:?}");
+        }
+        assert_eq!(holm(&[0.6, 0.9]), vec![1.0, 1.0]);
+        assert!(holm(&[]).is_empty());
     }
 
     #[test]
@@ -428,6 +628,29 @@ mod tests {
         let width = a.ci_high - a.ci_low;
         assert!(width > 0.018 && width < 0.033, "{a:?}");
         assert!(a.ci_low < a.estimate && a.estimate < a.ci_high);
+    }
+
+    #[test]
+    fn segments_with_one_row_per_cluster_equal_the_plain_bootstrap() {
+        let mut rng = SplitMix64::new(3);
+        let rows: Vec<f64> = (0..300).map(|_| rng.unit()).collect();
+        let plain = bootstrap_means(&rows, 3, 200, 0.9, 5, |m| vec![m[0] - m[1], m[2]]);
+        let entries: Vec<(u32, u32)> = (0..100).map(|i| (i, 0)).collect();
+        let joint = bootstrap_segments(100, &entries, &rows, 3, 1, 200, 0.9, 5, |m| {
+            vec![m[0] - m[1], m[2]]
+        });
+        assert_eq!(plain, joint);
+        // Two segments splitting the clusters: their sums add up to the whole.
+        let split: Vec<(u32, u32)> = (0..100).map(|i| (i, i % 2)).collect();
+        let union = bootstrap_segments(100, &split, &rows, 3, 2, 200, 0.9, 5, |m| {
+            vec![m[0] + m[3] - m[1] - m[4], m[2] + m[5]]
+        });
+        for (a, b) in plain.iter().zip(&union) {
+            let (a, b) = (a.expect("a"), b.expect("b"));
+            assert!((a.estimate - b.estimate).abs() < 1e-12);
+            assert!((a.ci_low - b.ci_low).abs() < 1e-12);
+            assert!((a.ci_high - b.ci_high).abs() < 1e-12);
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The report's two plots as SVG, drawn with plotters' SVG backend: a scatter of points per
-//! series, and point estimates with confidence-interval bars per category.
+//! The report's plots as SVG, drawn with plotters' SVG backend: per workload, the quality–cost
+//! plane (token reduction vs Δ task score, both with intervals, non-inferiority band shaded)
+//! and budget curves (task score and evidence recall vs budget per condition).
 //!
 //! plotters is built without its font features (`ttf`, `ab_glyph`): the SVG backend writes text
 //! as `<text>` elements that the viewer lays out, so no font file is needed at build or run time
@@ -13,7 +14,6 @@
 //! asserts on NaN), which [`range`] guarantees.
 
 use plotters::coord::Shift;
-use plotters::coord::ranged1d::SegmentValue;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
@@ -34,20 +34,6 @@ const PALETTE: [RGBColor; 8] = [
     RGBColor(0xda, 0x8b, 0xc3),
     RGBColor(0x8c, 0x8c, 0x8c),
 ];
-
-/// A labelled series of points.
-pub struct Series {
-    pub label: String,
-    pub points: Vec<(f64, f64)>,
-}
-
-/// A point estimate with an interval, drawn as a dot with a vertical bar.
-pub struct Interval {
-    pub label: String,
-    pub estimate: f64,
-    pub low: f64,
-    pub high: f64,
-}
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
 
@@ -155,165 +141,243 @@ fn legend(
     Ok(())
 }
 
-fn finite(point: &&(f64, f64)) -> bool {
-    point.0.is_finite() && point.1.is_finite()
+/// A point of the quality–cost plane: x the context-token reduction, y the Δ task score, each
+/// as (estimate, low, high); `series` indexes the legend (colour), `tag` is written beside the
+/// point (its budget when there are several).
+pub struct PlanePoint {
+    pub series: usize,
+    pub tag: String,
+    pub x: (f64, f64, f64),
+    pub y: (f64, f64, f64),
 }
 
-/// Scatter plot: one colour per series, a legend on the right. Non-finite points are not drawn.
-pub fn scatter(
+fn finite3(v: (f64, f64, f64)) -> bool {
+    v.0.is_finite() && v.1.is_finite() && v.2.is_finite()
+}
+
+/// The quality–cost plane: one point per comparison, coloured by its series (condition vs
+/// baseline) and tagged, with horizontal (token reduction) and vertical (Δ task score) interval
+/// bars; the non-inferiority band (Δ ≥ −margin) shaded and the no-effect lines drawn. Series
+/// without a finite point are marked "(no estimate)" in the legend.
+pub fn quality_cost(
     title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &[Series],
+    margin: f64,
+    series: &[String],
+    points: &[PlanePoint],
 ) -> Result<String, ReportError> {
-    let points = || series.iter().flat_map(|s| s.points.iter()).filter(finite);
-    let x = range(points().map(|p| p.0));
-    let y = range(points().map(|p| p.1));
-    let labels: Vec<String> = series.iter().map(|s| s.label.clone()).collect();
+    let drawn = |p: &PlanePoint| finite3(p.x) && finite3(p.y);
+    let x = range(
+        points
+            .iter()
+            .filter(|p| drawn(p))
+            .flat_map(|p| [p.x.1, p.x.2])
+            .chain([0.0]),
+    );
+    let y = range(
+        points
+            .iter()
+            .filter(|p| drawn(p))
+            .flat_map(|p| [p.y.1, p.y.2])
+            .chain([-2.0 * margin, margin]),
+    );
+    let labels: Vec<String> = series
+        .iter()
+        .enumerate()
+        .map(|(i, label)| {
+            let any = points.iter().any(|p| p.series == i && drawn(p));
+            if any {
+                label.clone()
+            } else {
+                format!("{label} (no estimate)")
+            }
+        })
+        .collect();
     let mut out = String::new();
     {
-        let (root, plot, legend_area) = canvas(&mut out, title, &labels)?;
+        let heading = if points.iter().any(|p| !p.tag.is_empty()) {
+            "condition vs baseline (tag: budget)"
+        } else {
+            "condition vs baseline"
+        };
+        // The legend column is sized for its labels and its heading.
+        let mut sized = labels.clone();
+        sized.push(heading.to_string());
+        let (root, plot, legend_area) = canvas(&mut out, title, &sized)?;
         let mut chart = ChartBuilder::on(&plot)
             .margin(12)
             .x_label_area_size(48)
             .y_label_area_size(72)
             .build_cartesian_2d(x.0..x.1, y.0..y.1)
             .map_err(failed(title))?;
+        let x_tick = |v: &f64| percent_tick(*v, x.1 - x.0);
         chart
             .configure_mesh()
             .light_line_style(TRANSPARENT)
             .bold_line_style(BLACK.mix(0.12))
             .label_style((FONT, 14))
             .axis_desc_style((FONT, 16))
-            .x_desc(x_label)
-            .y_desc(y_label)
-            .x_label_formatter(&|v| tick_label(*v))
+            .x_desc("context-token reduction vs baseline (CI)")
+            .y_desc("Δ task score (CI)")
+            .x_label_formatter(&x_tick)
             .y_label_formatter(&|v| tick_label(*v))
             .draw()
             .map_err(failed(title))?;
-        for (index, s) in series.iter().enumerate() {
-            let style = colour(index).mix(0.8).filled();
+        // Non-inferior region: the quality loss stays within the margin.
+        chart
+            .draw_series(std::iter::once(Rectangle::new(
+                [(x.0, (-margin).max(y.0)), (x.1, y.1)],
+                RGBColor(0x55, 0xa8, 0x68).mix(0.12).filled(),
+            )))
+            .map_err(failed(title))?;
+        chart
+            .draw_series([
+                PathElement::new(vec![(x.0, 0.0), (x.1, 0.0)], BLACK.mix(0.5).stroke_width(1)),
+                PathElement::new(vec![(0.0, y.0), (0.0, y.1)], BLACK.mix(0.5).stroke_width(1)),
+                PathElement::new(
+                    vec![(x.0, -margin), (x.1, -margin)],
+                    RGBColor(0x55, 0xa8, 0x68).stroke_width(1),
+                ),
+            ])
+            .map_err(failed(title))?;
+        chart
+            .plotting_area()
+            .draw(&Text::new(
+                format!("non-inferior: Δ ≥ −{margin}"),
+                (x.0 + (x.1 - x.0) * 0.02, y.1 - (y.1 - y.0) * 0.04),
+                text_style(13),
+            ))
+            .map_err(failed(title))?;
+        for p in points.iter().filter(|p| drawn(p)) {
+            let style = colour(p.series).filled().stroke_width(2);
             chart
-                .draw_series(
-                    s.points
-                        .iter()
-                        .filter(finite)
-                        .map(|&p| Circle::new(p, 5, style)),
-                )
+                .draw_series(std::iter::once(ErrorBar::new_vertical(
+                    p.x.0, p.y.1, p.y.0, p.y.2, style, 10,
+                )))
                 .map_err(failed(title))?;
+            chart
+                .draw_series(std::iter::once(ErrorBar::new_horizontal(
+                    p.y.0, p.x.1, p.x.0, p.x.2, style, 10,
+                )))
+                .map_err(failed(title))?;
+            if !p.tag.is_empty() {
+                // Tags of different series stack upwards, so points that coincide (svc and
+                // combined at the largest budget) keep readable tags.
+                let rise = 4 + 13 * i32::try_from(p.series).unwrap_or(0).min(8);
+                chart
+                    .plotting_area()
+                    .draw(
+                        &(EmptyElement::at((p.x.0, p.y.0))
+                            + Text::new(
+                                p.tag.clone(),
+                                (6, -rise),
+                                text_style(12)
+                                    .pos(Pos::new(HPos::Left, VPos::Bottom))
+                                    .color(&colour(p.series)),
+                            )),
+                    )
+                    .map_err(failed(title))?;
+            }
         }
-        if points().next().is_none() {
+        if !points.iter().any(drawn) {
             chart
                 .plotting_area()
                 .draw(&Text::new(
-                    "no points to plot",
+                    "no comparison has an estimate",
                     ((x.0 + x.1) / 2.0, (y.0 + y.1) / 2.0),
                     text_style(16).pos(Pos::new(HPos::Center, VPos::Center)),
                 ))
                 .map_err(failed(title))?;
         }
-        legend(&legend_area, title, "condition", &labels)?;
+        legend(&legend_area, title, heading, &labels)?;
         root.present().map_err(failed(title))?;
     }
     Ok(out)
 }
 
-/// Point estimates (y, as fractions shown in percent) with interval bars, one category per item
-/// along the x axis, numbered from 1 and named in the legend. Items with a non-finite value are
-/// listed in the legend as such and not drawn.
-pub fn intervals(title: &str, y_label: &str, items: &[Interval]) -> Result<String, ReportError> {
-    let drawn = |i: &Interval| i.estimate.is_finite() && i.low.is_finite() && i.high.is_finite();
-    let y = range(
-        items
+/// A labelled curve: (budget, value) points.
+pub struct Curve {
+    pub label: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Budget curves: two panels (task score, evidence recall) of one line per condition over the
+/// budgets, on a log2 budget axis.
+pub fn budget_curves(
+    title: &str,
+    task_score: &[Curve],
+    evidence_recall: &[Curve],
+) -> Result<String, ReportError> {
+    let labels: Vec<String> = task_score.iter().map(|c| c.label.clone()).collect();
+    let budgets = || {
+        task_score
             .iter()
-            .filter(|i| drawn(i))
-            .flat_map(|i| [i.estimate, i.low, i.high])
-            .chain([0.0]),
-    );
-    let labels: Vec<String> = items
-        .iter()
-        .enumerate()
-        .map(|(index, item)| {
-            let missing = if drawn(item) {
-                ""
-            } else {
-                " (no finite estimate)"
-            };
-            format!("{}: {}{missing}", index + 1, item.label)
-        })
-        .collect();
-    let count = items.len();
-    // Integer categories 0..=last; an empty plot keeps one empty category so the axes still draw.
-    let last = i32::try_from(count.saturating_sub(1)).map_err(|_| ReportError::Plot {
-        plot: title.to_string(),
-        message: format!("{count} intervals are more than one plot can show"),
-    })?;
+            .chain(evidence_recall)
+            .flat_map(|c| c.points.iter().map(|p| p.0))
+            .filter(|b| b.is_finite() && *b > 0.0)
+    };
+    let x = range(budgets().map(f64::log2));
     let mut out = String::new();
     {
         let (root, plot, legend_area) = canvas(&mut out, title, &labels)?;
-        let mut chart = ChartBuilder::on(&plot)
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d((0..last).into_segmented(), y.0..y.1)
-            .map_err(failed(title))?;
-        let x_tick = |v: &SegmentValue<i32>| match v {
-            SegmentValue::CenterOf(i) if usize::try_from(*i).is_ok_and(|i| i < count) => {
-                (i + 1).to_string()
-            }
-            _ => String::new(),
-        };
-        let y_tick = |v: &f64| percent_tick(*v, y.1 - y.0);
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .light_line_style(TRANSPARENT)
-            .bold_line_style(BLACK.mix(0.12))
-            .label_style((FONT, 14))
-            .axis_desc_style((FONT, 16))
-            .x_labels(count.max(1))
-            .x_label_formatter(&x_tick)
-            .y_label_formatter(&y_tick)
-            .x_desc("comparison")
-            .y_desc(y_label)
-            .draw()
-            .map_err(failed(title))?;
-        // The no-effect line: a bar that crosses it is not a significant reduction.
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                vec![(SegmentValue::Exact(0), 0.0), (SegmentValue::Last, 0.0)],
-                BLACK.mix(0.5).stroke_width(1),
-            )))
-            .map_err(failed(title))?;
-        for (index, item) in items.iter().enumerate() {
-            if !drawn(item) {
-                continue;
-            }
-            // index <= last, which fits in i32 (checked above).
-            let key = SegmentValue::CenterOf(i32::try_from(index).unwrap_or(last));
-            chart
-                .draw_series(std::iter::once(ErrorBar::new_vertical(
-                    key,
-                    item.low,
-                    item.estimate,
-                    item.high,
-                    colour(index).filled().stroke_width(2),
-                    // Cap width in pixels; plotters also uses half of it as the dot's radius.
-                    10,
-                )))
+        let (left, right) = plot.split_horizontally(PLOT_WIDTH / 2);
+        for (area, curves, name) in [
+            (&left, task_score, "task score"),
+            (&right, evidence_recall, "evidence recall"),
+        ] {
+            let y = range(
+                curves
+                    .iter()
+                    .flat_map(|c| c.points.iter().map(|p| p.1))
+                    .chain([0.0, 1.0]),
+            );
+            let mut chart = ChartBuilder::on(area)
+                .margin(10)
+                .caption(name, (FONT, 15))
+                .x_label_area_size(44)
+                .y_label_area_size(52)
+                .build_cartesian_2d(x.0..x.1, y.0..y.1)
                 .map_err(failed(title))?;
-        }
-        if !items.iter().any(drawn) {
             chart
-                .plotting_area()
-                .draw(&Text::new(
-                    "no comparison has an estimate",
-                    (SegmentValue::CenterOf(0), (y.0 + y.1) / 2.0),
-                    text_style(16).pos(Pos::new(HPos::Center, VPos::Center)),
-                ))
+                .configure_mesh()
+                .light_line_style(TRANSPARENT)
+                .bold_line_style(BLACK.mix(0.12))
+                .label_style((FONT, 12))
+                .axis_desc_style((FONT, 14))
+                .x_desc("budget (tokens, log scale)")
+                // About one label per doubling, so ticks land on the budgets (powers of two).
+                .x_labels(((x.1 - x.0).round() as usize + 1).clamp(2, 8))
+                .x_label_formatter(&|v| format!("{:.0}", v.exp2()))
+                .y_label_formatter(&|v| format!("{v:.2}"))
+                .draw()
                 .map_err(failed(title))?;
+            // A curve that a later one covers exactly (svc equal to raw) is drawn wider
+            // underneath, so both colours show.
+            for (index, curve) in curves.iter().enumerate() {
+                let points: Vec<(f64, f64)> = curve
+                    .points
+                    .iter()
+                    .filter(|p| p.0 > 0.0 && p.1.is_finite())
+                    .map(|p| (p.0.log2(), p.1))
+                    .collect();
+                let covered = curves[index + 1..]
+                    .iter()
+                    .filter(|later| later.points == curve.points)
+                    .count();
+                let layer = u32::try_from(covered).unwrap_or(0).min(4);
+                let style = colour(index).stroke_width(2 + 2 * layer);
+                chart
+                    .draw_series(std::iter::once(PathElement::new(points.clone(), style)))
+                    .map_err(failed(title))?;
+                chart
+                    .draw_series(
+                        points
+                            .iter()
+                            .map(|&p| Circle::new(p, 3 + 2 * layer, colour(index).filled())),
+                    )
+                    .map_err(failed(title))?;
+            }
         }
-        legend(&legend_area, title, "comparison", &labels)?;
+        legend(&legend_area, title, "condition", &labels)?;
         root.present().map_err(failed(title))?;
     }
     Ok(out)
@@ -366,10 +430,6 @@ pub(crate) mod tests {
         format!("fill=\"#{:02X}{:02X}{:02X}\"", c.0, c.1, c.2)
     }
 
-    fn stroke(index: usize) -> String {
-        fill(index).replace("fill", "stroke")
-    }
-
     /// `<circle` elements in a series' colour.
     pub(crate) fn circles(svg: &str, index: usize) -> usize {
         let fill = fill(index);
@@ -389,123 +449,70 @@ pub(crate) mod tests {
             .collect()
     }
 
-    fn two_series() -> Vec<Series> {
+    fn points() -> Vec<PlanePoint> {
         vec![
-            Series {
-                label: "a<b".into(),
-                points: vec![(100.0, 0.5), (200.0, 0.75), (f64::NAN, 0.1)],
+            PlanePoint {
+                series: 0,
+                tag: "256".into(),
+                x: (0.6, 0.55, 0.65),
+                y: (-0.01, -0.03, 0.01),
             },
-            Series {
-                label: "svc".into(),
-                points: vec![(50.0, 0.7)],
+            PlanePoint {
+                series: 1,
+                tag: "512".into(),
+                x: (0.3, 0.2, 0.4),
+                y: (f64::NAN, 0.0, 0.0),
             },
         ]
     }
 
+    fn series() -> Vec<String> {
+        vec!["svc vs raw".into(), "a<b vs raw".into()]
+    }
+
     #[test]
-    fn scatter_draws_each_finite_point_in_its_series_colour() {
-        let svg = scatter("Title & more", "x axis", "y axis", &two_series()).expect("svg");
+    fn quality_cost_draws_each_finite_point_tagged_with_its_band() {
+        let svg = quality_cost("plane", 0.02, &series(), &points()).expect("svg");
         assert_well_formed(&svg);
-        assert!(
-            svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
-            "{svg}"
-        );
-        assert_eq!(circles(&svg, 0), 2, "the NaN point is skipped");
-        assert_eq!(circles(&svg, 1), 1);
         let texts = texts(&svg);
-        for expected in [
-            "Title &amp; more",
-            "x axis",
-            "y axis",
-            "condition",
-            "a&lt;b",
-            "svc",
-        ] {
-            assert!(
-                texts.iter().any(|t| t == expected),
-                "{expected} in {texts:?}"
-            );
-        }
-        // The y axis title is rotated.
-        assert!(svg.contains("transform=\"rotate(270"), "{svg}");
-    }
-
-    #[test]
-    fn scatter_with_no_points_still_renders_and_says_so() {
-        let svg = scatter("t", "x", "y", &[]).expect("svg");
-        assert_well_formed(&svg);
-        assert!(texts(&svg).iter().any(|t| t == "no points to plot"));
-        assert_eq!(svg.matches("<circle").count(), 0);
-    }
-
-    #[test]
-    fn intervals_draw_one_bar_with_caps_per_item() {
-        let items = [
-            Interval {
-                label: "svc vs raw".into(),
-                estimate: 0.5,
-                low: 0.4,
-                high: 0.6,
-            },
-            Interval {
-                label: "combined vs raw".into(),
-                estimate: -0.1,
-                low: -0.3,
-                high: 0.05,
-            },
-            Interval {
-                label: "broken".into(),
-                estimate: f64::NAN,
-                low: 0.0,
-                high: 1.0,
-            },
-        ];
-        let svg = intervals("Reduction", "relative reduction", &items).expect("svg");
-        assert_well_formed(&svg);
-        for index in 0..2 {
-            assert_eq!(circles(&svg, index), 1, "estimate dot of item {index}");
-            let lines = svg
-                .lines()
-                .filter(|l| l.starts_with("<line") && l.contains(&stroke(index)))
-                .count();
-            assert_eq!(lines, 3, "bar and two caps of item {index}");
-        }
-        assert_eq!(circles(&svg, 2), 0, "a NaN estimate is not drawn");
-        let texts = texts(&svg);
-        for expected in [
-            "1: svc vs raw",
-            "2: combined vs raw",
-            "3: broken (no finite estimate)",
-            "1",
-            "2",
-            "3",
-            "comparison",
-            "relative reduction",
-        ] {
-            assert!(
-                texts.iter().any(|t| t == expected),
-                "{expected} in {texts:?}"
-            );
-        }
-        assert!(texts.iter().any(|t| t.ends_with('%')), "{texts:?}");
-    }
-
-    #[test]
-    fn intervals_with_no_items_still_render() {
-        let svg = intervals("t", "y", &[]).expect("svg");
-        assert_well_formed(&svg);
+        assert!(texts.contains(&"svc vs raw".to_string()), "{texts:?}");
         assert!(
-            texts(&svg)
-                .iter()
-                .any(|t| t == "no comparison has an estimate")
+            texts.contains(&"a&lt;b vs raw (no estimate)".to_string()),
+            "{texts:?}"
         );
+        assert!(texts.contains(&"non-inferior: Δ ≥ −0.02".to_string()));
+        assert!(texts.contains(&"condition vs baseline (tag: budget)".to_string()));
+        // The finite point is tagged on the plot; the other is not drawn.
+        assert_eq!(texts.iter().filter(|t| *t == "256").count(), 1);
+        assert_eq!(texts.iter().filter(|t| *t == "512").count(), 0);
+        assert_eq!(
+            svg,
+            quality_cost("plane", 0.02, &series(), &points()).expect("svg")
+        );
+        let empty = quality_cost("plane", 0.02, &[], &[]).expect("svg");
+        assert!(texts_of(&empty).contains(&"no comparison has an estimate".to_string()));
+    }
+
+    fn texts_of(svg: &str) -> Vec<String> {
+        texts(svg)
     }
 
     #[test]
-    fn the_same_input_gives_the_same_bytes() {
-        let a = scatter("t", "x", "y", &two_series()).expect("svg");
-        let b = scatter("t", "x", "y", &two_series()).expect("svg");
-        assert_eq!(a, b);
+    fn budget_curves_draw_one_point_per_budget_and_condition() {
+        let curve = |label: &str, v: f64| Curve {
+            label: label.into(),
+            points: vec![(256.0, v), (512.0, v + 0.1), (1024.0, v + 0.2)],
+        };
+        let scores = [curve("raw", 0.5), curve("svc", 0.4)];
+        let recall = [curve("raw", 0.6), curve("svc", 0.3)];
+        let svg = budget_curves("curves", &scores, &recall).expect("svg");
+        assert_well_formed(&svg);
+        assert_eq!(circles(&svg, 0), 6);
+        assert_eq!(circles(&svg, 1), 6);
+        let texts = texts(&svg);
+        assert!(texts.contains(&"task score".to_string()));
+        assert!(texts.contains(&"evidence recall".to_string()));
+        assert!(texts.contains(&"512".to_string()), "{texts:?}");
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use std::fs;
 
-use crate::harness::{run, svc};
+use crate::harness::{root, run, svc};
 
 #[test]
 fn compare_baseline_runs_all_conditions_and_reports() {
@@ -44,6 +44,36 @@ fn compare_baseline_runs_all_conditions_and_reports() {
     for condition in ["svc", "native_compaction", "combined"] {
         assert!(result.stdout.contains(condition), "{}", result.stdout);
     }
+    // Issue 11: gating qa-builtin alone against the suite baseline (four workloads) gave 10
+    // false breaches (means pooled over different workloads). Now the other workloads' units
+    // are "not comparable" (exit 2, listed), and --allow-partial gates the overlap and passes.
+    let gate = |extra: &[&str]| {
+        run(svc(state.path())
+            .arg("gate")
+            .arg(out.path().join("runs"))
+            .arg("--baseline")
+            .arg(root().join("reports/baseline/summary.json"))
+            .arg("--thresholds")
+            .arg(root().join("reports/gate.toml"))
+            .args(["--resamples", "200"])
+            .args(extra))
+    };
+    let partial = gate(&[]);
+    assert_eq!(partial.code, 2, "{}\n{}", partial.stdout, partial.stderr);
+    assert!(
+        partial.stdout.contains("not comparable: 12 unit(s)"),
+        "{}",
+        partial.stdout
+    );
+    assert!(!partial.stdout.contains("breach"), "{}", partial.stdout);
+    let overlap = gate(&["--allow-partial"]);
+    assert_eq!(overlap.code, 0, "{}\n{}", overlap.stdout, overlap.stderr);
+    assert!(
+        overlap.stdout.contains("gate passed: 4 unit(s)"),
+        "{}",
+        overlap.stdout
+    );
+
     // Every record the benchmark wrote is valid.
     let validate = run(svc(state.path())
         .args(["records", "validate"])

@@ -27,12 +27,7 @@ fn close(expected: f64, got: f64, what: &str) {
 }
 
 fn test_name(kind: TestKind) -> &'static str {
-    match kind {
-        TestKind::WilcoxonExact => "wilcoxon_exact",
-        TestKind::WilcoxonNormal => "wilcoxon_normal",
-        TestKind::McnemarExact => "mcnemar_exact",
-        TestKind::NoDifference => "no_difference",
-    }
+    kind.as_str()
 }
 
 fn check_estimate(expected: &Value, got: Option<report::Estimate>, what: &str) {
@@ -116,13 +111,16 @@ fn every_statistic_matches_scipy() {
             }
         }
         let comparisons = expected["comparisons"].as_array().expect("comparisons");
-        assert_eq!(comparisons.len(), report.comparisons.len(), "{name}");
+        let pooled = report.comparisons.iter().filter(|c| c.pooled()).count();
+        assert_eq!(comparisons.len(), pooled, "{name}");
         for e in comparisons {
             let condition = e["condition"].as_str().expect("condition");
             let got = report
                 .comparisons
                 .iter()
-                .find(|c| c.condition.as_str() == condition && c.baseline == Condition::Raw)
+                .find(|c| {
+                    c.pooled() && c.condition.as_str() == condition && c.baseline == Condition::Raw
+                })
                 .unwrap_or_else(|| panic!("{name}: no {condition} vs raw"));
             assert_eq!(got.pairs, e["pairs"].as_u64().expect("pairs"));
             for metric in Metric::ALL {
@@ -249,8 +247,8 @@ fn report_outputs_match_golden_files_and_schema() {
         "summary.csv",
         "comparisons.csv",
         "summary.json",
-        "tokens-vs-task-score.svg",
-        "token-reduction.svg",
+        "quality-cost-qa-distractor.svg",
+        "quality-cost-code-needle.svg",
     ] {
         assert!(out.join(file).is_file(), "{file} missing");
     }
@@ -270,18 +268,17 @@ fn report_outputs_match_golden_files_and_schema() {
     let report: Report =
         serde_json::from_value(summary).expect("summary.json reads back as a Report");
     assert_eq!(report.settings.seed, 7);
-    let svg = fs::read_to_string(out.join("token-reduction.svg")).expect("svg");
+    let svg = fs::read_to_string(out.join("quality-cost-qa-distractor.svg")).expect("svg");
     assert!(
         svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
         "{svg}"
     );
-    assert!(svg.contains(": svc vs raw\n</text>"), "{svg}");
-    let svg = fs::read_to_string(out.join("tokens-vs-task-score.svg")).expect("svg");
+    assert!(svg.contains(">\nsvc vs raw\n</text>"), "{svg}");
     assert!(
-        svg.starts_with("<svg") && svg.ends_with("</svg>\n"),
+        svg.contains("qa-distractor: quality vs context cost"),
         "{svg}"
     );
-    assert!(svg.contains("\nmean context_tokens\n</text>"), "{svg}");
+    assert!(markdown.contains("tests are made in this report; p-values are Holm-adjusted"));
 }
 
 #[test]
@@ -307,11 +304,11 @@ fn bad_records_are_excluded_counted_and_named() {
         "`fixtures/report/bad/mixed.jsonl:11`: /latency_ms: required",
         "`fixtures/report/bad/mixed.jsonl:12`: /response_sha256: integrity",
         "- `svc.context-efficiency-trial.v2`: 1 record(s)",
-        "2 of 3 pairing units have every condition",
+        "2 of 3 (task, budget) units have every condition",
         "lacks native_compaction, combined",
-        "Incomplete: 0 pairing unit(s) have combined but no raw, 1 have raw but no combined",
-        "### svc vs raw (n = 3 pairs)",
-        "### combined vs raw (n = 2 pairs)",
+        "Incomplete: 0 (task, budget) unit(s) have combined but no raw, 1 have raw but no combined",
+        "### svc vs raw: all workloads, budgets and models (n = 3 tasks, 3 pairs)",
+        "### combined vs raw: all workloads, budgets and models (n = 2 tasks, 2 pairs)",
     ] {
         assert!(
             markdown.contains(expected),
@@ -438,21 +435,64 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
     let worse = degraded(state.path(), Condition::Svc);
     let fail = gate(&worse, &[]);
     assert_eq!(fail.code, 1, "{}\n{}", fail.stdout, fail.stderr);
+    // svc is worse in both workloads: task score and context tokens breach in each unit.
     assert!(
-        fail.stdout.contains("gate failed: 2 breach(es)"),
-        "{}",
-        fail.stdout
-    );
-    assert!(fail.stdout.contains("svc: task_score"), "{}", fail.stdout);
-    assert!(
-        fail.stdout.contains("svc: context_tokens"),
+        fail.stdout.contains("gate failed: 4 breach(es)"),
         "{}",
         fail.stdout
     );
     assert!(
-        fail.stdout.contains("threshold: growth > 5.0%"),
+        fail.stdout
+            .contains("qa-distractor@1 budget any model synthetic-large svc: task_score"),
         "{}",
         fail.stdout
+    );
+    assert!(
+        fail.stdout
+            .contains("code-needle@1 budget any model synthetic-large svc: context_tokens"),
+        "{}",
+        fail.stdout
+    );
+    assert!(
+        fail.stdout
+            .contains("> +5.0% (growth beyond the threshold)"),
+        "{}",
+        fail.stdout
+    );
+    assert!(fail.stdout.contains("α = 0.05"), "{}", fail.stdout);
+
+    // Issue 11: gating one workload against a baseline of several was a false alarm (pooled
+    // means); now the other workloads' units are "not comparable", never breaches.
+    let one_workload = state.path().join("qa-only.jsonl");
+    let text = fs::read_to_string(&paired).expect("paired");
+    let kept: String = text
+        .lines()
+        .filter(|l| l.contains("\"workload\":\"qa-distractor\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!kept.is_empty());
+    fs::write(&one_workload, kept).expect("write");
+    let partial = gate(&one_workload, &[]);
+    assert_eq!(partial.code, 2, "{}\n{}", partial.stdout, partial.stderr);
+    assert!(
+        partial.stdout.contains("not comparable: 4 unit(s)"),
+        "{}",
+        partial.stdout
+    );
+    assert!(
+        partial
+            .stdout
+            .contains("code-needle@1 budget any model synthetic-large raw: in the baseline but not in this run"),
+        "{}",
+        partial.stdout
+    );
+    assert!(!partial.stdout.contains("breach"), "{}", partial.stdout);
+    let overlap = gate(&one_workload, &["--allow-partial"]);
+    assert_eq!(overlap.code, 0, "{}\n{}", overlap.stdout, overlap.stderr);
+    assert!(
+        overlap.stdout.contains("gate passed: 4 unit(s)"),
+        "{}",
+        overlap.stdout
     );
 
     let thresholds = state.path().join("gate.toml");
@@ -515,4 +555,46 @@ fn generated_records_are_valid_for_records_validate() {
     assert_eq!(result.code, 0, "{}", result.stderr);
     let validate = run(svc(state.path()).args(["records", "validate"]).arg(&file));
     assert_eq!(validate.code, 0, "{}{}", validate.stdout, validate.stderr);
+}
+
+#[test]
+fn compare_runs_pairs_two_record_sets_and_states_what_differs() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let worse = degraded(state.path(), Condition::Svc);
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args(["report", "--resamples", "50", "--compare-runs"])
+        .arg(fixture("paired.jsonl"))
+        .arg(&worse)
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let markdown = fs::read_to_string(out.join("report.md")).expect("report.md");
+    assert!(markdown.contains("## Compared record sets"), "{markdown}");
+    assert!(
+        markdown.contains(
+            "### svc [degraded.jsonl] vs svc [paired.jsonl]: all workloads, budgets and models (n = 30 tasks, 30 pairs)"
+        ),
+        "{markdown}"
+    );
+    let summary = read_summary(&out);
+    let report: Report = serde_json::from_value(summary).expect("report");
+    let svc = report
+        .comparisons
+        .iter()
+        .find(|c| c.pooled() && c.condition == Condition::Svc)
+        .expect("svc compared");
+    let tokens = svc.token_reduction.expect("tokens");
+    assert!((tokens.estimate + 1.0).abs() < 1e-9, "{tokens:?}");
+    // Unchanged conditions pair exactly: no difference at all.
+    let raw = report
+        .comparisons
+        .iter()
+        .find(|c| c.pooled() && c.condition == Condition::Raw)
+        .expect("raw compared");
+    assert_eq!(
+        raw.metric(Metric::TaskScore).expect("m").test.test,
+        TestKind::NoDifference
+    );
+    assert!(out.join("quality-cost-qa-distractor.svg").is_file());
 }
