@@ -9,6 +9,7 @@ pub mod context;
 pub mod digest;
 pub mod git;
 pub mod harness;
+pub mod proxy;
 pub mod report;
 pub mod rng;
 pub mod state;

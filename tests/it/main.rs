@@ -5,6 +5,7 @@ mod compress;
 mod context;
 mod fuzz;
 mod harness;
+mod proxy;
 mod records;
 mod report;
 mod run;
