@@ -61,20 +61,27 @@ pub struct Checked {
 impl Checked {
     /// The certificate headers.
     pub fn headers(&self, headers: &mut HeaderMap) {
-        let mut set = |name: &'static str, value: String| {
-            if let Ok(value) = HeaderValue::from_str(&value) {
-                headers.insert(name, value);
-            }
-        };
-        set(HEADER_ID, self.certificate.id.clone());
-        set(HEADER_STATUS, status_str(&self.certificate));
-        set(HEADER_MODE, self.mode.as_str().to_string());
-        set(
-            HEADER_FLAGGED,
-            self.certificate.flagged_claims.len().to_string(),
-        );
-        set(HEADER_REWRITTEN, self.rewritten.to_string());
+        certificate_headers(headers, &self.certificate, self.mode, self.rewritten);
     }
+}
+
+/// Sets the `X-Svc-Witness-*` headers of a checked answer.
+pub fn certificate_headers(
+    headers: &mut HeaderMap,
+    certificate: &Certificate,
+    mode: Mode,
+    rewritten: bool,
+) {
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    };
+    set(HEADER_ID, certificate.id.clone());
+    set(HEADER_STATUS, status_str(certificate));
+    set(HEADER_MODE, mode.as_str().to_string());
+    set(HEADER_FLAGGED, certificate.flagged_claims.len().to_string());
+    set(HEADER_REWRITTEN, rewritten.to_string());
 }
 
 /// The certificate's status as its wire value.
@@ -85,15 +92,17 @@ pub fn status_str(certificate: &Certificate) -> String {
         .unwrap_or_default()
 }
 
-/// Runs the witness on `answer` and saves the certificate.
+/// Runs the witness on `answer` and saves the certificate. The mode is audit when the answer is
+/// structured or not `rewritable`; returns the certificate, the mode applied and the output.
 pub async fn run(
     settings: &WitnessSettings,
     store: &Store,
     evidence: &Evidence,
     answer: &Answer,
+    rewritable: bool,
 ) -> Result<(Certificate, Mode, String), String> {
     let structured = answer.structured || evidence.json_mode;
-    let mode = if structured || answer.single_part.is_none() {
+    let mode = if structured || !rewritable {
         Mode::Audit
     } else {
         settings.mode
@@ -150,7 +159,8 @@ pub async fn check_json(
     let response: Value =
         serde_json::from_str(body).map_err(|error| format!("response is not JSON: {error}"))?;
     let answer = route.answer(&response);
-    let (certificate, mode, output) = run(settings, store, evidence, &answer).await?;
+    let rewritable = answer.single_part.is_some();
+    let (certificate, mode, output) = run(settings, store, evidence, &answer, rewritable).await?;
     let mut new_body = None;
     let mut rewritten = false;
     if output != answer.text

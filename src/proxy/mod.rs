@@ -7,7 +7,7 @@
 //! modules (which parts of a request are text, what a response says, error shapes),
 //! [`optimize`] (provider-neutral compression and byte-preserving re-serialisation via
 //! [`spans`]), [`upstream`] (reqwest forwarding), [`check`] (witness certificates),
-//! [`sidecar`] (`/witness` and `/svc` routes), [`stats`] (log lines and counters).
+//! [`sse`] (re-emitting verified streams), [`sidecar`] (`/witness` and `/svc` routes), [`stats`] (log lines and counters).
 
 pub mod anthropic;
 pub mod check;
@@ -18,6 +18,7 @@ pub mod provider;
 pub mod server;
 pub mod sidecar;
 pub mod spans;
+pub mod sse;
 pub mod stats;
 pub mod upstream;
 

@@ -25,9 +25,10 @@ use super::optimize::{self, Outcome, Unchanged};
 use super::provider::{ErrorKind, Provider, ProxyError, Route};
 use super::stats::{Counters, RequestLog};
 use super::upstream::{self, Upstreams};
-use super::{gemini, openai, sidecar};
+use super::{gemini, openai, sidecar, sse};
 use crate::context::CommitStore;
 use crate::tokens::Tokenizer;
+use crate::witness::Mode;
 use crate::witness::store::Store;
 
 /// Response headers of the optimiser.
@@ -451,6 +452,20 @@ async fn forward(
         .clone()
         .filter(|_| !matches!(route, Route::Passthrough(_)) && status.is_success());
     if prepared.stream || event_stream {
+        if let Some(settings) = witness.clone().filter(|w| w.mode != Mode::Audit) {
+            return verified_stream(
+                state,
+                route,
+                &settings,
+                &prepared.evidence,
+                upstream,
+                &url,
+                headers,
+                status,
+                log,
+            )
+            .await;
+        }
         let body = match witness {
             Some(settings) => {
                 log.witness = Some("deferred".into());
@@ -507,6 +522,53 @@ async fn forward(
     Ok(response)
 }
 
+/// Strict / annotate on a streamed answer: buffer the whole stream, verify it, and emit a valid
+/// stream in the provider's format carrying the verified text (the original bytes when nothing
+/// changed, the answer is structured, or the stream is not server-sent events).
+#[allow(clippy::too_many_arguments)]
+async fn verified_stream(
+    state: &Arc<ProxyState>,
+    route: Route,
+    settings: &WitnessSettings,
+    evidence: &Evidence,
+    upstream: reqwest::Response,
+    url: &str,
+    mut headers: HeaderMap,
+    status: StatusCode,
+    log: &mut RequestLog,
+) -> Result<Response, ProxyError> {
+    let bytes = upstream
+        .bytes()
+        .await
+        .map_err(|error| upstream::describe(route.provider(), url, &error))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let events = sse::split(&text);
+    let is_sse = !text.trim_start().starts_with('[');
+    let answer = route.stream_answer(&check::stream_events(&bytes));
+    let body = match check::run(settings, &state.witness_store, evidence, &answer, is_sse).await {
+        Ok((certificate, mode, output)) => {
+            let replaced = (output != answer.text)
+                .then(|| sse::rewrite(route, &events, &output))
+                .flatten();
+            check::certificate_headers(&mut headers, &certificate, mode, replaced.is_some());
+            log.witness = Some(format!(
+                "{} ({} flagged)",
+                check::status_str(&certificate),
+                certificate.flagged_claims.len()
+            ));
+            replaced.map_or(bytes, Bytes::from)
+        }
+        Err(problem) => {
+            log.witness = Some(format!("skipped: {problem}"));
+            bytes
+        }
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
+
 /// Passes a streamed answer through untouched while keeping a copy; when it completes, the
 /// witness checks the text and records the certificate (listed by `GET /witness`).
 fn tee_for_witness(
@@ -543,7 +605,7 @@ fn tee_for_witness(
             return;
         }
         let answer = route.stream_answer(&check::stream_events(&copy));
-        let recorded = check::run(&settings, &state.witness_store, &evidence, &answer).await;
+        let recorded = check::run(&settings, &state.witness_store, &evidence, &answer, false).await;
         state
             .counters
             .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));

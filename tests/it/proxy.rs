@@ -1019,3 +1019,65 @@ fn svc_proxy_serves_on_the_port_it_prints() {
         std::panic::resume_unwind(panic);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_and_annotate_streams_are_verified_and_re_emitted_in_the_providers_format() {
+    use svc::proxy::provider::Route;
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), witness(Mode::Annotate, false)).await;
+    let question = "The weather in Lisbon was sunny on 3 May 2021. Why does the build fail?";
+    let cases = [
+        (
+            "/v1/messages",
+            json!({"stream": true, "messages": [{"role": "user", "content": question}]}),
+            Route::AnthropicMessages,
+            "event: message_stop",
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"stream": true, "messages": [{"role": "user", "content": question}]}),
+            Route::OpenaiChat,
+            "data: [DONE]",
+        ),
+        (
+            "/v1/responses",
+            json!({"stream": true, "input": question}),
+            Route::OpenaiResponses,
+            "event: response.completed",
+        ),
+        (
+            "/v1beta/models/gemini-2.0-flash:streamGenerateContent?alt=sse",
+            json!({"contents": [{"role": "user", "parts": [{"text": question}]}]}),
+            Route::GeminiGenerate,
+            "finishReason",
+        ),
+    ];
+    for (path, request, route, tail) in cases {
+        let response = proxy
+            .post(path, serde_json::to_vec(&request).expect("test step"))
+            .await;
+        assert_eq!(response.status(), 200, "{path}");
+        assert!(header(&response, "x-svc-witness-id").starts_with("wit_"));
+        assert_eq!(header(&response, "x-svc-witness-mode"), "annotate");
+        assert_eq!(
+            header(&response, "x-svc-witness-rewritten"),
+            "true",
+            "{path}"
+        );
+        assert!(header(&response, "content-type").starts_with("text/event-stream"));
+        let body = response.bytes().await.expect("a body");
+        let text = String::from_utf8_lossy(&body).to_string();
+        assert!(text.contains(tail), "{path}: {text}");
+        let answer = route.stream_answer(&svc::proxy::check::stream_events(&body));
+        assert!(
+            answer.text.contains("unverified"),
+            "{path}: {}",
+            answer.text
+        );
+        assert!(
+            answer.text.contains("parse_config"),
+            "{path}: {}",
+            answer.text
+        );
+    }
+}
