@@ -1081,3 +1081,40 @@ async fn strict_and_annotate_streams_are_verified_and_re_emitted_in_the_provider
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_transcript_is_forwarded_60_percent_smaller_with_every_needed_line_verbatim() {
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), |s| s.budget = 24_000).await;
+    let sent = fixture("agent-transcript.json");
+    let response = proxy.post("/v1/chat/completions", sent.clone()).await;
+    assert_eq!(response.status(), 200);
+    let before: usize = header(&response, "x-svc-tokens-before")
+        .parse()
+        .expect("a number header");
+    let after: usize = header(&response, "x-svc-tokens-after")
+        .parse()
+        .expect("a number header");
+    assert!(before > 55_000, "{before}");
+    assert!(
+        after * 10 <= before * 4,
+        "{before} -> {after}: at least 60% fewer"
+    );
+    let forwarded: Value = serde_json::from_slice(&fake.last().body).expect("JSON");
+    let text: String = forwarded["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    for line in [
+        "thread 'context::compress::messages::tests::keeps_latest_user' panicked at src/context/compress/messages.rs:212:9:",
+        "assertion `left == right` failed: the latest user turn was compressed",
+        "test context::compress::messages::tests::keeps_latest_user ... FAILED",
+        "pub fn compress_messages_keeping(",
+        "    let protected = |i: usize| keep.get(i).copied().unwrap_or(false);",
+    ] {
+        assert!(text.contains(line), "kept verbatim: {line}");
+    }
+}
