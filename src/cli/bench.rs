@@ -61,6 +61,12 @@ pub struct BenchArgs {
     /// Records generated for the report benchmark (aggregate + paired stats).
     #[arg(long, default_value_t = 1_000_000)]
     report_records: usize,
+    /// Requests of the proxy pass-through load run.
+    #[arg(long, default_value_t = 10_000)]
+    proxy_requests: usize,
+    /// Concurrent clients of the proxy load run.
+    #[arg(long, default_value_t = 64)]
+    proxy_clients: usize,
 }
 
 /// Parts of the context group that can run alone.
@@ -82,6 +88,8 @@ enum Group {
     Harness,
     /// Aggregation and paired statistics over generated records.
     Report,
+    /// Proxy added latency (pass-through and optimising), memory, upstream faults.
+    Proxy,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -174,6 +182,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         eprintln!("bench: report ({} generated records)…", args.report_records);
         let dir = tempfile::tempdir()?;
         figures.push(svc::report::bench_figure(args.report_records, dir.path())?);
+    }
+    if wants(Group::Proxy) {
+        eprintln!(
+            "bench: proxy ({} requests, {} clients, a 50K-token request, upstream faults)…",
+            args.proxy_requests, args.proxy_clients
+        );
+        figures.extend(svc::proxy::bench::figures(
+            args.proxy_requests,
+            args.proxy_clients,
+        )?);
     }
     print_figures(&figures, args.format)
 }

@@ -10,6 +10,7 @@
 //! [`sse`] (re-emitting verified streams), [`sidecar`] (`/witness` and `/svc` routes), [`stats`] (log lines and counters).
 
 pub mod anthropic;
+pub mod bench;
 pub mod check;
 pub mod gemini;
 pub mod openai;
