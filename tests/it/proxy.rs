@@ -1118,3 +1118,22 @@ async fn agent_transcript_is_forwarded_60_percent_smaller_with_every_needed_line
         assert!(text.contains(line), "kept verbatim: {line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_witness_never_cuts_an_answer_when_the_request_could_not_be_read() {
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), witness(Mode::Strict, false)).await;
+    // A top-level cache_control: the proxy leaves the request alone and has no evidence list.
+    let request = r#"{"cache_control":{"type":"ephemeral"},"max_tokens":64,"messages":[{"role":"user","content":"Why does the build fail?"}]}"#;
+    let response = proxy.post("/v1/messages", request).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-svc-optimization"),
+        "skipped; reason=top_level_cache_control"
+    );
+    assert_eq!(header(&response, "x-svc-witness-mode"), "audit");
+    assert_eq!(
+        response.bytes().await.expect("a body").to_vec(),
+        fixture("anthropic_message.json")
+    );
+}
