@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Reuse built dependencies across clones on the same machine (CI runs in a fresh clone).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 
-.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-proof fuzz
+.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-proof fuzz e2e
 
 build:
 	$(CARGO) build --locked
@@ -97,3 +97,15 @@ bench-proof:
 		$(CARGO) run --release --locked --quiet -- report $(PROOF_DIR)/$$w-without --out $(PROOF_DIR)/report-$$w-without && \
 		$(CARGO) run --release --locked --quiet -- report $(PROOF_DIR)/$$w-with --out $(PROOF_DIR)/report-$$w-with || exit 1; \
 	done
+
+# The proxy with the official Python SDKs (OpenAI, Anthropic, Google GenAI), only their base URL
+# changed, against a fake upstream serving fixtures/proxy/. The virtualenv is made once (needs
+# PyPI) under $(CARGO_TARGET_DIR); a warm run takes seconds.
+E2E_VENV = $(CARGO_TARGET_DIR)/e2e-venv
+E2E_PACKAGES = openai==3.54.0 anthropic==2.12.0 google-genai==3.4.0
+e2e:
+	$(CARGO) build --locked
+	@if [ ! -x $(E2E_VENV)/bin/python ] || ! $(E2E_VENV)/bin/python -c "import openai, anthropic, google.genai" 2>/dev/null; then \
+		python3 -m venv $(E2E_VENV) && $(E2E_VENV)/bin/pip install --quiet $(E2E_PACKAGES); \
+	fi
+	$(E2E_VENV)/bin/python tests/e2e/proxy_sdks.py $(CARGO_TARGET_DIR)/debug/svc

@@ -10,6 +10,7 @@ pub mod digest;
 pub mod git;
 pub mod harness;
 pub mod proof;
+pub mod proxy;
 pub mod report;
 pub mod rng;
 pub mod state;

@@ -64,6 +64,12 @@ pub struct BenchArgs {
     /// Generated planner rounds of the proof benchmark (the median is reported).
     #[arg(long, default_value_t = 200)]
     proof_rounds: usize,
+    /// Requests of the proxy pass-through load run.
+    #[arg(long, default_value_t = 10_000)]
+    proxy_requests: usize,
+    /// Concurrent clients of the proxy load run.
+    #[arg(long, default_value_t = 64)]
+    proxy_clients: usize,
 }
 
 /// Parts of the context group that can run alone.
@@ -87,6 +93,8 @@ enum Group {
     Report,
     /// The proof loop's recovery planner: time per round at 128 candidates, 100k-token budget.
     Proof,
+    /// Proxy added latency (pass-through and optimising), memory, upstream faults.
+    Proxy,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -186,6 +194,16 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.proof_rounds
         );
         figures.push(svc::proof::bench::planner_figure(args.proof_rounds));
+    }
+    if wants(Group::Proxy) {
+        eprintln!(
+            "bench: proxy ({} requests, {} clients, a 50K-token request, upstream faults)…",
+            args.proxy_requests, args.proxy_clients
+        );
+        figures.extend(svc::proxy::bench::figures(
+            args.proxy_requests,
+            args.proxy_clients,
+        )?);
     }
     print_figures(&figures, args.format)
 }

@@ -5,6 +5,7 @@ mod benchmark;
 mod compress;
 mod context;
 mod proof;
+mod proxy;
 mod records;
 mod report;
 mod run;
@@ -75,6 +76,9 @@ enum Command {
     Report(report::ReportArgs),
     /// Gate runs against a stored baseline summary: exit 1 naming each breach.
     Gate(report::GateArgs),
+    /// Run the local provider proxy (Anthropic, OpenAI and Gemini styles on one port): shrink
+    /// long prompts, check answers with the witness, serve /witness certificates.
+    Proxy(proxy::ProxyArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -96,6 +100,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Proof(command) => proof::run(command),
         Command::Report(args) => report::run_report(args),
         Command::Gate(args) => report::run_gate(args),
+        Command::Proxy(args) => proxy::run(args),
     }
 }
 

@@ -8,6 +8,7 @@ mod context;
 mod fuzz;
 mod harness;
 mod proof;
+mod proxy;
 mod records;
 mod report;
 mod run;

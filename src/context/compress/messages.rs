@@ -195,13 +195,30 @@ pub fn compress_messages(
     store: &CommitStore,
     tokenizer: &Tokenizer,
 ) -> Result<CompressedMessages, CompressError> {
+    let latest_user = messages.iter().rposition(|m| m.role == "user");
+    let keep: Vec<bool> = (0..messages.len())
+        .map(|i| {
+            Some(i) == latest_user || matches!(messages[i].role.as_str(), "system" | "developer")
+        })
+        .collect();
+    compress_messages_keeping(messages, &keep, budget, store, tokenizer)
+}
+
+/// As [`compress_messages`], with the caller deciding which messages stay byte-identical
+/// (`keep[i]`; missing entries are not kept). The proxy uses it to also keep what a client marked
+/// for a provider's prompt cache.
+pub fn compress_messages_keeping(
+    messages: &[Message],
+    keep: &[bool],
+    budget: usize,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<CompressedMessages, CompressError> {
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
     }
     let latest_user = messages.iter().rposition(|m| m.role == "user");
-    let protected = |i: usize| {
-        Some(i) == latest_user || matches!(messages[i].role.as_str(), "system" | "developer")
-    };
+    let protected = |i: usize| keep.get(i).copied().unwrap_or(false);
     // (message, slot, tokens, is tool output)
     let mut all = Vec::new();
     let mut fixed = 0usize;

@@ -24,7 +24,9 @@ use serde::{Deserialize, Serialize};
 use super::commit::{ChunkInput, CommitError, CommitStore, Resolution};
 use crate::tokens::Tokenizer;
 
-pub use messages::{CompressedMessages, Message, compress_messages, parse_conversation};
+pub use messages::{
+    CompressedMessages, Message, compress_messages, compress_messages_keeping, parse_conversation,
+};
 
 /// The kind of content, which decides how it is reduced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]

@@ -1,0 +1,155 @@
+//! `svc proxy`: run the local provider proxy until interrupted.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use svc::proxy::check::WitnessSettings;
+use svc::proxy::server::{DEFAULT_BUDGET, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, Logger};
+use svc::proxy::upstream::{self, Upstreams};
+use svc::proxy::{ProxySettings, ProxyState, app};
+use svc::witness::nli::NliSettings;
+use svc::witness::{Mode, Profile};
+
+#[derive(Debug, Args)]
+pub struct ProxyArgs {
+    /// Port on 127.0.0.1 (0 picks a free one; the address is printed on stderr).
+    #[arg(long, default_value_t = DEFAULT_PORT)]
+    port: u16,
+    /// Optimisation budget in tokens of request text: requests under it are forwarded
+    /// byte-identical, longer ones are compressed towards it.
+    #[arg(long, default_value_t = DEFAULT_BUDGET)]
+    budget: usize,
+    /// Anthropic root URL [env: SVC_UPSTREAM_ANTHROPIC] [default: https://api.anthropic.com]
+    #[arg(long, value_name = "URL")]
+    upstream_anthropic: Option<String>,
+    /// OpenAI root URL [env: SVC_UPSTREAM_OPENAI] [default: https://api.openai.com]
+    #[arg(long, value_name = "URL")]
+    upstream_openai: Option<String>,
+    /// Gemini root URL [env: SVC_UPSTREAM_GEMINI]
+    /// [default: https://generativelanguage.googleapis.com]
+    #[arg(long, value_name = "URL")]
+    upstream_gemini: Option<String>,
+    /// Check answers against the request: audit (headers and certificates only), annotate
+    /// (mark unsupported claims), strict (remove them). Off when not given.
+    #[arg(long, value_enum)]
+    witness: Option<Mode>,
+    /// How strict the witness is (rag, qa, benchmark_qa, code fail closed in strict mode).
+    #[arg(long, value_enum, default_value_t = Profile::Rag)]
+    witness_profile: Profile,
+    /// Also put the full certificate in the JSON body under "svc_witness".
+    #[arg(long)]
+    witness_embed: bool,
+    /// Ask an OpenAI-compatible NLI endpoint about uncertain claims (the default endpoint of
+    /// `svc witness --witness-nli`, key from $SVC_NLI_API_KEY); falls back to local checks.
+    #[arg(long)]
+    witness_nli: bool,
+    /// Largest request body accepted, in bytes (413 in the provider's shape above it).
+    #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// Longest silence from an upstream before the proxy answers 504 / ends the stream.
+    #[arg(long, default_value_t = upstream::DEFAULT_READ_TIMEOUT.as_secs())]
+    read_timeout_secs: u64,
+    /// State directory for commits and certificates [default: $SVC_HOME or ~/.svc].
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    /// Do not print a line per request on stderr.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn resolve(flag: Option<String>, env: &str, default: &str) -> String {
+    flag.or_else(|| std::env::var(env).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| default.to_string())
+}
+
+fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
+    let state_home = match &args.state_dir {
+        Some(dir) => dir.clone(),
+        None => svc::state::home()?,
+    };
+    if args.budget == 0 {
+        anyhow::bail!("--budget must be at least 1 token");
+    }
+    let upstreams = Upstreams {
+        anthropic: resolve(
+            args.upstream_anthropic.clone(),
+            upstream::ENV_ANTHROPIC,
+            upstream::DEFAULT_ANTHROPIC,
+        ),
+        openai: resolve(
+            args.upstream_openai.clone(),
+            upstream::ENV_OPENAI,
+            upstream::DEFAULT_OPENAI,
+        ),
+        gemini: resolve(
+            args.upstream_gemini.clone(),
+            upstream::ENV_GEMINI,
+            upstream::DEFAULT_GEMINI,
+        ),
+    };
+    for (name, url) in [
+        ("anthropic", &upstreams.anthropic),
+        ("openai", &upstreams.openai),
+        ("gemini", &upstreams.gemini),
+    ] {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            anyhow::bail!(
+                "the {name} upstream {url:?} is not an http:// or https:// URL; give the provider's root, e.g. http://127.0.0.1:8000"
+            );
+        }
+    }
+    let witness_flags = args.witness_embed || args.witness_nli;
+    if witness_flags && args.witness.is_none() {
+        anyhow::bail!("--witness-embed and --witness-nli need --witness audit|annotate|strict");
+    }
+    Ok(ProxySettings {
+        upstreams,
+        budget: args.budget,
+        max_body_bytes: args.max_body_bytes,
+        read_timeout: Duration::from_secs(args.read_timeout_secs.max(1)),
+        witness: args.witness.map(|mode| WitnessSettings {
+            mode,
+            profile: args.witness_profile,
+            embed: args.witness_embed,
+            nli: args.witness_nli.then(NliSettings::default),
+        }),
+        state_home,
+    })
+}
+
+pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
+    let settings = settings(&args)?;
+    let logger = (!args.quiet).then(|| Logger(Box::new(|log| eprintln!("{log}"))));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let state = ProxyState::new(settings, logger)?;
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on 127.0.0.1:{}; is another proxy running? pick another --port",
+                    args.port
+                )
+            })?;
+        let address = listener.local_addr()?;
+        let upstreams = &state.settings.upstreams;
+        eprintln!(
+            "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens)",
+            upstreams.anthropic, upstreams.openai, upstreams.gemini, state.settings.budget
+        );
+        axum::serve(listener, app(state))
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("serving the proxy")?;
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

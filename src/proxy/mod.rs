@@ -1,0 +1,26 @@
+//! The local proxy (SPEC §1.2, §4.1, §4.2): one HTTP app between AI clients and the model
+//! providers, serving the Anthropic, OpenAI and Gemini styles on one port. It shrinks long
+//! prompts with the context engine (every elision committed and recoverable), forwards to the
+//! provider's root URL with the client's own headers, and checks answers with the witness.
+//!
+//! Layout: [`server`] (the axum app and the request flow), [`provider`] and the three provider
+//! modules (which parts of a request are text, what a response says, error shapes),
+//! [`optimize`] (provider-neutral compression and byte-preserving re-serialisation via
+//! [`spans`]), [`upstream`] (reqwest forwarding), [`check`] (witness certificates),
+//! [`sse`] (re-emitting verified streams), [`sidecar`] (`/witness` and `/svc` routes), [`stats`] (log lines and counters).
+
+pub mod anthropic;
+pub mod bench;
+pub mod check;
+pub mod gemini;
+pub mod openai;
+pub mod optimize;
+pub mod provider;
+pub mod server;
+pub mod sidecar;
+pub mod spans;
+pub mod sse;
+pub mod stats;
+pub mod upstream;
+
+pub use server::{ProxySettings, ProxyState, app};

@@ -1,0 +1,628 @@
+//! The axum app: provider routes, pass-through for other provider paths, the witness sidecar
+//! and the proxy's own status and pause routes.
+//!
+//! Per request: read the body (up to [`ProxySettings::max_body_bytes`]), optimise it (or say why
+//! not), forward it, and return the upstream's answer with the `X-Svc-*` headers; non-streaming
+//! JSON answers are checked by the witness when it is on; streamed answers pass through and, in
+//! any witness mode, are recorded after they complete.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, post};
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use super::check::{self, Evidence, WitnessSettings};
+use super::optimize::{self, Outcome, Unchanged};
+use super::provider::{ErrorKind, Provider, ProxyError, Route};
+use super::stats::{Counters, RequestLog};
+use super::upstream::{self, Upstreams};
+use super::{gemini, openai, sidecar, sse};
+use crate::context::CommitStore;
+use crate::tokens::Tokenizer;
+use crate::witness::Mode;
+use crate::witness::store::Store;
+
+/// Response headers of the optimiser.
+pub const HEADER_OPTIMIZATION: &str = "x-svc-optimization";
+pub const HEADER_CONTEXT_ID: &str = "x-svc-context-id";
+pub const HEADER_TOKENS_BEFORE: &str = "x-svc-tokens-before";
+pub const HEADER_TOKENS_AFTER: &str = "x-svc-tokens-after";
+
+/// Default listening port (SPEC §8).
+pub const DEFAULT_PORT: u16 = 9377;
+/// Default optimisation budget: request text up to this many tokens is forwarded as is.
+pub const DEFAULT_BUDGET: usize = 32_000;
+/// Largest request body accepted (a 250K-token message is about 1 MB).
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// Most bytes of a streamed answer kept for the witness; past it the stream still passes
+/// through but is not checked.
+const MAX_WITNESS_STREAM_BYTES: usize = 8 * 1024 * 1024;
+
+/// Resolved settings of one proxy.
+#[derive(Debug, Clone)]
+pub struct ProxySettings {
+    pub upstreams: Upstreams,
+    pub budget: usize,
+    pub max_body_bytes: usize,
+    pub read_timeout: Duration,
+    /// The witness; `None` when off.
+    pub witness: Option<WitnessSettings>,
+    /// State directory: commits (`ctx_…`) and the witness store live under it.
+    pub state_home: PathBuf,
+}
+
+impl ProxySettings {
+    pub fn new(state_home: PathBuf) -> Self {
+        Self {
+            upstreams: Upstreams::default(),
+            budget: DEFAULT_BUDGET,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            read_timeout: upstream::DEFAULT_READ_TIMEOUT,
+            witness: None,
+            state_home,
+        }
+    }
+}
+
+/// Shared state of the app.
+#[derive(Debug)]
+pub struct ProxyState {
+    pub settings: ProxySettings,
+    client: reqwest::Client,
+    commits: CommitStore,
+    pub witness_store: Store,
+    tokenizer: Tokenizer,
+    paused: AtomicBool,
+    pub counters: Counters,
+    logger: Option<Logger>,
+}
+
+/// Receives every request's log entry (the command prints it as one stderr line; the library
+/// never prints).
+pub struct Logger(pub Box<dyn Fn(&RequestLog) + Send + Sync>);
+
+impl std::fmt::Debug for Logger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Logger")
+    }
+}
+
+impl ProxyState {
+    pub fn new(
+        settings: ProxySettings,
+        logger: Option<Logger>,
+    ) -> Result<Arc<Self>, upstream::ClientError> {
+        let client = upstream::client(settings.read_timeout)?;
+        Ok(Arc::new(Self {
+            commits: CommitStore::new(&settings.state_home),
+            witness_store: Store::at(settings.state_home.join("witness")),
+            client,
+            tokenizer: Tokenizer::default(),
+            paused: AtomicBool::new(false),
+            counters: Counters::default(),
+            logger,
+            settings,
+        }))
+    }
+
+    /// Pauses (`true`) or enables optimisation; requests are then forwarded as received.
+    pub fn set_paused(&self, paused: bool) {
+        self.paused.store(paused, Ordering::Relaxed);
+    }
+
+    pub fn paused(&self) -> bool {
+        self.paused.load(Ordering::Relaxed)
+    }
+}
+
+/// The app: every route on one router.
+pub fn app(state: Arc<ProxyState>) -> Router {
+    Router::new()
+        .route("/v1/messages", post(anthropic_messages))
+        .route("/v1/chat/completions", post(openai_chat))
+        .route("/v1/responses", post(openai_responses))
+        .route("/v1/{*rest}", any(v1_passthrough))
+        .route("/v1beta/{*rest}", any(gemini_route))
+        .merge(sidecar::routes())
+        .fallback(not_found)
+        // The body limit is enforced in `read_body`, with an error in the provider's shape.
+        .layer(DefaultBodyLimit::disable())
+        .with_state(state)
+}
+
+async fn anthropic_messages(State(state): State<Arc<ProxyState>>, request: Request) -> Response {
+    handle(state, Route::AnthropicMessages, request).await
+}
+
+async fn openai_chat(State(state): State<Arc<ProxyState>>, request: Request) -> Response {
+    handle(state, Route::OpenaiChat, request).await
+}
+
+async fn openai_responses(State(state): State<Arc<ProxyState>>, request: Request) -> Response {
+    handle(state, Route::OpenaiResponses, request).await
+}
+
+/// Other `/v1/...` paths (model lists, token counting, files): Anthropic when the client sends
+/// Anthropic's version or key header, else OpenAI.
+async fn v1_passthrough(State(state): State<Arc<ProxyState>>, request: Request) -> Response {
+    let headers = request.headers();
+    let provider = if headers.contains_key("anthropic-version") || headers.contains_key("x-api-key")
+    {
+        Provider::Anthropic
+    } else {
+        Provider::Openai
+    };
+    handle(state, Route::Passthrough(provider), request).await
+}
+
+async fn gemini_route(State(state): State<Arc<ProxyState>>, request: Request) -> Response {
+    let path = request.uri().path();
+    let generate = request.method() == Method::POST
+        && path.starts_with("/v1beta/models/")
+        && (path.ends_with(":generateContent") || path.ends_with(":streamGenerateContent"));
+    let route = if generate {
+        Route::GeminiGenerate
+    } else {
+        Route::Passthrough(Provider::Gemini)
+    };
+    handle(state, route, request).await
+}
+
+async fn not_found(request: Request) -> Response {
+    let message = format!(
+        "no route for {} {}; the proxy serves /v1/messages, /v1/chat/completions, /v1/responses, /v1beta/models/..., /witness and /svc/status",
+        request.method(),
+        request.uri().path()
+    );
+    ProxyError::new(Provider::Openai, ErrorKind::NotFound, message).into_response()
+}
+
+/// Whether the request asks for a streamed answer.
+fn is_stream(route: Route, path: &str, request: &Value) -> bool {
+    match route {
+        Route::GeminiGenerate => path.ends_with(":streamGenerateContent"),
+        _ => request.get("stream").and_then(Value::as_bool) == Some(true),
+    }
+}
+
+async fn read_body(
+    state: &ProxyState,
+    provider: Provider,
+    request: Request,
+) -> Result<(axum::http::request::Parts, Bytes), ProxyError> {
+    let limit = state.settings.max_body_bytes;
+    let too_large = || {
+        ProxyError::new(
+            provider,
+            ErrorKind::TooLarge,
+            format!("request body over the proxy's limit of {limit} bytes (--max-body-bytes)"),
+        )
+    };
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit) {
+        return Err(too_large());
+    }
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => Ok((parts, bytes)),
+        Err(error) => {
+            if std::error::Error::source(&error)
+                .is_some_and(|source| source.to_string().contains("length limit"))
+                || error.to_string().contains("length limit")
+            {
+                Err(too_large())
+            } else {
+                Err(ProxyError::new(
+                    provider,
+                    ErrorKind::InvalidRequest,
+                    format!("cannot read the request body: {error}"),
+                ))
+            }
+        }
+    }
+}
+
+/// What the optimiser decided, plus what the witness needs from the request.
+struct Prepared {
+    outcome: Outcome,
+    body: Bytes,
+    evidence: Evidence,
+    stream: bool,
+}
+
+async fn prepare(
+    state: &Arc<ProxyState>,
+    route: Route,
+    parts: &axum::http::request::Parts,
+    body: Bytes,
+) -> Result<Prepared, ProxyError> {
+    let provider = route.provider();
+    if matches!(route, Route::Passthrough(_)) || parts.method != Method::POST {
+        return Ok(Prepared {
+            outcome: Outcome::Unchanged {
+                reason: Unchanged::NotAPrompt,
+                tokens: 0,
+            },
+            body,
+            evidence: Evidence::default(),
+            stream: false,
+        });
+    }
+    if let Some(content_type) = parts.headers.get(header::CONTENT_TYPE)
+        && !content_type
+            .to_str()
+            .is_ok_and(|value| value.to_ascii_lowercase().contains("json"))
+    {
+        return Err(ProxyError::new(
+            provider,
+            ErrorKind::UnsupportedMediaType,
+            format!(
+                "content type {content_type:?} is not JSON; send the request as application/json"
+            ),
+        ));
+    }
+    let Ok(text) = std::str::from_utf8(&body) else {
+        return Err(ProxyError::new(
+            provider,
+            ErrorKind::InvalidRequest,
+            "the request body is not UTF-8 JSON",
+        ));
+    };
+    let request: Value = serde_json::from_str(text).map_err(|error| {
+        ProxyError::new(
+            provider,
+            ErrorKind::InvalidRequest,
+            format!("the request body is not valid JSON: {error}"),
+        )
+    })?;
+    if !request.is_object() {
+        return Err(ProxyError::new(
+            provider,
+            ErrorKind::InvalidRequest,
+            "the request body must be a JSON object",
+        ));
+    }
+    let stream = is_stream(route, parts.uri.path(), &request);
+    let json_mode = match provider {
+        Provider::Openai => openai::wants_json(&request),
+        Provider::Gemini => gemini::wants_json(&request),
+        Provider::Anthropic => false,
+    };
+    let units = match route.units(&request) {
+        Ok(units) => units,
+        Err(reason) => {
+            return Ok(Prepared {
+                outcome: Outcome::Skipped { reason },
+                body,
+                evidence: Evidence {
+                    json_mode,
+                    ..Evidence::default()
+                },
+                stream,
+            });
+        }
+    };
+    let texts = optimize::texts(&request, &units);
+    let evidence = Evidence {
+        context: texts.join("\n\n"),
+        question: units
+            .iter()
+            .rposition(|unit| unit.role == optimize::Role::User)
+            .map(|index| texts[index].to_string()),
+        json_mode,
+    };
+    if state.paused() {
+        let tokens = texts.iter().map(|text| state.tokenizer.count(text)).sum();
+        return Ok(Prepared {
+            outcome: Outcome::Unchanged {
+                reason: Unchanged::Paused,
+                tokens,
+            },
+            body,
+            evidence,
+            stream,
+        });
+    }
+    let worker_state = state.clone();
+    let worker_body = body.clone();
+    // Tokenising and compressing a large request is CPU work: keep it off the async workers.
+    let outcome = tokio::task::spawn_blocking(move || {
+        // The body was decoded above; decoding again cannot fail.
+        let text = std::str::from_utf8(&worker_body).unwrap_or_default();
+        optimize::optimize(
+            text,
+            &request,
+            &units,
+            worker_state.settings.budget,
+            &worker_state.commits,
+            &worker_state.tokenizer,
+        )
+    })
+    .await
+    .unwrap_or_else(|error| Outcome::Skipped {
+        reason: format!("optimiser_failed ({error})"),
+    });
+    let body = match &outcome {
+        Outcome::Rewritten { body, .. } => Bytes::from(body.clone()),
+        _ => body,
+    };
+    Ok(Prepared {
+        outcome,
+        body,
+        evidence,
+        stream,
+    })
+}
+
+fn optimisation_headers(outcome: &Outcome, headers: &mut HeaderMap) {
+    let mut set = |name: &'static str, value: String| {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            headers.insert(name, value);
+        }
+    };
+    set(HEADER_OPTIMIZATION, outcome.header());
+    if let Some((before, after)) = outcome.tokens()
+        && !matches!(
+            outcome,
+            Outcome::Unchanged {
+                reason: Unchanged::NotAPrompt,
+                ..
+            }
+        )
+    {
+        set(HEADER_TOKENS_BEFORE, before.to_string());
+        set(HEADER_TOKENS_AFTER, after.to_string());
+    }
+    if let Outcome::Rewritten { ctx_id, .. } = outcome {
+        set(HEADER_CONTEXT_ID, ctx_id.clone());
+    }
+}
+
+async fn handle(state: Arc<ProxyState>, route: Route, request: Request) -> Response {
+    let started = Instant::now();
+    let mut log = RequestLog::new(route);
+    let response = match forward(&state, route, request, &mut log).await {
+        Ok(response) => response,
+        Err(error) => {
+            log.error = Some(error.message.clone());
+            let mut response = error.into_response();
+            if let Some(outcome) = &log.outcome {
+                optimisation_headers(outcome, response.headers_mut());
+            }
+            response
+        }
+    };
+    log.status = response.status().as_u16();
+    log.latency = started.elapsed();
+    state.counters.record(&log);
+    if let Some(logger) = &state.logger {
+        (logger.0)(&log);
+    }
+    response
+}
+
+async fn forward(
+    state: &Arc<ProxyState>,
+    route: Route,
+    request: Request,
+    log: &mut RequestLog,
+) -> Result<Response, ProxyError> {
+    let provider = route.provider();
+    let (parts, body) = read_body(state, provider, request).await?;
+    let prepared = prepare(state, route, &parts, body).await?;
+    log.outcome = Some(prepared.outcome.clone());
+    let path_and_query = parts.uri.path_and_query().map_or_else(
+        || parts.uri.path().to_string(),
+        |pq| pq.as_str().to_string(),
+    );
+    let url = state.settings.upstreams.url(provider, &path_and_query);
+    let upstream = upstream::send(
+        &state.client,
+        provider,
+        &url,
+        parts.method.clone(),
+        &parts.headers,
+        prepared.body.clone(),
+    )
+    .await?;
+    let status =
+        StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
+    let mut headers = upstream::response_headers(upstream.headers());
+    optimisation_headers(&prepared.outcome, &mut headers);
+    let event_stream = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let witness = state
+        .settings
+        .witness
+        .clone()
+        .filter(|_| !matches!(route, Route::Passthrough(_)) && status.is_success());
+    if prepared.stream || event_stream {
+        if let Some(settings) = witness.clone().filter(|w| w.mode != Mode::Audit) {
+            return verified_stream(
+                state,
+                route,
+                &settings,
+                &prepared.evidence,
+                upstream,
+                &url,
+                headers,
+                status,
+                log,
+            )
+            .await;
+        }
+        let body = match witness {
+            Some(settings) => {
+                log.witness = Some("deferred".into());
+                tee_for_witness(state.clone(), route, settings, prepared.evidence, upstream)
+            }
+            None => Body::from_stream(upstream.bytes_stream()),
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        return Ok(response);
+    }
+    let Some(settings) = witness else {
+        let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
+        *response.status_mut() = status;
+        *response.headers_mut() = headers;
+        return Ok(response);
+    };
+    // The witness needs the whole answer: buffer this one body.
+    let bytes = upstream
+        .bytes()
+        .await
+        .map_err(|error| upstream::describe(provider, &url, &error))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let body = match check::check_json(
+        &settings,
+        &state.witness_store,
+        route,
+        &prepared.evidence,
+        &text,
+    )
+    .await
+    {
+        Ok(checked) => {
+            checked.headers(&mut headers);
+            log.witness = Some(format!(
+                "{} ({} flagged)",
+                check::status_str(&checked.certificate),
+                checked.certificate.flagged_claims.len()
+            ));
+            match checked.body {
+                Some(body) => Bytes::from(body),
+                None => bytes,
+            }
+        }
+        Err(problem) => {
+            log.witness = Some(format!("skipped: {problem}"));
+            bytes
+        }
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
+
+/// Strict / annotate on a streamed answer: buffer the whole stream, verify it, and emit a valid
+/// stream in the provider's format carrying the verified text (the original bytes when nothing
+/// changed, the answer is structured, or the stream is not server-sent events).
+#[allow(clippy::too_many_arguments)]
+async fn verified_stream(
+    state: &Arc<ProxyState>,
+    route: Route,
+    settings: &WitnessSettings,
+    evidence: &Evidence,
+    upstream: reqwest::Response,
+    url: &str,
+    mut headers: HeaderMap,
+    status: StatusCode,
+    log: &mut RequestLog,
+) -> Result<Response, ProxyError> {
+    let bytes = upstream
+        .bytes()
+        .await
+        .map_err(|error| upstream::describe(route.provider(), url, &error))?;
+    let text = String::from_utf8_lossy(&bytes);
+    let events = sse::split(&text);
+    let is_sse = !text.trim_start().starts_with('[');
+    let answer = route.stream_answer(&check::stream_events(&bytes));
+    let body = match check::run(settings, &state.witness_store, evidence, &answer, is_sse).await {
+        Ok((certificate, mode, output)) => {
+            let replaced = (output != answer.text)
+                .then(|| sse::rewrite(route, &events, &output))
+                .flatten();
+            check::certificate_headers(&mut headers, &certificate, mode, replaced.is_some());
+            log.witness = Some(format!(
+                "{} ({} flagged)",
+                check::status_str(&certificate),
+                certificate.flagged_claims.len()
+            ));
+            replaced.map_or(bytes, Bytes::from)
+        }
+        Err(problem) => {
+            log.witness = Some(format!("skipped: {problem}"));
+            bytes
+        }
+    };
+    let mut response = Response::new(Body::from(body));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    Ok(response)
+}
+
+/// Passes a streamed answer through untouched while keeping a copy; when it completes, the
+/// witness checks the text and records the certificate (listed by `GET /witness`).
+fn tee_for_witness(
+    state: Arc<ProxyState>,
+    route: Route,
+    settings: WitnessSettings,
+    evidence: Evidence,
+    upstream: reqwest::Response,
+) -> Body {
+    let mut copy: Vec<u8> = Vec::new();
+    let mut overflow = false;
+    let mut failed = false;
+    let mut stream = upstream.bytes_stream();
+    let body = async_stream(move |yield_chunk| async move {
+        while let Some(chunk) = stream.next().await {
+            match &chunk {
+                Ok(bytes) if !overflow => {
+                    if copy.len() + bytes.len() > MAX_WITNESS_STREAM_BYTES {
+                        overflow = true;
+                        copy = Vec::new();
+                    } else {
+                        copy.extend_from_slice(bytes);
+                    }
+                }
+                Ok(_) => {}
+                Err(_) => failed = true,
+            }
+            if yield_chunk.send(chunk).await.is_err() {
+                // The client went away: nothing complete to certify.
+                return;
+            }
+        }
+        if overflow || failed {
+            return;
+        }
+        let answer = route.stream_answer(&check::stream_events(&copy));
+        let recorded = check::run(&settings, &state.witness_store, &evidence, &answer, false).await;
+        state
+            .counters
+            .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));
+    });
+    Body::from_stream(body)
+}
+
+/// A stream fed by a producer task through a bounded channel (backpressure: the producer waits
+/// while the client is slow).
+fn async_stream<F, Fut>(
+    producer: F,
+) -> impl futures_util::Stream<Item = Result<Bytes, reqwest::Error>> + Send + 'static
+where
+    F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, reqwest::Error>>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let (sender, mut receiver) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(producer(sender));
+    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}

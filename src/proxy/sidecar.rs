@@ -1,0 +1,183 @@
+//! The proxy's own routes: the witness sidecar (SPEC §4.2) and the optimisation status and
+//! pause switch. Errors are `{"error": {"type", "message"}}` with a 4xx/5xx status.
+//!
+//! | Method | Path | Returns |
+//! |---|---|---|
+//! | GET | `/witness/{id}` | the full certificate |
+//! | GET | `/witness?limit=N` | `{"certificates": [listing, …]}`, newest first (N ≤ 1000, default 20) |
+//! | POST | `/witness/{id}/feedback` | `{"acknowledged": true, "feedback": {…}}` for `{"verdict": …}` |
+//! | GET | `/svc/status` | `{"optimization": "enabled"\|"paused", "budget", "counters"}` |
+//! | POST | `/svc/optimization/pause`, `/svc/optimization/enable` | the new status |
+
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::Router;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::server::ProxyState;
+use crate::witness::store::{StoreError, Verdict};
+
+/// Default and largest `limit` of `GET /witness`.
+pub const DEFAULT_LIST_LIMIT: usize = 20;
+pub const MAX_LIST_LIMIT: usize = 1000;
+
+/// Feedback is a read-modify-write of one file per certificate: one writer at a time.
+static FEEDBACK: Mutex<()> = Mutex::new(());
+
+pub fn routes() -> Router<Arc<ProxyState>> {
+    Router::new()
+        .route("/witness", get(list))
+        .route("/witness/{id}", get(show))
+        .route("/witness/{id}/feedback", post(feedback))
+        .route("/svc/status", get(status))
+        .route("/svc/optimization/pause", post(pause))
+        .route("/svc/optimization/enable", post(enable))
+}
+
+fn error(status: StatusCode, kind: &str, message: String) -> Response {
+    (
+        status,
+        Json(json!({"error": {"type": kind, "message": message}})),
+    )
+        .into_response()
+}
+
+fn store_error(problem: StoreError) -> Response {
+    match problem {
+        StoreError::BadId { .. } => error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            problem.to_string(),
+        ),
+        StoreError::NotFound { id, .. } => error(
+            StatusCode::NOT_FOUND,
+            "not_found_error",
+            format!("no certificate {id}; GET /witness lists the recorded ones"),
+        ),
+        other => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_error",
+            other.to_string(),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct ListQuery {
+    limit: Option<String>,
+}
+
+async fn list(State(state): State<Arc<ProxyState>>, Query(query): Query<ListQuery>) -> Response {
+    let limit = match query.limit.as_deref().map(str::parse::<usize>) {
+        None => DEFAULT_LIST_LIMIT,
+        Some(Ok(limit)) if limit <= MAX_LIST_LIMIT => limit,
+        Some(_) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!("limit must be an integer from 0 to {MAX_LIST_LIMIT}"),
+            );
+        }
+    };
+    let store = state.witness_store.clone();
+    match tokio::task::spawn_blocking(move || store.list(limit)).await {
+        Ok(Ok(listings)) => Json(json!({"certificates": listings})).into_response(),
+        Ok(Err(problem)) => store_error(problem),
+        Err(join) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_error",
+            join.to_string(),
+        ),
+    }
+}
+
+async fn show(State(state): State<Arc<ProxyState>>, Path(id): Path<String>) -> Response {
+    let store = state.witness_store.clone();
+    match tokio::task::spawn_blocking(move || store.get(&id)).await {
+        Ok(Ok(certificate)) => Json(certificate).into_response(),
+        Ok(Err(problem)) => store_error(problem),
+        Err(join) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_error",
+            join.to_string(),
+        ),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FeedbackBody {
+    verdict: Verdict,
+    #[serde(default)]
+    claim_index: Option<usize>,
+    #[serde(default)]
+    note: Option<String>,
+}
+
+async fn feedback(
+    State(state): State<Arc<ProxyState>>,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    let parsed: FeedbackBody = match serde_json::from_slice(&body) {
+        Ok(parsed) => parsed,
+        Err(problem) => {
+            let verdicts: Vec<&str> = Verdict::ALL.iter().map(|v| v.as_str()).collect();
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                format!(
+                    "feedback must be {{\"verdict\": one of {}, \"claim_index\"?: integer, \"note\"?: string}}: {problem}",
+                    verdicts.join(", ")
+                ),
+            );
+        }
+    };
+    let store = state.witness_store.clone();
+    let saved = tokio::task::spawn_blocking(move || {
+        // A poisoned lock only means another writer panicked; the file write is atomic.
+        let _guard = FEEDBACK.lock().unwrap_or_else(|poison| poison.into_inner());
+        store.add_feedback(&id, parsed.verdict, parsed.claim_index, parsed.note)
+    })
+    .await;
+    match saved {
+        Ok(Ok(entry)) => Json(json!({"acknowledged": true, "feedback": entry})).into_response(),
+        Ok(Err(problem)) => store_error(problem),
+        Err(join) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_error",
+            join.to_string(),
+        ),
+    }
+}
+
+fn status_body(state: &ProxyState) -> Value {
+    json!({
+        "optimization": if state.paused() { "paused" } else { "enabled" },
+        "budget": state.settings.budget,
+        "witness": state.settings.witness.as_ref().map(|w| json!({
+            "mode": w.mode, "profile": w.profile, "embed": w.embed, "nli": w.nli.is_some(),
+        })),
+        "counters": state.counters.snapshot(),
+    })
+}
+
+async fn status(State(state): State<Arc<ProxyState>>) -> Response {
+    Json(status_body(&state)).into_response()
+}
+
+async fn pause(State(state): State<Arc<ProxyState>>) -> Response {
+    state.set_paused(true);
+    Json(status_body(&state)).into_response()
+}
+
+async fn enable(State(state): State<Arc<ProxyState>>) -> Response {
+    state.set_paused(false);
+    Json(status_body(&state)).into_response()
+}

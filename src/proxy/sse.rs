@@ -1,0 +1,222 @@
+//! Server-sent events: split a buffered stream into events and re-emit it with the answer text
+//! replaced (witness strict / annotate on streamed answers).
+//!
+//! The rewritten stream keeps every event, in order, with its `event:` line and framing; only
+//! the text-carrying payloads change: the first one carries the whole verified text and later
+//! ones carry empty text, so a client that concatenates deltas gets exactly the verified answer
+//! and every provider-specific event (usage, stop reasons, ids) is still there. Events the proxy
+//! does not touch are emitted byte-identical.
+
+use serde_json::Value;
+
+use super::provider::Route;
+
+/// One event of a stream: its raw lines (without the blank line that ends it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Event {
+    pub lines: Vec<String>,
+}
+
+impl Event {
+    /// The JSON of its `data:` lines, when they hold JSON.
+    pub fn data(&self) -> Option<Value> {
+        let data: Vec<&str> = self
+            .lines
+            .iter()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|rest| rest.strip_prefix(' ').unwrap_or(rest))
+            .collect();
+        if data.is_empty() {
+            return None;
+        }
+        serde_json::from_str(&data.join("\n")).ok()
+    }
+}
+
+/// Splits an SSE body into events (blank-line separated; `\r\n` accepted).
+pub fn split(body: &str) -> Vec<Event> {
+    let mut events = Vec::new();
+    let mut lines = Vec::new();
+    for line in body.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if line.is_empty() {
+            if !lines.is_empty() {
+                events.push(Event {
+                    lines: std::mem::take(&mut lines),
+                });
+            }
+        } else {
+            lines.push(line.to_string());
+        }
+    }
+    if !lines.is_empty() {
+        events.push(Event { lines });
+    }
+    events
+}
+
+/// The JSON payloads of a stream, in order.
+pub fn payloads(events: &[Event]) -> Vec<Value> {
+    events.iter().filter_map(Event::data).collect()
+}
+
+/// Re-emits `events` with the answer text replaced by `text`. `None` when the route's stream
+/// has no text event to carry it (the caller then returns the original stream).
+pub fn rewrite(route: Route, events: &[Event], text: &str) -> Option<String> {
+    let mut placed = false;
+    let mut out = String::new();
+    for event in events {
+        let changed = event.data().and_then(|mut payload| {
+            edit(route, &mut payload, text, &mut placed).then_some(payload)
+        });
+        match changed {
+            Some(payload) => {
+                for line in event.lines.iter().filter(|line| !line.starts_with("data:")) {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+                out.push_str("data: ");
+                // Serialising a Value cannot fail.
+                out.push_str(&serde_json::to_string(&payload).unwrap_or_default());
+                out.push('\n');
+            }
+            None => {
+                for line in &event.lines {
+                    out.push_str(line);
+                    out.push('\n');
+                }
+            }
+        }
+        out.push('\n');
+    }
+    placed.then_some(out)
+}
+
+/// Puts the text into one payload: the whole text into the first text slot, "" into later ones.
+fn edit(route: Route, payload: &mut Value, text: &str, placed: &mut bool) -> bool {
+    let mut take = || {
+        let value = if *placed { "" } else { text };
+        *placed = true;
+        Value::String(value.to_string())
+    };
+    match route {
+        Route::AnthropicMessages => {
+            if payload.pointer("/delta/type").and_then(Value::as_str) == Some("text_delta")
+                && let Some(slot) = payload.pointer_mut("/delta/text")
+            {
+                *slot = take();
+                return true;
+            }
+            false
+        }
+        Route::OpenaiChat => match payload.pointer_mut("/choices/0/delta/content") {
+            Some(slot) if slot.is_string() => {
+                *slot = take();
+                true
+            }
+            _ => false,
+        },
+        Route::OpenaiResponses => {
+            match payload.get("type").and_then(Value::as_str) {
+                Some("response.output_text.delta") => {
+                    if let Some(slot) = payload.get_mut("delta") {
+                        *slot = take();
+                        return true;
+                    }
+                    false
+                }
+                // Summaries that repeat the whole text carry the whole verified text.
+                Some(_) => replace_output_text(payload, text),
+                None => false,
+            }
+        }
+        Route::GeminiGenerate => {
+            let Some(parts) = payload
+                .pointer_mut("/candidates/0/content/parts")
+                .and_then(Value::as_array_mut)
+            else {
+                return false;
+            };
+            let mut changed = false;
+            for part in parts {
+                if part.get("thought").and_then(Value::as_bool) == Some(true) {
+                    continue;
+                }
+                if let Some(slot) = part.get_mut("text") {
+                    *slot = take();
+                    changed = true;
+                }
+            }
+            changed
+        }
+        Route::Passthrough(_) => false,
+    }
+}
+
+/// Sets every `output_text` part's text, and the `text` of an `output_text.done` event.
+fn replace_output_text(value: &mut Value, text: &str) -> bool {
+    let mut changed = false;
+    if value.get("type").and_then(Value::as_str) == Some("response.output_text.done")
+        && let Some(slot) = value.get_mut("text")
+    {
+        *slot = Value::String(text.to_string());
+        changed = true;
+    }
+    match value {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("output_text")
+                && let Some(slot) = map.get_mut("text")
+            {
+                *slot = Value::String(text.to_string());
+                changed = true;
+            }
+            for (_, child) in map.iter_mut() {
+                changed |= replace_output_text(child, text);
+            }
+        }
+        Value::Array(items) => {
+            for item in items {
+                changed |= replace_output_text(item, text);
+            }
+        }
+        _ => {}
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn openai_chat_stream_carries_the_new_text_once() {
+        let body = "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\ndata: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\ndata: [DONE]\n\n";
+        let events = split(body);
+        assert_eq!(events.len(), 3);
+        let out = rewrite(Route::OpenaiChat, &events, "Bye").expect("a text event");
+        let again = split(&out);
+        let answer = Route::OpenaiChat.stream_answer(&payloads(&again));
+        assert_eq!(answer.text, "Bye");
+        assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
+    }
+
+    #[test]
+    fn anthropic_event_names_survive() {
+        let body = "event: content_block_delta\r\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\r\n\r\nevent: message_stop\r\ndata: {\"type\":\"message_stop\"}\r\n\r\n";
+        let out = rewrite(Route::AnthropicMessages, &split(body), "b").expect("a text event");
+        assert!(
+            out.starts_with("event: content_block_delta\ndata: "),
+            "{out}"
+        );
+        assert!(out.contains("\"text\":\"b\""));
+        assert!(out.ends_with("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"));
+        assert!(
+            rewrite(
+                Route::AnthropicMessages,
+                &split("event: ping\ndata: {}\n\n"),
+                "x"
+            )
+            .is_none()
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! Forwarding to the providers: one pooled reqwest client, the request path appended to the
+//! provider's root URL as received, headers passed through (auth included) except hop-by-hop
+//! ones, bodies streamed back.
+
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::http::{HeaderMap, HeaderName, Method, header};
+
+use super::provider::{ErrorKind, Provider, ProxyError};
+
+/// Environment variables naming the upstream roots.
+pub const ENV_ANTHROPIC: &str = "SVC_UPSTREAM_ANTHROPIC";
+pub const ENV_OPENAI: &str = "SVC_UPSTREAM_OPENAI";
+pub const ENV_GEMINI: &str = "SVC_UPSTREAM_GEMINI";
+
+/// The providers' public API roots.
+pub const DEFAULT_ANTHROPIC: &str = "https://api.anthropic.com";
+pub const DEFAULT_OPENAI: &str = "https://api.openai.com";
+pub const DEFAULT_GEMINI: &str = "https://generativelanguage.googleapis.com";
+
+/// Time to open a connection to an upstream.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest silence between two reads of an upstream response (headers or body) before the
+/// proxy gives up: long enough for a slow first token of a large model, short enough that no
+/// client hangs forever on a dead upstream.
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The root URL of each provider (`http://127.0.0.1:8000`, no trailing path needed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstreams {
+    pub anthropic: String,
+    pub openai: String,
+    pub gemini: String,
+}
+
+impl Default for Upstreams {
+    fn default() -> Self {
+        Self {
+            anthropic: DEFAULT_ANTHROPIC.to_string(),
+            openai: DEFAULT_OPENAI.to_string(),
+            gemini: DEFAULT_GEMINI.to_string(),
+        }
+    }
+}
+
+impl Upstreams {
+    pub fn root(&self, provider: Provider) -> &str {
+        match provider {
+            Provider::Anthropic => &self.anthropic,
+            Provider::Openai => &self.openai,
+            Provider::Gemini => &self.gemini,
+        }
+    }
+
+    /// The upstream URL for a request path (with its query string) as received.
+    pub fn url(&self, provider: Provider, path_and_query: &str) -> String {
+        format!(
+            "{}{}",
+            self.root(provider).trim_end_matches('/'),
+            path_and_query
+        )
+    }
+}
+
+/// Errors building the client.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the upstream HTTP client: {0}")]
+pub struct ClientError(#[from] reqwest::Error);
+
+/// The pooled client every request shares.
+pub fn client(read_timeout: Duration) -> Result<reqwest::Client, ClientError> {
+    crate::witness::nli::install_crypto_provider();
+    Ok(reqwest::Client::builder()
+        .connect_timeout(CONNECT_TIMEOUT)
+        .read_timeout(read_timeout)
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .build()?)
+}
+
+/// Headers that belong to one connection, not to the request (RFC 9110 §7.6.1), plus the ones
+/// the proxy sets itself: `host` and `content-length` follow the forwarded body, and
+/// `accept-encoding` is dropped so the upstream answers uncompressed and the witness can read it.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "content-length"
+            | "accept-encoding"
+    )
+}
+
+/// Request headers to forward.
+pub fn request_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !is_hop_by_hop(name) {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+/// Response headers to return to the client.
+pub fn response_headers(headers: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::with_capacity(headers.len());
+    for (name, value) in headers {
+        if !is_hop_by_hop(name) || name == header::CONTENT_LENGTH {
+            out.append(name.clone(), value.clone());
+        }
+    }
+    out.remove(header::CONTENT_LENGTH);
+    out
+}
+
+/// Sends one request upstream; errors come back in the provider's shape.
+pub async fn send(
+    client: &reqwest::Client,
+    provider: Provider,
+    url: &str,
+    method: Method,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Result<reqwest::Response, ProxyError> {
+    client
+        .request(method, url)
+        .headers(request_headers(headers))
+        .body(body)
+        .send()
+        .await
+        .map_err(|error| describe(provider, url, &error))
+}
+
+/// A provider-shaped error for a failed upstream exchange.
+pub fn describe(provider: Provider, url: &str, error: &reqwest::Error) -> ProxyError {
+    let mut chain = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        chain.push_str(": ");
+        chain.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    if error.is_timeout() {
+        ProxyError::new(
+            provider,
+            ErrorKind::GatewayTimeout,
+            format!("the upstream {url} did not answer in time ({chain})"),
+        )
+    } else {
+        ProxyError::new(
+            provider,
+            ErrorKind::BadGateway,
+            format!(
+                "cannot reach the upstream {url} ({chain}); check --upstream-* or the SVC_UPSTREAM_* variables"
+            ),
+        )
+    }
+}
