@@ -67,11 +67,11 @@ bench-real:
 
 # Long fuzzing: every parser a user feeds (records, workload and runner TOML, conversations,
 # compress inputs of each kind, witness and distill inputs, pricing and threshold files) for
-# SVC_FUZZ_SECONDS each (default 600), and 200 mutated files per command end to end. Failing
+# SVC_FUZZ_SECONDS each (default 600), and 60 mutated files per command end to end. Failing
 # inputs are saved under $(CARGO_TARGET_DIR)/fuzz-failures/. `make test` runs the same targets
 # for a second each.
 SVC_FUZZ_SECONDS ?= 600
-SVC_FUZZ_CLI_CASES ?= 200
+SVC_FUZZ_CLI_CASES ?= 60
 # A long run shares the machine: one input may take this long before it counts as a hang.
 SVC_FUZZ_HANG_SECONDS ?= 30
 fuzz:

@@ -30,6 +30,17 @@ impl Rejected {
         if !problems.is_empty() {
             return problems;
         }
+        // The schema reads the last of two values of one key; the typed reader refuses the
+        // record, often on the first value, so say what is really wrong.
+        if let Some(key) = duplicate_key(text) {
+            return vec![Problem {
+                kind: ProblemKind::Schema,
+                pointer: format!("/{key}"),
+                rule_id: "duplicate-key".into(),
+                message: format!("duplicate key `{key}`: a record gives each field once"),
+                value: None,
+            }];
+        }
         vec![Problem {
             kind: ProblemKind::Schema,
             pointer: String::new(),
@@ -38,6 +49,38 @@ impl Rejected {
             value: None,
         }]
     }
+}
+
+/// The first key given twice in the top-level object of `text`, if any.
+fn duplicate_key(text: &str) -> Option<String> {
+    struct Keys(Option<String>);
+    impl<'de> serde::Deserialize<'de> for Keys {
+        fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor;
+            impl<'de> serde::de::Visitor<'de> for Visitor {
+                type Value = Keys;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Keys, A::Error> {
+                    let mut seen = std::collections::HashSet::new();
+                    let mut duplicate = None;
+                    while let Some(key) = map.next_key::<String>()? {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                        if duplicate.is_none() && !seen.insert(key.clone()) {
+                            duplicate = Some(key);
+                        }
+                    }
+                    Ok(Keys(duplicate))
+                }
+            }
+            deserializer.deserialize_map(Visitor)
+        }
+    }
+    serde_json::from_str::<Keys>(text).ok()?.0
 }
 
 /// Parses and checks one record's JSON text.
@@ -98,6 +141,11 @@ mod tests {
         let duplicated = text.replacen('{', "{\"model\":\"a\",", 1);
         let problems = check(&validator, &duplicated).expect_err("duplicate key");
         assert!(problems[0].message.contains("duplicate"), "{problems:?}");
+        // Found by fuzzing: a bad first value of a repeated key was reported as the problem.
+        let usage = text.replacen('{', "{\"usage_source\":\"deterixture\",", 1);
+        let problems = check(&validator, &usage).expect_err("duplicate key");
+        assert_eq!(problems[0].rule_id, "duplicate-key", "{problems:?}");
+        assert_eq!(problems[0].pointer, "/usage_source");
     }
 
     /// Every committed fixture gets the same verdict from the acceptance rule as from the
