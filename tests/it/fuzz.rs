@@ -628,3 +628,118 @@ fn fuzz_commands_exit_cleanly() {
         }
     }
 }
+
+/// Proxy request bodies of every provider route: the request's text parts are found or the
+/// request is declared not safely rewritable, and a rewrite never has more tokens than the
+/// request it replaces (the proxy's first invariant).
+#[test]
+fn fuzz_proxy_request_bodies() {
+    use svc::proxy::optimize::{self, Outcome};
+    use svc::proxy::provider::Route;
+    let long = "The deployment log says the checkout service failed at 09:14 after the cache node restarted. "
+        .repeat(40);
+    let seeds: Vec<Vec<u8>> = vec![
+        serde_json::json!({"model": "m", "messages": [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "What failed?"},
+            {"role": "tool", "tool_call_id": "t1", "content": long},
+            {"role": "user", "content": "When did it fail?"}]}),
+        serde_json::json!({"model": "m", "max_tokens": 100, "system": "Be terse.", "messages": [
+            {"role": "user", "content": [{"type": "text", "text": long, "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": "Noted."},
+            {"role": "user", "content": "When did it fail?"}]}),
+        serde_json::json!({"model": "m", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": long}]},
+            {"role": "user", "content": "When did it fail?"}]}),
+        serde_json::json!({"contents": [
+            {"role": "user", "parts": [{"text": long}]},
+            {"role": "model", "parts": [{"text": "Noted."}]},
+            {"role": "user", "parts": [{"text": "When did it fail?"}]}]}),
+    ]
+    .into_iter()
+    .map(|v| v.to_string().into_bytes())
+    .chain(read_seeds(&[root().join("fixtures/proxy/agent-transcript.json")]))
+    .collect();
+    let tokenizer = tokenizer();
+    let state = tempfile::tempdir().expect("tempdir");
+    let routes = [
+        Route::AnthropicMessages,
+        Route::OpenaiChat,
+        Route::OpenaiResponses,
+        Route::GeminiGenerate,
+    ];
+    let mut turn = 0usize;
+    fuzz("proxy-requests", seeds, |input| {
+        turn += 1;
+        let Ok(body) = std::str::from_utf8(input) else {
+            return Ok(()); // answered 400 in the provider's shape
+        };
+        let Ok(request) = serde_json::from_str::<serde_json::Value>(body) else {
+            return Ok(());
+        };
+        let route = routes[turn % routes.len()];
+        let Ok(units) = route.units(&request) else {
+            return Ok(()); // forwarded unchanged, with the reason in a header
+        };
+        let store = CommitStore::grouped(state.path());
+        let budget = [50usize, 300, 2000][turn % 3];
+        match optimize::optimize(body, &request, &units, budget, &store, &tokenizer) {
+            Outcome::Rewritten {
+                body: rewritten,
+                tokens_before,
+                tokens_after,
+                ..
+            } => {
+                if tokens_after > tokens_before {
+                    return Err(format!("rewritten to {tokens_after} from {tokens_before}"));
+                }
+                if tokenizer.count(&rewritten) > tokenizer.count(body) {
+                    return Err("the forwarded body has more tokens than the received".into());
+                }
+                serde_json::from_str::<serde_json::Value>(&rewritten)
+                    .map_err(|e| format!("the rewritten body is not JSON: {e}"))?;
+                Ok(())
+            }
+            Outcome::Unchanged { .. } | Outcome::Skipped { .. } => Ok(()),
+        }
+    });
+}
+
+/// Proof session files: a damaged file loads only if its body still matches its hash, and
+/// every refusal names the file.
+#[test]
+fn fuzz_proof_session_files() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let prepared = crate::harness::run(crate::harness::svc(state.path()).args([
+        "proof",
+        "prepare",
+        "fixtures/proof/docs",
+        "--query",
+        "When did the bridge open to traffic?",
+        "--budget",
+        "30",
+    ]));
+    assert_eq!(prepared.code, 0, "{}", prepared.stderr);
+    let value: serde_json::Value = serde_json::from_str(&prepared.stdout).expect("json");
+    let id = value["session_id"].as_str().expect("id").to_string();
+    let path = svc::proof::session::path_of(state.path(), &id).expect("path");
+    let seeds = read_seeds(std::slice::from_ref(&path));
+    assert_eq!(seeds.len(), 1, "{}", path.display());
+    let shown = path.display().to_string();
+    fuzz("proof-sessions", seeds, |input| {
+        fs::write(&path, input).map_err(|e| e.to_string())?;
+        match svc::proof::session::load(state.path(), &id) {
+            Ok(_) => Ok(()),
+            Err(error) => {
+                let message = error.to_string();
+                if message.contains(&shown) || message.contains(&id) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "an error that does not name the session: {message}"
+                    ))
+                }
+            }
+        }
+    });
+}
