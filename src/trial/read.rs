@@ -223,6 +223,18 @@ impl<'a> RecordReader<'a> {
                 )),
             }));
         }
+        if first != b'{' {
+            // A record is an object: a stray number or string is debris of a broken line (and
+            // is reported once with the rest of its line).
+            self.skip_rest_of_line()?;
+            let shown: String = String::from_utf8_lossy(&buffer).chars().take(40).collect();
+            return Ok(Some(RawRecord {
+                line: start_line,
+                text: Err(format!(
+                    "not a record: a record is a JSON object, found `{shown}`"
+                )),
+            }));
+        }
         if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&buffer) {
             // Resynchronise at the next line: what is left of this one is debris of the same
             // broken record.
@@ -426,6 +438,23 @@ mod tests {
         assert_eq!(got.len(), 1, "{got:?}");
         let got = read("[\n{\"a\":1}, }", None);
         assert!(got.len() <= 3, "{got:?}");
+    }
+
+    /// Found by fuzzing: a number left over from a broken record and the junk after it gave
+    /// two problems on one line.
+    #[test]
+    fn a_stray_scalar_and_its_debris_are_one_problem() {
+        let got = read("\n-1 x\n-1 }}\n{\"b\":1}\n", None);
+        assert_eq!(got.len(), 3, "{got:?}");
+        let mut lines: Vec<usize> = got
+            .iter()
+            .filter(|(_, text)| text.starts_with("ERR") || !text.starts_with('{'))
+            .map(|(line, _)| *line)
+            .collect();
+        let problems = lines.len();
+        lines.dedup();
+        assert_eq!(lines.len(), problems, "{got:?}");
+        assert!(got.iter().any(|(_, text)| text == "{\"b\":1}"), "{got:?}");
     }
 
     #[test]
