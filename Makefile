@@ -34,7 +34,11 @@ baseline:
 	rm -rf $(GATE_DIR)
 	SVC_HOME=$(GATE_DIR)/state $(CARGO) run --locked --quiet -- benchmark --compare-baseline \
 		--workload $(GATE_WORKLOADS) --out $(GATE_DIR) --resamples 200
-	$(CARGO) run --locked --quiet -- gate --update-baseline --baseline reports/baseline/summary.json --resamples 200 $(GATE_DIR)/runs
+	# From inside the gate folder, so the baseline names its inputs by relative paths, not by
+	# this machine's.
+	cd $(GATE_DIR) && $(CARGO) run --manifest-path $(CURDIR)/Cargo.toml --locked --quiet -- gate \
+		--update-baseline --baseline $(CURDIR)/reports/baseline/summary.json \
+		--thresholds $(CURDIR)/reports/gate.toml --resamples 200 runs
 
 fmt:
 	$(CARGO) fmt --all
