@@ -134,6 +134,16 @@ where
         )
         .flatten()
         .collect();
+    percentile_intervals(&point, &replicates, confidence)
+}
+
+/// Percentile intervals of each statistic `k` from its bootstrap `replicates[..][k]`; `None`
+/// where the point estimate or the interval is not finite.
+fn percentile_intervals(
+    point: &[f64],
+    replicates: &[Vec<f64>],
+    confidence: f64,
+) -> Vec<Option<Estimate>> {
     let alpha = (1.0 - confidence) / 2.0;
     point
         .iter()
@@ -228,27 +238,7 @@ where
         )
         .flatten()
         .collect();
-    let alpha = (1.0 - confidence) / 2.0;
-    point
-        .iter()
-        .enumerate()
-        .map(|(k, &estimate)| {
-            if !estimate.is_finite() {
-                return None;
-            }
-            let mut values: Vec<f64> = replicates
-                .iter()
-                .map(|r| r[k])
-                .filter(|v| v.is_finite())
-                .collect();
-            values.sort_by(f64::total_cmp);
-            Some(Estimate {
-                estimate,
-                ci_low: quantile_sorted(&values, alpha)?,
-                ci_high: quantile_sorted(&values, 1.0 - alpha)?,
-            })
-        })
-        .collect()
+    percentile_intervals(&point, &replicates, confidence)
 }
 
 /// Which test produced a p-value.
