@@ -314,22 +314,6 @@ fn lite_rules() -> Vec<Rule> {
             r"(?i)\bI(?:'m| am) (?:happy|glad|here) to help[^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
             Replace::Cut,
         ),
-        rule(
-            r"(?i)\bI hope (?:this|that|it|these)[^.!?\n\x{E001}\x{E002}]*(?:helps|clarifies|useful|answers)[^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
-            Replace::Cut,
-        ),
-        rule(
-            r"(?i)\b(?:please )?(?:feel free|don't hesitate|do not hesitate) to [^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
-            Replace::Cut,
-        ),
-        rule(
-            r"(?i)\blet me know if [^.!?\n\x{E001}\x{E002}]*[.!?]?[ \t]*",
-            Replace::Cut,
-        ),
-        rule(
-            r"(?i)\b(?:happy (?:coding|hacking)|good luck(?: with [^.!?\n\x{E001}\x{E002}]*)?|hope that helps|cheers)[!.]*[ \t]*",
-            Replace::Cut,
-        ),
     ]
 }
 
@@ -401,6 +385,97 @@ fn ultra_rules() -> Vec<Rule> {
         ),
         rule(r"\b(?:the|a|an|The|An)[ \t]+", Replace::Cut),
     ]
+}
+
+/// One clause of a sign-off: well-wishing, an offer of more help, thanks. Anchored, so a clause
+/// is filler only when all of it is (`Good luck numbers are unused` is content).
+static SIGN_OFF_CLAUSE: LazyLock<Regex> = LazyLock::new(|| {
+    let clauses = [
+        r"(?:i )?hope(?:fully)?(?: that)? (?:this|that|it|these|the above|you|everything)\b.*",
+        r"(?:please )?let me know\b.*",
+        r"(?:please )?(?:feel free|don't hesitate|do not hesitate) to (?:ask|reach out|let me know|get in touch|contact|comment|follow up|ping)\b.*",
+        r"if you have (?:any )?(?:other |more |further |additional |follow-up )?(?:questions?|issues?|problems?|trouble)\b.*",
+        r"happy [a-z]+ing",
+        r"(?:good|best of) luck(?: with .*)?",
+        r"all the best|best wishes|cheers",
+        r"(?:thanks?|thank you)(?: so much| again)?(?: for (?:asking|reading|your question|reaching out|the question))?",
+        r"(?:i'm|i am|i'd be|i would be) (?:happy|glad|here) to help\b.*",
+    ];
+    regex(&format!("(?i)^(?:{})$", clauses.join("|")))
+});
+
+/// Clause separators inside one sentence: a comma or semicolon, optionally with `and`.
+static CLAUSE_BREAK: LazyLock<Regex> = LazyLock::new(|| regex(r"[,;][ \t]*(?:and[ \t]+)?"));
+
+/// Removes whole sentences made only of sign-off clauses (see [`SIGN_OFF_CLAUSE`]), with a
+/// trailing run of symbols (an emoji) that only decorated them. A sentence holding inline code
+/// (a mask) is content. Works on a masked line.
+fn strip_sign_offs(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut previous_cut = false;
+    for sentence in sentences(line) {
+        let body = sentence.trim().trim_end_matches(['.', '!', '?', '…']);
+        let decoration = !sentence.contains([MASK_OPEN, MASK_CLOSE])
+            && !sentence.chars().any(char::is_alphanumeric);
+        let filler = !body.is_empty()
+            && !body.contains([MASK_OPEN, MASK_CLOSE])
+            && CLAUSE_BREAK
+                .split(body)
+                .map(str::trim)
+                .filter(|clause| !clause.is_empty())
+                .all(|clause| SIGN_OFF_CLAUSE.is_match(clause));
+        if filler || (decoration && previous_cut && !sentence.trim().is_empty()) {
+            out.push(CUT);
+            previous_cut = true;
+        } else {
+            out.push_str(sentence);
+            previous_cut = previous_cut && sentence.trim().is_empty();
+        }
+    }
+    out
+}
+
+/// Sentences of a line, each with its closing punctuation and the spaces after it: a sentence
+/// ends at `.`, `!`, `?` or `…` followed by a space or the end of the line (so `4.2.1` and
+/// `e.g.x` do not split).
+fn sentences(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = line.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !matches!(c, '.' | '!' | '?' | '…') {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, next)) = chars.peek() {
+            if matches!(next, '.' | '!' | '?' | '…') {
+                end = j + next.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let at_break = chars
+            .peek()
+            .is_none_or(|&(_, next)| next == ' ' || next == '\t');
+        if !at_break {
+            continue;
+        }
+        while let Some(&(j, next)) = chars.peek() {
+            if next == ' ' || next == '\t' {
+                end = j + 1;
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        out.push(&line[start..end]);
+        start = end;
+    }
+    if start < line.len() {
+        out.push(&line[start..]);
+    }
+    out
 }
 
 fn apply(rule: &Rule, text: &str) -> String {
@@ -494,7 +569,7 @@ fn distill_prose(prose: &str, level: Level) -> String {
             out.push_str(line);
             continue;
         }
-        let mut text = body.to_string();
+        let mut text = strip_sign_offs(body);
         for rule in rules(level) {
             text = apply(rule, &text);
         }
@@ -545,3 +620,5 @@ fn unmask(masked: &str, prose: &str, spans: &[(usize, usize)]) -> Option<String>
 
 #[cfg(test)]
 mod tests;
+
+pub mod endings;

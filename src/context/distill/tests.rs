@@ -198,3 +198,30 @@ fn level_names_are_the_wire_names() {
         assert_eq!(level.to_string(), name);
     }
 }
+
+#[test]
+fn sign_offs_go_as_whole_sentences_and_content_that_resembles_them_stays() {
+    // Regression: `good luck` was cut wherever it appeared, inside content too.
+    let content = "Good luck numbers are not used by the scheduler.";
+    assert_eq!(run(content, Level::Lite), content);
+    assert_eq!(
+        run(
+            "We hope to support ARM soon. Hope this helps! 😊",
+            Level::Lite
+        ),
+        "We hope to support ARM soon."
+    );
+    assert_eq!(
+        run(
+            "The fix is in line 42. Hope that helps, let me know if not!",
+            Level::Lite
+        ),
+        "The fix is in line 42."
+    );
+    // A clause with content keeps its sentence.
+    let mixed = "Thanks for the report, the fix ships in 2.1.";
+    assert_eq!(run(mixed, Level::Lite), mixed);
+    // Inline code is content.
+    let code = "Let me know if `cargo test` fails.";
+    assert_eq!(run(code, Level::Lite), code);
+}
