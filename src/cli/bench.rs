@@ -47,13 +47,22 @@ pub struct BenchArgs {
     /// Answers verified per evidence text in the witness benchmark (4 verifiable claims each).
     #[arg(long, default_value_t = 400)]
     witness_answers: usize,
-    /// Git repository whose history the file-localisation figures are mined from [default:
+    /// Git repository (a directory, or a `.bundle` file cloned to a temporary directory) whose
+    /// history the file-localisation figures are mined from; repeat it for several [default:
     /// this source tree's repository, all branches].
     #[arg(long)]
-    localize_repo: Option<PathBuf>,
-    /// Tasks mined for the file-localisation figures.
+    localize_repo: Vec<PathBuf>,
+    /// Tasks mined per repository for the file-localisation figures (newest first; split into
+    /// tune and held-out parts by commit id).
     #[arg(long, default_value_t = 40)]
     localize_tasks: usize,
+    /// Also run the naive baselines (BM25 top-k, random) on the localisation tasks.
+    #[arg(long)]
+    localize_baselines: bool,
+    /// Write every localisation outcome (selector, repository, commit, part, budget, recall,
+    /// coverage) to this JSON Lines file.
+    #[arg(long)]
+    localize_out: Option<PathBuf>,
     /// Only one part of the context group (`needles` or `localisation`), for iterating on
     /// selection quality.
     #[arg(long, hide = true)]
@@ -147,22 +156,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             ),
             Some(ContextPart::Localisation) => {}
         }
-        let repo = args
-            .localize_repo
-            .clone()
-            .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
-        let revision = if args.localize_repo.is_some() {
-            "HEAD"
-        } else {
-            "--all"
-        };
         if args.context_part != Some(ContextPart::Needles) {
-            eprintln!("bench: file localisation on {} history…", repo.display());
-            figures.extend(svc::context::bench::localisation_figures(
-                &repo,
-                revision,
-                args.localize_tasks,
-            )?);
+            figures.extend(localisation(&args)?);
         }
     }
     if wants(Group::Compress) {
@@ -289,4 +284,94 @@ pub fn render_table(figures: &[Figure]) -> String {
         ));
     }
     out
+}
+
+/// The localisation figures of every `--localize-repo` (svc, and the baselines when asked).
+fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
+    use svc::context::localize::{SelectFn, Sent};
+    use svc::harness::selector::{SelectorName, build};
+    let own = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let repos = if args.localize_repo.is_empty() {
+        vec![own.clone()]
+    } else {
+        args.localize_repo.clone()
+    };
+    let baseline = |name: SelectorName| {
+        let selector = build(name, 0);
+        move |_: &svc::context::index::Index,
+              docs: &[(String, String)],
+              query: &str,
+              budget: usize|
+              -> Result<Sent, String> {
+            Ok(selector
+                .select(docs, query, budget)?
+                .chunks
+                .into_iter()
+                .filter_map(|chunk| Some((chunk.chunk_id, chunk.resolution?)))
+                .collect())
+        }
+    };
+    let bm25 = baseline(SelectorName::Bm25Topk);
+    let random = baseline(SelectorName::Random);
+    let mut selectors: Vec<(&str, &SelectFn)> =
+        vec![("svc", &svc::context::localize::svc_selector)];
+    if args.localize_baselines {
+        selectors.push(("bm25-topk", &bm25));
+        selectors.push(("random", &random));
+    }
+    let mut figures = Vec::new();
+    let mut lines = String::new();
+    for repo in &repos {
+        let name = repo
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| repo.display().to_string());
+        // A bundle is cloned bare (log, diff and ls-tree need no work tree).
+        let clone = tempfile::tempdir()?;
+        let (path, revision) = if repo.is_file() {
+            eprintln!("bench: cloning {}…", repo.display());
+            let output = std::process::Command::new("git")
+                .args(["clone", "--quiet", "--bare"])
+                .arg(repo)
+                .arg(clone.path())
+                .output()?;
+            if !output.status.success() {
+                anyhow::bail!(
+                    "git clone {} failed ({}); pass a git repository or bundle to --localize-repo",
+                    repo.display(),
+                    String::from_utf8_lossy(&output.stderr).trim()
+                );
+            }
+            // A bundle holds one branch, which need not be what HEAD names.
+            (clone.path().to_path_buf(), "--all")
+        } else if *repo == own {
+            (repo.clone(), "--all")
+        } else {
+            (repo.clone(), "HEAD")
+        };
+        eprintln!(
+            "bench: file localisation on {} history ({} tasks)…",
+            repo.display(),
+            args.localize_tasks
+        );
+        let measured = svc::context::bench::localisation_figures(
+            &name,
+            &path,
+            revision,
+            args.localize_tasks,
+            &selectors,
+        )?;
+        figures.extend(measured.figures);
+        for (selector, outcome) in &measured.outcomes {
+            let mut value = serde_json::to_value(outcome)?;
+            value["selector"] = selector.as_str().into();
+            value["repository"] = name.as_str().into();
+            lines.push_str(&value.to_string());
+            lines.push('\n');
+        }
+    }
+    if let Some(out) = &args.localize_out {
+        svc::state::atomic_write(out, lines.as_bytes())?;
+    }
+    Ok(figures)
 }

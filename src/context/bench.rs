@@ -359,43 +359,68 @@ fn collect_documents(dir: &Path, prefix: &str, root: &Path, out: &mut Vec<(Strin
     }
 }
 
-/// File-localisation figures on tasks mined from `repo`'s history (see [`super::localize`]).
+/// File-localisation figures on tasks mined from `repo`'s history (see [`super::localize`]):
+/// one recall and one coverage figure per selector, part (tune / held-out) and budget. Returns
+/// the per-task outcomes too, tagged with the selector's name.
 pub fn localisation_figures(
+    name: &str,
     repo: &Path,
     revision: &str,
     max_tasks: usize,
-) -> Result<Vec<Figure>, super::localize::LocalizeError> {
-    use super::localize;
+    selectors: &[(&str, &super::localize::SelectFn)],
+) -> Result<LocalisationFigures, super::localize::LocalizeError> {
+    use super::localize::{self, Part};
     let tasks = localize::mine_tasks(repo, revision, max_tasks, 8)?;
     let budgets = [4_000, 8_000];
-    let outcomes = localize::run_localisation(repo, &tasks, &budgets)?;
+    let outcomes = localize::run_localisation_with(repo, &tasks, &budgets, selectors)?;
     let mut figures = Vec::new();
-    for budget in budgets {
-        let at: Vec<_> = outcomes.iter().filter(|o| o.budget == budget).collect();
-        let n = at.len().max(1) as f64;
-        let recall = at.iter().map(|o| o.gold_recall).sum::<f64>() / n;
-        let coverage = at.iter().map(|o| o.line_coverage).sum::<f64>() / n;
-        let seconds = at.iter().map(|o| o.seconds).sum::<f64>() / n;
-        let detail = format!(
-            "{} tasks mined from {} ({revision}); mean {:.0} ms per selection",
-            at.len(),
-            repo.display(),
-            seconds * 1e3
-        );
-        figures.push(Figure {
-            name: format!("localisation gold-file recall ({}K)", budget / 1000),
-            value: 100.0 * recall,
-            unit: "%".into(),
-            target: (budget == 8_000).then(|| ">= 97".into()),
-            detail: detail.clone(),
-        });
-        figures.push(Figure {
-            name: format!("localisation changed-line coverage ({}K)", budget / 1000),
-            value: 100.0 * coverage,
-            unit: "%".into(),
-            target: (budget == 8_000).then(|| ">= 60".into()),
-            detail,
-        });
+    for &(selector, _) in selectors {
+        for part in [Part::Tune, Part::HeldOut] {
+            for budget in budgets {
+                let at: Vec<_> = outcomes
+                    .iter()
+                    .filter(|(s, o)| s == selector && o.part == part && o.budget == budget)
+                    .map(|(_, o)| o)
+                    .collect();
+                if at.is_empty() {
+                    continue;
+                }
+                let n = at.len() as f64;
+                let recall = at.iter().map(|o| o.gold_recall).sum::<f64>() / n;
+                let coverage = at.iter().map(|o| o.line_coverage).sum::<f64>() / n;
+                let seconds = at.iter().map(|o| o.seconds).sum::<f64>() / n;
+                let detail = format!(
+                    "{} {} tasks of {} mined from {name} ({revision}); mean {:.0} ms per selection",
+                    at.len(),
+                    part.as_str(),
+                    tasks.len(),
+                    seconds * 1e3
+                );
+                let held_out_svc = selector == "svc" && part == Part::HeldOut && budget == 8_000;
+                let label = format!("{name}, {}, {selector}", part.as_str());
+                figures.push(Figure {
+                    name: format!("localisation recall {}K ({label})", budget / 1000),
+                    value: 100.0 * recall,
+                    unit: "%".into(),
+                    target: held_out_svc.then(|| ">= 97".into()),
+                    detail: detail.clone(),
+                });
+                figures.push(Figure {
+                    name: format!("localisation coverage {}K ({label})", budget / 1000),
+                    value: 100.0 * coverage,
+                    unit: "%".into(),
+                    target: held_out_svc.then(|| ">= 65".into()),
+                    detail,
+                });
+            }
+        }
     }
-    Ok(figures)
+    Ok(LocalisationFigures { figures, outcomes })
+}
+
+/// What [`localisation_figures`] measured.
+pub struct LocalisationFigures {
+    pub figures: Vec<Figure>,
+    /// Per task and budget, tagged with the selector's name.
+    pub outcomes: Vec<(String, super::localize::LocalisationOutcome)>,
 }

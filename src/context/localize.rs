@@ -24,6 +24,12 @@ pub enum LocalizeError {
     },
     #[error(transparent)]
     Select(#[from] SelectError),
+    #[error("the {selector} selector failed on commit {commit}: {message}")]
+    Selector {
+        selector: String,
+        commit: String,
+        message: String,
+    },
 }
 
 impl From<crate::git::GitError> for LocalizeError {
@@ -36,10 +42,38 @@ impl From<crate::git::GitError> for LocalizeError {
     }
 }
 
+/// Which part of the mined tasks a task belongs to: tuning decisions may look only at `tune`
+/// tasks; `held-out` tasks are only reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Part {
+    Tune,
+    HeldOut,
+}
+
+impl Part {
+    /// Commit ids are hashes, fixed before any tuning and uncorrelated with content, so this
+    /// split cannot follow results: ids starting with `0`–`7` tune, `8`–`f` are held out.
+    pub fn of_commit(commit: &str) -> Part {
+        match commit.as_bytes().first() {
+            Some(b'0'..=b'7') => Part::Tune,
+            _ => Part::HeldOut,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Part::Tune => "tune",
+            Part::HeldOut => "held-out",
+        }
+    }
+}
+
 /// One mined task.
 #[derive(Debug, Clone, Serialize)]
 pub struct LocalisationTask {
     pub commit: String,
+    pub part: Part,
     pub parent: String,
     /// The commit message (subject and body).
     pub query: String,
@@ -53,6 +87,7 @@ pub struct LocalisationTask {
 #[derive(Debug, Clone, Serialize)]
 pub struct LocalisationOutcome {
     pub commit: String,
+    pub part: Part,
     pub budget: usize,
     pub gold_recall: f64,
     pub line_coverage: f64,
@@ -89,6 +124,7 @@ pub fn mine_tasks(
         }
         tasks.push(LocalisationTask {
             commit: commit.to_string(),
+            part: Part::of_commit(commit),
             parent: parent.to_string(),
             query: logged.message.clone(),
             gold_files: changed.keys().cloned().collect(),
@@ -143,71 +179,132 @@ fn tree_documents(repo: &Path, revision: &str) -> Result<Vec<(String, String)>, 
 /// First line, last line and how a fragment was sent.
 type SentSpan = (usize, usize, Option<Resolution>);
 
-/// Runs every task at every budget.
+/// What a selector sent: chunk id → resolution (unsent chunks absent).
+pub type Sent = HashMap<String, Resolution>;
+
+/// A selector under test: `(index, documents, query, budget)` → what it sent. The index is the
+/// context engine's index of `documents` (chunk ids are stable, so a selector that builds its own
+/// index from `documents` names the same chunks).
+pub type SelectFn<'a> =
+    dyn Fn(&Index, &[(String, String)], &str, usize) -> Result<Sent, String> + 'a;
+
+/// svc's own selector with default options.
+pub fn svc_selector(
+    index: &Index,
+    _: &[(String, String)],
+    query: &str,
+    budget: usize,
+) -> Result<Sent, String> {
+    let selection = select::select(index, query, budget, &SelectOptions::default())
+        .map_err(|e| e.to_string())?;
+    Ok(selection
+        .manifest
+        .iter()
+        .filter_map(|entry| Some((entry.chunk_id.clone(), entry.resolution?)))
+        .collect())
+}
+
+/// Runs every task at every budget with svc's selector.
 pub fn run_localisation(
     repo: &Path,
     tasks: &[LocalisationTask],
     budgets: &[usize],
 ) -> Result<Vec<LocalisationOutcome>, LocalizeError> {
+    let selectors: [(&str, &SelectFn); 1] = [("svc", &svc_selector)];
+    Ok(run_localisation_with(repo, tasks, budgets, &selectors)?
+        .into_iter()
+        .map(|(_, outcome)| outcome)
+        .collect())
+}
+
+/// Runs every task at every budget with every named selector; outcomes are tagged with the
+/// selector's name. The parent tree is read and indexed once per task.
+pub fn run_localisation_with(
+    repo: &Path,
+    tasks: &[LocalisationTask],
+    budgets: &[usize],
+    selectors: &[(&str, &SelectFn)],
+) -> Result<Vec<(String, LocalisationOutcome)>, LocalizeError> {
     let mut outcomes = Vec::new();
     for task in tasks {
         let docs = tree_documents(repo, &task.parent)?;
         let index = Index::from_documents(&docs);
         index.prepare();
-        for &budget in budgets {
-            let start = std::time::Instant::now();
-            let selection = select::select(&index, &task.query, budget, &SelectOptions::default())?;
-            let seconds = start.elapsed().as_secs_f64();
-            let mut by_path: HashMap<&str, Vec<SentSpan>> = HashMap::new();
-            for entry in &selection.manifest {
-                if let Some(fragment) = index
-                    .fragments
-                    .iter()
-                    .find(|f| f.chunk_id == entry.chunk_id)
-                {
-                    by_path.entry(entry.path.as_str()).or_default().push((
-                        fragment.lines.0,
-                        fragment.lines.1,
-                        entry.resolution,
-                    ));
-                }
-            }
-            let found = task
-                .gold_files
-                .iter()
-                .filter(|gold| {
-                    by_path.get(gold.as_str()).is_some_and(|frags| {
-                        frags
-                            .iter()
-                            .any(|f| matches!(f.2, Some(Resolution::Full | Resolution::Skeleton)))
-                    })
-                })
-                .count();
-            let mut covered = 0;
-            let mut total = 0;
-            for (path, lines) in &task.changed_lines {
-                let frags = by_path.get(path.as_str());
-                for &line in lines {
-                    total += 1;
-                    if frags.is_some_and(|frags| {
-                        frags
-                            .iter()
-                            .any(|f| f.0 <= line && line <= f.1 && f.2 == Some(Resolution::Full))
-                    }) {
-                        covered += 1;
+        let lines_of: HashMap<&str, (usize, usize, &str)> = index
+            .fragments
+            .iter()
+            .map(|f| (f.chunk_id.as_str(), (f.lines.0, f.lines.1, index.path(f))))
+            .collect();
+        for &(name, selector) in selectors {
+            for &budget in budgets {
+                let start = std::time::Instant::now();
+                let sent = selector(&index, &docs, &task.query, budget).map_err(|message| {
+                    LocalizeError::Selector {
+                        selector: name.to_string(),
+                        commit: task.commit.clone(),
+                        message,
                     }
-                }
+                })?;
+                let seconds = start.elapsed().as_secs_f64();
+                let outcome = score(task, &lines_of, &sent, budget, seconds);
+                outcomes.push((name.to_string(), outcome));
             }
-            outcomes.push(LocalisationOutcome {
-                commit: task.commit.clone(),
-                budget,
-                gold_recall: found as f64 / task.gold_files.len().max(1) as f64,
-                line_coverage: covered as f64 / total.max(1) as f64,
-                seconds,
-            });
         }
     }
     Ok(outcomes)
+}
+
+/// Gold-file recall and changed-line coverage of one selection.
+fn score(
+    task: &LocalisationTask,
+    lines_of: &HashMap<&str, (usize, usize, &str)>,
+    sent: &Sent,
+    budget: usize,
+    seconds: f64,
+) -> LocalisationOutcome {
+    let mut by_path: HashMap<&str, Vec<SentSpan>> = HashMap::new();
+    for (chunk_id, &resolution) in sent {
+        if let Some(&(first, last, path)) = lines_of.get(chunk_id.as_str()) {
+            by_path
+                .entry(path)
+                .or_default()
+                .push((first, last, Some(resolution)));
+        }
+    }
+    let found = task
+        .gold_files
+        .iter()
+        .filter(|gold| {
+            by_path.get(gold.as_str()).is_some_and(|frags| {
+                frags
+                    .iter()
+                    .any(|f| matches!(f.2, Some(Resolution::Full | Resolution::Skeleton)))
+            })
+        })
+        .count();
+    let mut covered = 0;
+    let mut total = 0;
+    for (path, lines) in &task.changed_lines {
+        let frags = by_path.get(path.as_str());
+        for &line in lines {
+            total += 1;
+            if frags.is_some_and(|frags| {
+                frags
+                    .iter()
+                    .any(|f| f.0 <= line && line <= f.1 && f.2 == Some(Resolution::Full))
+            }) {
+                covered += 1;
+            }
+        }
+    }
+    LocalisationOutcome {
+        commit: task.commit.clone(),
+        part: task.part,
+        budget,
+        gold_recall: found as f64 / task.gold_files.len().max(1) as f64,
+        line_coverage: covered as f64 / total.max(1) as f64,
+        seconds,
+    }
 }
 
 #[cfg(test)]
