@@ -56,6 +56,10 @@ pub struct BenchArgs {
     /// tune and held-out parts by commit id).
     #[arg(long, default_value_t = 40)]
     localize_tasks: usize,
+    /// Run only the tasks of one part (`tune` while tuning; the other part is then never looked
+    /// at).
+    #[arg(long, value_parser = ["tune", "held-out"])]
+    localize_part: Option<String>,
     /// Also run the naive baselines (BM25 top-k, random) on the localisation tasks.
     #[arg(long)]
     localize_baselines: bool,
@@ -359,6 +363,11 @@ fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
             &path,
             revision,
             args.localize_tasks,
+            match args.localize_part.as_deref() {
+                Some("tune") => Some(svc::context::localize::Part::Tune),
+                Some(_) => Some(svc::context::localize::Part::HeldOut),
+                None => None,
+            },
             &selectors,
         )?;
         figures.extend(measured.figures);

@@ -67,6 +67,9 @@ pub struct SelectArgs {
     /// Omitted fragments to list in the text manifest.
     #[arg(long, default_value_t = 10)]
     show_omitted: usize,
+    /// Print where the time went (index, term index, selection, commit, output) to stderr.
+    #[arg(long)]
+    timings: bool,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
 }
@@ -166,15 +169,30 @@ struct SelectOutput<'a> {
 }
 
 fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
+    let started = std::time::Instant::now();
+    let mut phases: Vec<(&str, std::time::Duration)> = Vec::new();
+    let mut lap = {
+        let mut last = started;
+        move |name: &'static str, phases: &mut Vec<(&str, std::time::Duration)>| {
+            let now = std::time::Instant::now();
+            phases.push((name, now - last));
+            last = now;
+        }
+    };
     let index = build(&args.walk)?;
+    lap("index", &mut phases);
+    index.prepare();
+    lap("terms", &mut phases);
     let options = SelectOptions {
         pinned: args.pins.clone(),
         ..SelectOptions::default()
     };
     let selection = select::select(&index, &args.query, args.budget, &options)?;
+    lap("select", &mut phases);
     let store = CommitStore::new(&state::home()?);
     let receipt = select::commit_selection(&index, &selection, &options, &store)
         .context("committing the selection")?;
+    lap("commit", &mut phases);
     if let Some(path) = &args.output {
         std::fs::write(path, &selection.rendered)
             .with_context(|| format!("writing the rendered context to {}", path.display()))?;
@@ -200,6 +218,18 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
                 return Err(error.into());
             }
         }
+    }
+    lap("output", &mut phases);
+    if args.timings {
+        let parts: Vec<String> = phases
+            .iter()
+            .map(|(name, took)| format!("{name} {:.1} ms", took.as_secs_f64() * 1e3))
+            .collect();
+        eprintln!(
+            "timings: {} (total {:.1} ms)",
+            parts.join(", "),
+            started.elapsed().as_secs_f64() * 1e3
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

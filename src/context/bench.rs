@@ -367,10 +367,13 @@ pub fn localisation_figures(
     repo: &Path,
     revision: &str,
     max_tasks: usize,
+    only: Option<super::localize::Part>,
     selectors: &[(&str, &super::localize::SelectFn)],
 ) -> Result<LocalisationFigures, super::localize::LocalizeError> {
     use super::localize::{self, Part};
-    let tasks = localize::mine_tasks(repo, revision, max_tasks, 8)?;
+    let mut tasks = localize::mine_tasks(repo, revision, max_tasks, 8)?;
+    let mined = tasks.len();
+    tasks.retain(|task| only.is_none_or(|part| task.part == part));
     let budgets = [4_000, 8_000];
     let outcomes = localize::run_localisation_with(repo, &tasks, &budgets, selectors)?;
     let mut figures = Vec::new();
@@ -393,7 +396,7 @@ pub fn localisation_figures(
                     "{} {} tasks of {} mined from {name} ({revision}); mean {:.0} ms per selection",
                     at.len(),
                     part.as_str(),
-                    tasks.len(),
+                    mined,
                     seconds * 1e3
                 );
                 let held_out_svc = selector == "svc" && part == Part::HeldOut && budget == 8_000;

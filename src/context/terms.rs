@@ -371,8 +371,106 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
             scored.reason.push(format!("defines {symbol} +{best:.2}"));
         }
     }
+    for (file, share) in named_files(index, query) {
+        let boost = max_idf * share;
+        let path = &index.files[file].path;
+        for fragment in index.files[file].fragments.clone() {
+            let scored = scores.entry(fragment as u32).or_default();
+            scored.score += boost;
+            scored
+                .reason
+                .push(format!("in {path}, named in the query +{boost:.2}"));
+        }
+    }
     graph_boost(index, &mut scores);
+    for (fragment, scored) in scores.iter_mut() {
+        let path = index.path(&index.fragments[*fragment as usize]);
+        if is_record_file(path) {
+            scored.score *= RECORD_PRIOR;
+            scored
+                .reason
+                .push(format!("changelog or licence ×{RECORD_PRIOR}"));
+        }
+    }
     scores
+}
+
+/// Score factor of [`is_record_file`] files.
+const RECORD_PRIOR: f64 = 0.5;
+
+/// Changelogs, licences and contributor lists: they name every feature and identifier of a
+/// project (a changelog entry reads like the question) without defining any behaviour, so
+/// their matches are weaker evidence than the same match in code or prose documentation.
+pub fn is_record_file(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let (stem, extension) = name.split_once('.').unwrap_or((name, ""));
+    let stem = stem.to_ascii_uppercase();
+    let prose = matches!(
+        extension.to_ascii_lowercase().as_str(),
+        "" | "md" | "rst" | "txt" | "markdown" | "adoc"
+    );
+    prose
+        && matches!(
+            stem.as_str(),
+            "LICENSE"
+                | "LICENCE"
+                | "COPYING"
+                | "NOTICE"
+                | "AUTHORS"
+                | "CONTRIBUTORS"
+                | "CHANGELOG"
+                | "CHANGES"
+                | "HISTORY"
+                | "NEWS"
+                | "RELEASES"
+                | "RELEASE_NOTES"
+        )
+        || (prose && stem.starts_with("LICENSE-"))
+}
+
+/// Files the query names: a word holding a `/` or ending in a file extension (`models.py`,
+/// `src/walk.rs`) that equals an indexed path or ends one at a `/`. A query that names a file
+/// asks about it, whatever its words score, so its fragments gain the weight of the query's
+/// rarest term, shared among the files one name matches (`__init__.py` names many, weakly).
+fn named_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
+    let mut out: HashMap<usize, f64> = HashMap::new();
+    for raw in query.split_whitespace() {
+        let quote = |c: char| {
+            matches!(
+                c,
+                '`' | '\'' | '"' | '(' | ')' | '[' | ']' | '<' | '>' | ',' | ':' | ';'
+            )
+        };
+        let name = raw
+            .trim_end_matches(|c: char| quote(c) || matches!(c, '.' | '!' | '?'))
+            .trim_start_matches(quote)
+            .trim_start_matches("./");
+        let extension = name.rsplit_once('.').is_some_and(|(stem, ext)| {
+            !stem.is_empty()
+                && (1..=5).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        });
+        if name.len() < 3 || !(name.contains('/') || extension) {
+            continue;
+        }
+        let suffix = format!("/{name}");
+        let matched: Vec<usize> = index
+            .files
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.path == name || f.path.ends_with(&suffix))
+            .map(|(i, _)| i)
+            .collect();
+        for &file in &matched {
+            let share = 1.0 / matched.len() as f64;
+            let slot = out.entry(file).or_insert(0.0);
+            *slot = slot.max(share);
+        }
+    }
+    let mut files: Vec<(usize, f64)> = out.into_iter().collect();
+    files.sort_unstable_by_key(|f| f.0);
+    files
 }
 
 /// Query term hashes with their weights: the query's own terms at 1, and the other words of a
@@ -544,5 +642,56 @@ mod tests {
         assert_eq!(weight_of("index"), Some(SYNONYM_WEIGHT));
         assert_eq!(weight_of("offset"), Some(SYNONYM_WEIGHT));
         assert_eq!(weight_of("search"), None);
+    }
+
+    #[test]
+    fn a_file_named_in_the_query_lifts_its_fragments() {
+        let docs = vec![
+            (
+                "src/walk.rs".to_string(),
+                "fn walk() {\n    step();\n}\n".to_string(),
+            ),
+            (
+                "src/exec.rs".to_string(),
+                "fn run() {\n    walk_step();\n}\n".to_string(),
+            ),
+            ("tests/walk.rs".to_string(), "fn t() {}\n".to_string()),
+        ];
+        let index = Index::from_documents(&docs);
+        let named = named_files(&index, "Update `src/walk.rs`.");
+        assert_eq!(named, vec![(0, 1.0)]);
+        // A bare file name matching two paths names both, at half weight each.
+        let named = named_files(&index, "fix walk.rs please");
+        assert_eq!(named, vec![(0, 0.5), (2, 0.5)]);
+        // Words without a path separator or an extension name nothing; nor does a version.
+        assert!(named_files(&index, "walk the tree in v1.2 e.g. run").is_empty());
+        let scores = score(&index, "Update src/walk.rs");
+        let reason = &scores[&0].reason;
+        assert!(
+            reason.iter().any(|r| r.contains("named in the query")),
+            "{reason:?}"
+        );
+    }
+
+    #[test]
+    fn changelogs_and_licences_are_record_files() {
+        for path in [
+            "CHANGELOG.md",
+            "docs/HISTORY.rst",
+            "LICENSE",
+            "LICENSE-MIT",
+            "NEWS",
+            "AUTHORS.txt",
+        ] {
+            assert!(is_record_file(path), "{path}");
+        }
+        for path in [
+            "src/license.rs",
+            "docs/history_of_x.md",
+            "README.md",
+            "news/feed.py",
+        ] {
+            assert!(!is_record_file(path), "{path}");
+        }
     }
 }
