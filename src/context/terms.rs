@@ -410,7 +410,7 @@ pub fn is_record_file(path: &str) -> bool {
         "" | "md" | "rst" | "txt" | "markdown" | "adoc"
     );
     prose
-        && matches!(
+        && (matches!(
             stem.as_str(),
             "LICENSE"
                 | "LICENCE"
@@ -424,8 +424,7 @@ pub fn is_record_file(path: &str) -> bool {
                 | "NEWS"
                 | "RELEASES"
                 | "RELEASE_NOTES"
-        )
-        || (prose && stem.starts_with("LICENSE-"))
+        ) || stem.starts_with("LICENSE-"))
 }
 
 /// Files the query names: a word holding a `/` or ending in a file extension (`models.py`,
