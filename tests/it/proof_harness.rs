@@ -244,4 +244,16 @@ fn fixed_point_with_an_http_runner_recovers_the_evidence_and_adds_up_the_calls()
         .arg("--out")
         .arg(state.path().join("report")));
     assert_eq!(report.code, 0, "{}", report.stderr);
+    let row = report
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("what B buys and costs"))
+        .find(|l| l.starts_with("svc ") && l.contains(" all "))
+        .unwrap_or_else(|| panic!("no cost row: {}", report.stdout));
+    assert!(
+        row.contains("→ 0.000 (")
+            && row.ends_with("1.00 → 2.00")
+            && row.contains(&format!("{:.1} → ", plain.context_tokens as f64)),
+        "unsupported rate to 0 at one more call per trial: {row}"
+    );
 }
