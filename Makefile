@@ -50,9 +50,22 @@ lint:
 	$(CARGO) clippy --locked --all-targets -- -D warnings
 
 # The main job: the built-in suite under all four conditions with the fixture model, ending in
-# the paired comparison table and the report path. Release build (the first run compiles it).
+# the paired comparison table and the report path; then the svc and combined conditions again
+# with the proof-guided loop (--fixed-point), and `svc report --compare-runs` of without vs
+# with: what the loop buys (task score, unsupported-claim rate) and costs (context tokens, model
+# calls). Release build (the first run compiles it). Each run writes a new folder.
+ifndef BENCH_OUT
+BENCH_OUT := reports/out/bench-$(shell date -u +%Y%m%dT%H%M%SZ)
+endif
+BENCH_FIXED_POINT ?= 3,1024
 bench:
-	$(CARGO) run --release --locked --quiet -- benchmark --compare-baseline
+	$(CARGO) run --release --locked --quiet -- benchmark --compare-baseline --out $(BENCH_OUT)/without
+	$(CARGO) run --release --locked --quiet -- benchmark --fixed-point $(BENCH_FIXED_POINT) \
+		--out $(BENCH_OUT)/with
+	@echo
+	@echo "== the proof-guided loop: without (A) vs with --fixed-point $(BENCH_FIXED_POINT) (B) =="
+	$(CARGO) run --release --locked --quiet -- report --compare-runs $(BENCH_OUT)/without/runs \
+		$(BENCH_OUT)/with/runs --out $(BENCH_OUT)/fixed-point
 
 # Throughput figures (records, tokens, context, witness, compress, harness, report).
 perf:

@@ -119,6 +119,9 @@ pub struct AdvanceArgs {
     /// later revision; refused with different text.
     #[arg(long)]
     idempotency_key: Option<String>,
+    /// Seconds to wait while another process advances the same session.
+    #[arg(long, default_value_t = svc::proof::session::LOCK_WAIT.as_secs_f64())]
+    lock_wait_seconds: f64,
 }
 
 #[derive(Debug, Args)]
@@ -234,7 +237,14 @@ fn advance(args: AdvanceArgs) -> anyhow::Result<ExitCode> {
             e.utf8_error().valid_up_to()
         )
     })?;
-    let response = protocol()?.advance(&args.session, &draft, args.idempotency_key.as_deref())?;
+    anyhow::ensure!(
+        args.lock_wait_seconds.is_finite() && args.lock_wait_seconds >= 0.0,
+        "--lock-wait-seconds takes a number of seconds >= 0, got {}",
+        args.lock_wait_seconds
+    );
+    let response = protocol()?
+        .with_lock_wait(std::time::Duration::from_secs_f64(args.lock_wait_seconds))
+        .advance(&args.session, &draft, args.idempotency_key.as_deref())?;
     print!("{response}");
     Ok(ExitCode::SUCCESS)
 }

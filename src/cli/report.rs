@@ -14,6 +14,8 @@ use svc::report::gate::{self, Thresholds};
 use svc::report::{self, PricingSnapshot, Report, ReportOptions, render};
 use svc::trial::record::Condition;
 
+mod costs;
+
 /// Default thresholds file of `svc gate`.
 pub const DEFAULT_THRESHOLDS: &str = "reports/gate.toml";
 /// Default baseline summary of `svc gate`.
@@ -70,7 +72,8 @@ pub struct ReportArgs {
     runs: Vec<PathBuf>,
     /// Compare two record sets (run directories, `runs/` trees or record files) with the same
     /// tasks: every condition of B against the same condition of A, paired by task, budget and
-    /// replicate; the report lists what differs in their manifests.
+    /// replicate; the report lists what differs in their manifests, and a second table what B
+    /// buys and costs (task score, unsupported-claim rate, context tokens, model calls).
     #[arg(long, num_args = 2, value_names = ["A", "B"])]
     compare_runs: Option<Vec<PathBuf>>,
     /// Output directory for report.md, summary.csv, comparisons.csv, summary.json and SVGs.
@@ -178,6 +181,11 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     warn_about_inputs(&report);
     let written = render::write_all(&report, &args.out)?;
     print!("{}", render::comparison_table(&report));
+    if let Some(sets) = &args.compare_runs
+        && let Some(table) = costs::table(&report, &sets[0], &sets[1])?
+    {
+        print!("{table}");
+    }
     for path in written {
         println!("wrote {}", path.display());
     }

@@ -11,20 +11,24 @@
 //! `context_commit_id` the loop's commit. The rounds, statuses and recovered chunk ids go to
 //! notes.jsonl (kind `fixed_point`).
 //!
-//! Only local runners (the fixture) drive the loop for now: their calls are synchronous like
-//! the callback.
+//! The harness drives the loop's state machine one call at a time ([`TrialLoop`]), so any
+//! runner can be the model: the fixture in-process, HTTP runners awaited on the run's runtime
+//! (through the response cache, each round's request stored and logged in requests.jsonl like
+//! any answer call).
 
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
-use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
 use super::condition::{BuiltContext, ConditionFailure};
-use super::runner::{ModelReply, Runner, RunnerError};
+use super::runner::{ModelReply, ModelRequest, Runner, RunnerError};
 use super::workload::{AnswerKind, Task};
-use crate::proof::{ContextRiskMode, ProofError, VerifiedEfficiencyLayer};
+use crate::proof::fixed_point::{LoopState, Step};
+use crate::proof::{
+    ContextRiskMode, FixedPointResult, Prepared, ProofError, VerifiedEfficiencyLayer,
+};
 use crate::tokens::Tokenizer;
 use crate::witness::Profile;
 
@@ -86,6 +90,24 @@ pub struct LoopTrial {
     pub notes: Vec<(&'static str, String)>,
 }
 
+impl LoopTrial {
+    fn boxed(error_type: &'static str, message: String, commit: Option<String>) -> Box<Self> {
+        Box::new(Self::failed(error_type, message, commit))
+    }
+
+    fn failed(error_type: &'static str, message: String, commit: Option<String>) -> Self {
+        Self {
+            built: Err(ConditionFailure {
+                error_type,
+                message,
+                context_commit_id: commit,
+            }),
+            reply: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct Calls {
     context_tokens: usize,
@@ -100,146 +122,204 @@ struct Calls {
     count: usize,
 }
 
-/// Runs the loop for one trial. `commit_id` is the condition's own commit, named by the record
-/// when the loop cannot prepare.
-#[allow(clippy::too_many_arguments)]
-pub fn run_trial(
+/// A trial's loop in progress: the harness asks [`Self::next_request`], makes the call its own
+/// way (in-process for the fixture, awaited over HTTP for servers) and hands the reply to
+/// [`Self::answer`], until no request is left; [`Self::finish`] then gives the trial. Driving
+/// the loop's state machine this way, rather than through a callback, lets an async call sit
+/// between two rounds without a second runtime or thread.
+pub struct TrialLoop<'a> {
     setting: FixedPointSetting,
-    state_home: &Path,
-    runner: &Runner,
-    task: &Task,
-    units: &[(String, String)],
-    budget: usize,
-    commit_id: Option<String>,
-    tokenizer: &Tokenizer,
-) -> LoopTrial {
-    let profile = match task.answer_kind {
-        AnswerKind::Span => Profile::Qa,
-        AnswerKind::Files => Profile::Code,
-    };
-    let layer =
-        VerifiedEfficiencyLayer::new(state_home, ContextRiskMode::Strict).with_profile(profile);
-    let failure = |error_type: &'static str, message: String, commit: Option<String>| LoopTrial {
-        built: Err(ConditionFailure {
-            error_type,
-            message,
-            context_commit_id: commit,
-        }),
-        reply: None,
-        notes: Vec::new(),
-    };
-    let prepared = match layer.prepare(units, &task.question, budget) {
-        Ok(prepared) => prepared,
-        Err(error) => {
-            return failure(
-                "fixed_point_prepare_error",
-                format!("the fixed-point loop could not prepare: {error}"),
-                commit_id,
-            );
-        }
-    };
-    let mut calls = Calls {
-        all_reported_input: true,
-        ..Calls::default()
-    };
-    let outcome = layer.run_fixed_point(
-        &prepared,
-        |request| {
-            let context = request.full_context();
-            let model_request = runner.request(&context, &task.question, task.answer_kind);
-            let started = Instant::now();
-            let reply =
-                runner
-                    .call_local(&model_request)
-                    .ok_or_else(|| RunnerError::InvalidResponse {
-                        url: runner.spec.name.clone(),
-                        message: "the fixed-point loop needs a local runner".into(),
-                    });
-            calls.latency_ms += started.elapsed().as_secs_f64() * 1000.0;
-            calls.count += 1;
-            calls.context_tokens += tokenizer.count(&context);
-            calls.last_context = context;
-            match reply {
-                Ok(reply) => {
-                    match reply.input_tokens {
-                        Some(tokens) => {
-                            calls.input_tokens = Some(calls.input_tokens.unwrap_or(0) + tokens);
-                        }
-                        None => calls.all_reported_input = false,
-                    }
-                    calls.output_tokens += reply.output_tokens;
-                    calls.reasoning_tokens += reply.reasoning_tokens;
-                    let text = reply.text.clone();
-                    calls.last = Some(reply);
-                    Ok(text)
-                }
-                Err(error) => {
-                    let message = error.to_string();
-                    calls.error = Some(error);
-                    Err(message.into())
-                }
-            }
-        },
-        setting.max_rounds,
-        setting.recovery_token_budget,
-        setting.max_chunks_per_round,
-    );
-    let built = BuiltContext {
-        text: calls.last_context.clone(),
-        tokens: calls.context_tokens,
-        context_commit_id: Some(prepared.ctx_id.clone()),
-        truncated_from: None,
-    };
-    match outcome {
-        Ok(result) => {
-            let Some(last) = calls.last else {
-                return failure(
+    runner: &'a Runner,
+    task: &'a Task,
+    tokenizer: &'a Tokenizer,
+    layer: VerifiedEfficiencyLayer,
+    prepared: Prepared,
+    state: LoopState,
+    calls: Calls,
+    /// The context of the request handed out and not yet answered.
+    pending: Option<String>,
+    outcome: Option<Result<FixedPointResult, ProofError>>,
+}
+
+impl<'a> TrialLoop<'a> {
+    /// Prepares the loop for one trial: selects and commits `units` at `budget`. `commit_id` is
+    /// the condition's own commit, named by the record when the loop cannot prepare.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        setting: FixedPointSetting,
+        state_home: &Path,
+        runner: &'a Runner,
+        task: &'a Task,
+        units: &[(String, String)],
+        budget: usize,
+        commit_id: Option<String>,
+        tokenizer: &'a Tokenizer,
+    ) -> Result<Self, Box<LoopTrial>> {
+        let profile = match task.answer_kind {
+            AnswerKind::Span => Profile::Qa,
+            AnswerKind::Files => Profile::Code,
+        };
+        let layer =
+            VerifiedEfficiencyLayer::new(state_home, ContextRiskMode::Strict).with_profile(profile);
+        let prepared = layer
+            .prepare(units, &task.question, budget)
+            .map_err(|error| {
+                LoopTrial::boxed(
+                    "fixed_point_prepare_error",
+                    format!("the fixed-point loop could not prepare: {error}"),
+                    commit_id.clone(),
+                )
+            })?;
+        let state = layer
+            .start(
+                setting.max_rounds,
+                setting.recovery_token_budget,
+                setting.max_chunks_per_round,
+            )
+            .map_err(|error| {
+                LoopTrial::boxed(
                     "fixed_point_error",
-                    "the loop ended without a model call".into(),
-                    Some(prepared.ctx_id),
-                );
-            };
-            let detail = serde_json::json!({
-                "status": result.status,
-                "rounds": result.rounds.len(),
-                "model_calls": calls.count,
-                "recovered_chunk_ids": result.recovered_chunk_ids(),
-                "recovery_tokens_used": result.recovery_tokens_used,
-                "unsupported_claim_rate_by_round": result.rounds.iter().map(|r| r.unsupported_claim_rate).collect::<Vec<_>>(),
-                "decisions": result.rounds.iter().map(|r| r.decision.as_str()).collect::<Vec<_>>(),
-                "first_draft": result.rounds.first().map(|r| r.output.as_str()),
-                "setting": setting.to_string(),
-            });
-            let reply = ModelReply {
-                text: result.final_output.output,
-                provider_request_id: last.provider_request_id,
-                input_tokens: calls.input_tokens.filter(|_| calls.all_reported_input),
-                output_tokens: calls.output_tokens,
-                reasoning_tokens: calls.reasoning_tokens,
-                usage_source: last.usage_source,
-            };
-            LoopTrial {
-                built: Ok(built),
-                reply: Some((Ok(reply), calls.latency_ms)),
-                notes: vec![("fixed_point", detail.to_string())],
-            }
+                    error.to_string(),
+                    Some(prepared.ctx_id.clone()),
+                )
+            })?;
+        Ok(Self {
+            setting,
+            runner,
+            task,
+            tokenizer,
+            layer,
+            prepared,
+            state,
+            calls: Calls {
+                all_reported_input: true,
+                ..Calls::default()
+            },
+            pending: None,
+            outcome: None,
+        })
+    }
+
+    /// The runner request of the current round; `None` once the loop has ended.
+    pub fn next_request(&mut self) -> Option<ModelRequest> {
+        if self.outcome.is_some() {
+            return None;
         }
-        Err(ProofError::Model(error)) => {
-            let runner_error = calls.error.unwrap_or_else(|| RunnerError::InvalidResponse {
-                url: runner.spec.name.clone(),
-                message: error.to_string(),
-            });
-            LoopTrial {
-                built: Ok(built),
-                reply: Some((Err(runner_error), calls.latency_ms)),
-                notes: vec![("fixed_point_model_error", error.to_string())],
+        let context = self.state.request(&self.prepared).full_context();
+        let request = self
+            .runner
+            .request(&context, &self.task.question, self.task.answer_kind);
+        self.pending = Some(context);
+        Some(request)
+    }
+
+    /// Takes the reply to the request [`Self::next_request`] gave, with the call's latency:
+    /// adds the call to the trial's account, verifies the draft and decides the next step.
+    pub fn answer(&mut self, reply: Result<ModelReply, RunnerError>, latency_ms: f64) {
+        let Some(context) = self.pending.take() else {
+            return;
+        };
+        let calls = &mut self.calls;
+        calls.latency_ms += latency_ms;
+        calls.count += 1;
+        calls.context_tokens += self.tokenizer.count(&context);
+        calls.last_context = context;
+        let draft = match reply {
+            Ok(reply) => {
+                match reply.input_tokens {
+                    Some(tokens) => {
+                        calls.input_tokens = Some(calls.input_tokens.unwrap_or(0) + tokens);
+                    }
+                    None => calls.all_reported_input = false,
+                }
+                calls.output_tokens += reply.output_tokens;
+                calls.reasoning_tokens += reply.reasoning_tokens;
+                let text = reply.text.clone();
+                calls.last = Some(reply);
+                text
             }
+            Err(error) => {
+                let message = error.to_string();
+                calls.error = Some(error);
+                self.outcome = Some(Err(self.state.model_failure(
+                    &self.layer,
+                    &self.prepared,
+                    &message,
+                )));
+                return;
+            }
+        };
+        match self.state.submit(&self.layer, &self.prepared, draft) {
+            Ok(Step::Ask(_)) => {}
+            Ok(Step::Done(result)) => self.outcome = Some(Ok(*result)),
+            Err(error) => self.outcome = Some(Err(error)),
         }
-        Err(error) => failure(
-            "fixed_point_error",
-            error.to_string(),
-            Some(prepared.ctx_id),
-        ),
+    }
+
+    /// The trial for the record: its context, the merged reply and the loop's note.
+    pub fn finish(self) -> LoopTrial {
+        let calls = self.calls;
+        let ctx_id = self.prepared.ctx_id.clone();
+        let built = BuiltContext {
+            text: calls.last_context.clone(),
+            tokens: calls.context_tokens,
+            context_commit_id: Some(ctx_id.clone()),
+            truncated_from: None,
+        };
+        let Some(outcome) = self.outcome else {
+            return LoopTrial::failed(
+                "fixed_point_error",
+                "the loop was left before it reached a terminal status".into(),
+                Some(ctx_id),
+            );
+        };
+        match outcome {
+            Ok(result) => {
+                let Some(last) = calls.last else {
+                    return LoopTrial::failed(
+                        "fixed_point_error",
+                        "the loop ended without a model call".into(),
+                        Some(ctx_id),
+                    );
+                };
+                let detail = serde_json::json!({
+                    "status": result.status,
+                    "rounds": result.rounds.len(),
+                    "model_calls": calls.count,
+                    "recovered_chunk_ids": result.recovered_chunk_ids(),
+                    "recovery_tokens_used": result.recovery_tokens_used,
+                    "unsupported_claim_rate_by_round": result.rounds.iter().map(|r| r.unsupported_claim_rate).collect::<Vec<_>>(),
+                    "decisions": result.rounds.iter().map(|r| r.decision.as_str()).collect::<Vec<_>>(),
+                    "first_draft": result.rounds.first().map(|r| r.output.as_str()),
+                    "setting": self.setting.to_string(),
+                });
+                let reply = ModelReply {
+                    text: result.final_output.output,
+                    provider_request_id: last.provider_request_id,
+                    input_tokens: calls.input_tokens.filter(|_| calls.all_reported_input),
+                    output_tokens: calls.output_tokens,
+                    reasoning_tokens: calls.reasoning_tokens,
+                    usage_source: last.usage_source,
+                };
+                LoopTrial {
+                    built: Ok(built),
+                    reply: Some((Ok(reply), calls.latency_ms)),
+                    notes: vec![("fixed_point", detail.to_string())],
+                }
+            }
+            Err(ProofError::Model(error)) => {
+                let runner_error = calls.error.unwrap_or_else(|| RunnerError::InvalidResponse {
+                    url: self.runner.spec.name.clone(),
+                    message: error.to_string(),
+                });
+                LoopTrial {
+                    built: Ok(built),
+                    reply: Some((Err(runner_error), calls.latency_ms)),
+                    notes: vec![("fixed_point_model_error", error.to_string())],
+                }
+            }
+            Err(error) => LoopTrial::failed("fixed_point_error", error.to_string(), Some(ctx_id)),
+        }
     }
 }
 

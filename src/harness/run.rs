@@ -42,7 +42,7 @@ use super::audit::{self, CallPurpose, Caller, RequestStore, TrialCalls};
 use super::condition::{
     self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
 };
-use super::fixed_point::{self, FixedPointSetting};
+use super::fixed_point::{FixedPointSetting, LoopTrial, TrialLoop};
 use super::runner::cache::ResponseCache;
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
@@ -455,12 +455,6 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     }
     if settings.budgets.contains(&0) {
         return Err(RunError::Settings("budgets must be > 0 tokens".into()));
-    }
-    if settings.fixed_point.is_some() && !settings.runner.is_local() {
-        return Err(RunError::Settings(format!(
-            "--fixed-point drives the loop with local runners only for now; runner {} calls a server",
-            settings.runner.spec.name
-        )));
     }
     let started = Instant::now();
     let started_at = utc_now();
@@ -928,32 +922,22 @@ impl TrialContext<'_> {
                 counted_input_tokens: counted,
             }
         });
-        let mut shaped = self.resolve(staged, call);
-        if let Some(setting) = self.settings.fixed_point
-            && let Ok(built) = &shaped.built
-            && let Some(full) = self.prepared[shaped.cell.task].as_ref()
-            && let Some(units) = condition::svc_units(
-                shaped.cell.condition,
-                self.task(&shaped.cell),
-                full,
-                shaped.cell.budget,
-                &self.tokenizer,
-            )
-        {
-            let trial = fixed_point::run_trial(
-                setting,
-                &self.settings.state_home,
-                runner,
-                self.task(&shaped.cell),
-                &units,
-                shaped.cell.budget,
-                built.context_commit_id.clone(),
-                &self.tokenizer,
-            );
-            shaped.built = trial.built;
-            shaped.notes.extend(trial.notes);
-            // The loop's rounds call the runner directly; their requests are in notes.jsonl.
-            return self.finish(shaped, trial.reply, calls);
+        let shaped = self.resolve(staged, call);
+        if let Some(started) = self.start_loop(&shaped) {
+            let trial = match started {
+                Err(trial) => *trial,
+                Ok(mut trial_loop) => {
+                    while let Some(request) = trial_loop.next_request() {
+                        let called =
+                            self.caller
+                                .call_local(&request, replicate, CallPurpose::Answer);
+                        calls.push(called.record);
+                        trial_loop.answer(called.result, called.latency_ms);
+                    }
+                    trial_loop.finish()
+                }
+            };
+            return self.finish_loop(shaped, trial, calls);
         }
         let cell = &shaped.cell;
         let reply = match &shaped.built {
@@ -972,6 +956,44 @@ impl TrialContext<'_> {
             _ => None,
         };
         self.finish(shaped, reply, calls)
+    }
+
+    /// The fixed-point loop of a trial, when the run has the setting and the trial's condition
+    /// selects (`svc`, `combined`) from a context that was built.
+    fn start_loop(&self, shaped: &Shaped) -> Option<Result<TrialLoop<'_>, Box<LoopTrial>>> {
+        let setting = self.settings.fixed_point?;
+        let built = shaped.built.as_ref().ok()?;
+        let full = self.prepared[shaped.cell.task].as_ref()?;
+        let task = self.task(&shaped.cell);
+        let units = condition::svc_units(
+            shaped.cell.condition,
+            task,
+            full,
+            shaped.cell.budget,
+            &self.tokenizer,
+        )?;
+        Some(TrialLoop::start(
+            setting,
+            &self.settings.state_home,
+            &self.settings.runner,
+            task,
+            &units,
+            shaped.cell.budget,
+            built.context_commit_id.clone(),
+            &self.tokenizer,
+        ))
+    }
+
+    /// A trial the loop ran: its context and merged reply replace the condition's.
+    fn finish_loop(
+        &self,
+        mut shaped: Shaped,
+        trial: LoopTrial,
+        calls: Vec<audit::CallRecord>,
+    ) -> Finished {
+        shaped.built = trial.built;
+        shaped.notes.extend(trial.notes);
+        self.finish(shaped, trial.reply, calls)
     }
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a
@@ -1227,6 +1249,29 @@ fn run_async(
                 None => None,
             };
             let shaped = context.resolve(staged, call);
+            if let Some(started) = context.start_loop(&shaped) {
+                let trial = match started {
+                    Err(trial) => *trial,
+                    Ok(mut trial_loop) => {
+                        while let Some(request) = trial_loop.next_request() {
+                            let called = context
+                                .caller
+                                .call(&request, cell.replicate, CallPurpose::Answer)
+                                .await;
+                            calls.push(called.record);
+                            trial_loop.answer(called.result, called.latency_ms);
+                        }
+                        trial_loop.finish()
+                    }
+                };
+                if sender
+                    .send(context.finish_loop(shaped, trial, calls))
+                    .is_err()
+                {
+                    return;
+                }
+                continue;
+            }
             let reply = match &shaped.built {
                 Ok(built) if built.tokens > 0 => {
                     let request = runner.request(&built.text, &task.question, task.answer_kind);

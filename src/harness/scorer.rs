@@ -296,6 +296,11 @@ impl ClaimChecker for WitnessClaimChecker {
         evidence: &str,
         question: Option<&str>,
     ) -> f64 {
+        // The witness's notice that an answer was withheld (strict mode, the fixed-point loop)
+        // asserts nothing about the evidence; read as prose it would be one unsupported claim.
+        if response.trim() == crate::witness::rewrite::WITHHELD_NOTICE {
+            return 0.0;
+        }
         verify::check(response, evidence, question, self.profile).unsupported_claim_rate()
     }
 }
@@ -315,6 +320,19 @@ mod tests {
             evidence: Vec::new(),
             gold_files: files.iter().map(|s| s.to_string()).collect(),
         }
+    }
+
+    #[test]
+    fn the_withheld_notice_makes_no_claim() {
+        let checker = default_claim_checker();
+        let evidence = "The bridge opened in 1932.";
+        let notice = crate::witness::rewrite::WITHHELD_NOTICE;
+        assert!(verify::check(notice, evidence, None, Profile::BenchmarkQa).has_unsupported());
+        assert_eq!(checker.unsupported_claim_rate(notice, evidence, None), 0.0);
+        assert_eq!(
+            checker.unsupported_claim_rate("The bridge opened in 1990.", evidence, None),
+            1.0
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! key with the same input replays those bytes at any later revision; the same key with other
 //! input (for advance: other model text) is refused. Prepare keys are kept under
 //! `proof/idempotency/` (they exist before any session); advance keys inside the session.
+//! Advances of one session are serialised by its lock ([`session::lock`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -122,11 +123,22 @@ fn now() -> String {
 #[derive(Debug, Clone)]
 pub struct Protocol {
     layer: VerifiedEfficiencyLayer,
+    lock_wait: std::time::Duration,
 }
 
 impl Protocol {
     pub fn new(layer: VerifiedEfficiencyLayer) -> Self {
-        Self { layer }
+        Self {
+            layer,
+            lock_wait: session::LOCK_WAIT,
+        }
+    }
+
+    /// Wait up to `wait` for a session another process is advancing (default
+    /// [`session::LOCK_WAIT`]).
+    pub fn with_lock_wait(mut self, wait: std::time::Duration) -> Self {
+        self.lock_wait = wait;
+        self
     }
 
     fn prepare_key_path(&self, key: &str) -> PathBuf {
@@ -224,6 +236,9 @@ impl Protocol {
         idempotency_key: Option<&str>,
     ) -> Result<String, ProofError> {
         let state_dir = self.layer.state_dir();
+        // Held until the new revision is saved: another advance of this session waits and then
+        // loads that revision (see the concurrency notes of [`session`]).
+        let _lock = session::lock(state_dir, session_id, self.lock_wait)?;
         let mut body = session::load(state_dir, session_id)?;
         let input_sha256 = digest::sha256_hex(draft);
         if let Some(key) = idempotency_key

@@ -17,11 +17,22 @@
 //! The file is `{format, body_sha256, body}`; `body_sha256` is the SHA-256 of the compact JSON
 //! of `body`. A file whose body does not hash to it (edited, truncated, or written by something
 //! else) is refused rather than resumed.
+//!
+//! **Concurrency.** A change (load, advance, save) runs under the session's exclusive lock
+//! ([`lock`]): `pgs_….lock` beside the session file, held with an OS file lock (`flock`), so
+//! two processes advancing one session take turns and each sees the other's revision; neither
+//! update is lost and the session never forks. The kernel drops the lock when its holder dies,
+//! so a crashed advance leaves no lock that blocks anyone: the lock file only says who held it
+//! last (`{pid, since}`, emptied on a clean release), and the session file, replaced
+//! atomically, is at its last saved revision. A holder that is alive but does not finish within
+//! the wait is a [`SessionError::Locked`] naming it. The lock file is never removed: removing
+//! a lock file another process has open would let a third lock a new file at the same path.
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io;
+use std::io::{self, Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -134,8 +145,124 @@ pub enum SessionError {
     IdempotencyConflict { key: String, operation: String },
     #[error("session {id} is {state} and takes no more drafts (see `svc proof inspect {id}`)")]
     Closed { id: String, state: &'static str },
+    #[error(
+        "session {id} is being advanced by another process ({holder}); waited {waited_seconds:.1} s for its lock {path}. Retry when it is done; if it hangs, stop it: the session file is never half-written, so the next advance resumes from its last saved revision"
+    )]
+    Locked {
+        id: String,
+        path: PathBuf,
+        /// Who holds it, as its lock file says.
+        holder: String,
+        waited_seconds: f64,
+    },
+    #[error("cannot lock session {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
     #[error(transparent)]
     State(#[from] state::StateError),
+}
+
+/// How long a change waits for a session's lock by default: an advance verifies and recovers
+/// in well under a second, so this is many advances' worth.
+pub const LOCK_WAIT: Duration = Duration::from_secs(30);
+
+/// How often a waiting process tries the lock again.
+const LOCK_POLL: Duration = Duration::from_millis(20);
+
+/// Who holds a session lock, written into the lock file for the error of a waiting process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct LockHolder {
+    pid: u32,
+    since: String,
+}
+
+/// A held session lock; released (and its holder line emptied) when dropped.
+#[derive(Debug)]
+pub struct SessionLock {
+    file: fs::File,
+}
+
+impl Drop for SessionLock {
+    fn drop(&mut self) {
+        // Emptied first, so a holder line in the file means its holder did not finish. Both
+        // steps are best effort: the kernel releases the lock when the file is closed anyway.
+        let _ = self.file.set_len(0);
+        let _ = self.file.unlock();
+    }
+}
+
+/// Path of a session's lock file.
+pub fn lock_path_of(state_dir: &Path, id: &str) -> Result<PathBuf, SessionError> {
+    Ok(path_of(state_dir, id)?.with_extension("lock"))
+}
+
+/// Takes the exclusive lock of session `id`, waiting up to `wait` for another holder to finish.
+/// An unknown session is refused before any lock file is made for it.
+pub fn lock(state_dir: &Path, id: &str, wait: Duration) -> Result<SessionLock, SessionError> {
+    let session_path = path_of(state_dir, id)?;
+    if !session_path.exists() {
+        return Err(SessionError::Unknown {
+            id: id.to_string(),
+            path: session_path,
+        });
+    }
+    let path = lock_path_of(state_dir, id)?;
+    let io_error = |source| SessionError::Lock {
+        path: path.clone(),
+        source,
+    };
+    let mut options = fs::OpenOptions::new();
+    options.read(true).write(true).create(true).truncate(false);
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(&path).map_err(io_error)?;
+    let started = Instant::now();
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(fs::TryLockError::WouldBlock) => {
+                if started.elapsed() >= wait {
+                    return Err(SessionError::Locked {
+                        id: id.to_string(),
+                        holder: describe_holder(&mut file),
+                        path,
+                        waited_seconds: started.elapsed().as_secs_f64(),
+                    });
+                }
+                std::thread::sleep(LOCK_POLL);
+            }
+            Err(fs::TryLockError::Error(source)) => return Err(io_error(source)),
+        }
+    }
+    let holder = LockHolder {
+        pid: std::process::id(),
+        since: crate::clock::rfc3339(std::time::SystemTime::now()),
+    };
+    let line = serde_json::to_string(&holder).unwrap_or_default() + "\n";
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| file.write_all(line.as_bytes()))
+        .map_err(io_error)?;
+    Ok(SessionLock { file })
+}
+
+/// The holder a lock file names, in words.
+fn describe_holder(file: &mut fs::File) -> String {
+    let mut text = String::new();
+    let read = file.rewind().and_then(|()| file.read_to_string(&mut text));
+    match read
+        .ok()
+        .and_then(|_| serde_json::from_str::<LockHolder>(text.trim()).ok())
+    {
+        Some(holder) => format!("pid {} since {}", holder.pid, holder.since),
+        // Between its lock and its holder line, or an older svc: the lock is held all the same.
+        None => "a process that has not written its pid yet".to_string(),
+    }
 }
 
 /// Path of a session's file.

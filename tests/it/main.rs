@@ -8,6 +8,7 @@ mod context;
 mod fuzz;
 mod harness;
 mod proof;
+mod proof_harness;
 mod proxy;
 mod records;
 mod report;

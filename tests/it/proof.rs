@@ -372,3 +372,123 @@ fn svc_run_with_fixed_point_records_the_setting_rounds_and_commits() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("ROUNDS[,BUDGET]"), "{}", out.stderr);
 }
+
+/// Two processes advance one session at once: they take turns under the session's lock, so
+/// both revisions are kept (none lost, no fork). A lock held past the wait is a clear error
+/// naming its holder; a holder line left by a process that died blocks nobody.
+#[test]
+fn concurrent_advances_of_one_session_take_turns_under_its_lock() {
+    use std::io::Write;
+    let state = tempfile::tempdir().expect("state");
+    let (id, _) = prepare(state.path(), None);
+    let work = tempfile::tempdir().expect("work");
+    let draft = |name: &str, text: &str| {
+        let path = work.path().join(name);
+        std::fs::write(&path, text).expect("draft");
+        path
+    };
+    let guess = draft(
+        "guess.txt",
+        "The bridge opened to traffic in 1932. The botanic garden was founded in 1900.\n",
+    );
+    let full = draft(
+        "full.txt",
+        "The bridge opened to traffic in 1932. The botanic garden was founded in 1816 beside the harbour.\n",
+    );
+    let lock_path = state
+        .path()
+        .join("proof/sessions")
+        .join(format!("{id}.lock"));
+    // This test holds the lock, as an advance in progress would, while two processes start.
+    let mut holder = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .expect("lock file");
+    holder.lock().expect("lock");
+    writeln!(
+        holder,
+        "{{\"pid\":{},\"since\":\"2026-11-23T00:00:00Z\"}}",
+        std::process::id()
+    )
+    .expect("holder line");
+    let advance = |file: &std::path::Path, key: &str| {
+        svc(state.path())
+            .args(["proof", "advance", &id, "--idempotency-key", key])
+            .arg("--output-file")
+            .arg(file)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn advance")
+    };
+    let first = advance(&guess, "a");
+    let second = advance(&full, "b");
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(
+        inspect(state.path(), &id)["revision"],
+        0,
+        "both advances wait for the lock"
+    );
+    let impatient = run(svc(state.path())
+        .args(["proof", "advance", &id, "--lock-wait-seconds", "0.2"])
+        .arg("--output-file")
+        .arg(&guess));
+    assert_eq!(impatient.code, 2, "{}", impatient.stderr);
+    assert!(
+        impatient.stderr.contains(&format!(
+            "being advanced by another process (pid {} since",
+            std::process::id()
+        )) && impatient.stderr.contains(&format!("{id}.lock")),
+        "{}",
+        impatient.stderr
+    );
+    holder.unlock().expect("unlock");
+    drop(holder);
+
+    let mut revisions = Vec::new();
+    for child in [first, second] {
+        let out = child.wait_with_output().expect("advance finishes");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let response: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("advance JSON");
+        revisions.push(response["revision"].as_u64().expect("revision"));
+    }
+    revisions.sort();
+    assert_eq!(revisions, vec![1, 2], "one revision each, in turn");
+    let view = inspect(state.path(), &id);
+    assert_eq!(view["revision"], 2);
+    assert_eq!(
+        view["rounds"], 2,
+        "both drafts are rounds of the one session"
+    );
+    assert_eq!(view["idempotency_keys"], serde_json::json!(["a", "b"]));
+    let released = std::fs::read_to_string(&lock_path).expect("lock file");
+    assert!(
+        released.is_empty(),
+        "a clean release empties the holder line"
+    );
+
+    // A holder line without a lock (its process died mid-advance) is not a lock.
+    let (other, _) = prepare(state.path(), None);
+    std::fs::write(
+        state
+            .path()
+            .join("proof/sessions")
+            .join(format!("{other}.lock")),
+        "{\"pid\":4194304,\"since\":\"2026-11-23T00:00:00Z\"}\n",
+    )
+    .expect("stale holder line");
+    let out = run(svc(state.path())
+        .args(["proof", "advance", &other, "--lock-wait-seconds", "1"])
+        .arg("--output-file")
+        .arg(&guess));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(inspect(state.path(), &other)["revision"], 1);
+}

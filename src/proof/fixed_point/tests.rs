@@ -462,10 +462,84 @@ fn zero_bounds_are_refused() {
 }
 
 /// Generated documents of facts, a budget that omits some, and a model that mixes true facts
-/// (sent or omitted), false ones and filler at random in every round: the final output,
+/// (sent or omitted), false ones and filler at random in every round: under every context-risk
+/// mode and every witness profile the layer verifies with, what the final output asserts,
 /// verified against the final context, is never less supported than the first draft.
+///
+/// What the output asserts: in strict mode, all of it (unsupported claims are removed); in
+/// audit mode, what is left once every claim marked `[unverified: …]` or `[contradicted: …]`
+/// is taken out, as a reader who heeds the marks would. Each mode must also have done its job:
+/// audit output keeps the last draft's every word, strict output holds no sentence the last
+/// draft did not.
 #[test]
 fn property_the_final_output_is_never_less_supported_than_the_first_draft() {
+    let mut rng = SplitMix64::new(1414);
+    for mode in [ContextRiskMode::Strict, ContextRiskMode::Audit] {
+        let mut improved = 0;
+        let mut marked = 0;
+        for profile in Profile::ALL {
+            for case in 0..12 {
+                let outcome = generated_case(&mut rng, mode, profile);
+                let label = format!("{} / {} case {case}", mode.as_str(), profile.as_str());
+                assert!(
+                    outcome.final_rate <= outcome.first_rate,
+                    "{label}: final {:?} asserts {:?} ({}), less supported than the first draft {:?} ({})",
+                    outcome.final_output,
+                    outcome.asserted,
+                    outcome.final_rate,
+                    outcome.first_draft,
+                    outcome.first_rate
+                );
+                match mode {
+                    ContextRiskMode::Audit => {
+                        let unmarked = strip_marks(&outcome.final_output).1;
+                        assert_eq!(
+                            words(&unmarked),
+                            words(&outcome.last_draft),
+                            "{label}: audit output keeps the draft's words"
+                        );
+                        marked += usize::from(outcome.final_output != outcome.last_draft);
+                    }
+                    ContextRiskMode::Strict => {
+                        if outcome.final_output != WITHHELD_NOTICE {
+                            for sentence in sentences(&outcome.final_output) {
+                                assert!(
+                                    outcome.last_draft.contains(&sentence),
+                                    "{label}: {sentence:?} is not from the last draft {:?}",
+                                    outcome.last_draft
+                                );
+                            }
+                        }
+                    }
+                }
+                if outcome.first_rate > 0.0 && outcome.status == FixedPointStatus::Supported {
+                    improved += 1;
+                }
+            }
+        }
+        assert!(
+            improved > 0,
+            "{}: some generated runs recovered their way to supported",
+            mode.as_str()
+        );
+        if mode == ContextRiskMode::Audit {
+            assert!(marked > 0, "some audit outputs carry marks");
+        }
+    }
+}
+
+/// One generated run of the property above.
+struct CaseOutcome {
+    status: FixedPointStatus,
+    first_draft: String,
+    first_rate: f64,
+    last_draft: String,
+    final_output: String,
+    asserted: String,
+    final_rate: f64,
+}
+
+fn generated_case(rng: &mut SplitMix64, mode: ContextRiskMode, profile: Profile) -> CaseOutcome {
     const SUBJECTS: [&str; 8] = [
         "Aldren", "Borvik", "Caspel", "Dunmore", "Elsworth", "Fenwick", "Garrow", "Halden",
     ];
@@ -475,96 +549,128 @@ fn property_the_final_output_is_never_less_supported_than_the_first_draft() {
         "lies",
         "is twinned with",
     ];
-    let mut rng = SplitMix64::new(1414);
-    let mut improved = 0;
-    for case in 0..40 {
-        let facts: Vec<String> = (0..8)
-            .map(|i| {
-                let relation = RELATIONS[rng.below(RELATIONS.len())];
-                let object = match relation {
-                    "lies" => format!("{} kilometres from the sea", 10 + rng.below(400)),
-                    "is twinned with" => SUBJECTS[rng.below(SUBJECTS.len())].to_string(),
-                    _ => (1000 + rng.below(1000)).to_string(),
-                };
-                format!("The town of {} {relation} {object}.", SUBJECTS[i])
-            })
-            .collect();
-        let docs: Vec<(String, String)> = facts
-            .chunks(2)
-            .enumerate()
-            .map(|(i, pair)| {
-                (
-                    format!("towns{i}.md"),
-                    format!(
-                        "# Towns {i}\n\n## First\n\n{}\n\n## Second\n\n{}\n",
-                        pair[0], pair[1]
-                    ),
-                )
-            })
-            .collect();
-        let dir = tempfile::tempdir().expect("tempdir");
-        let layer = VerifiedEfficiencyLayer::new(dir.path(), ContextRiskMode::Strict);
-        let query = format!("Tell me about the town of {}.", SUBJECTS[rng.below(8)]);
-        let prepared = layer
-            .prepare(&docs, &query, 40 + rng.below(80))
-            .expect("prepare");
-        let mut draft_rng = SplitMix64::new(rng.next_u64());
-        let mut drafts: Vec<String> = Vec::new();
-        let result = layer
-            .run_fixed_point(
-                &prepared,
-                |_request| {
-                    let mut sentences = Vec::new();
-                    for _ in 0..1 + draft_rng.below(3) {
-                        sentences.push(match draft_rng.below(3) {
-                            0 | 1 => facts[draft_rng.below(facts.len())].clone(),
-                            _ => format!(
-                                "The town of {} was founded in {}.",
-                                SUBJECTS[draft_rng.below(8)],
-                                2100 + draft_rng.below(50)
-                            ),
-                        });
-                    }
-                    let draft = sentences.join(" ");
-                    drafts.push(draft.clone());
-                    Ok(draft)
-                },
-                1 + rng.below(4),
-                rng.below(200),
-                1 + rng.below(3),
+    let facts: Vec<String> = (0..8)
+        .map(|i| {
+            let relation = RELATIONS[rng.below(RELATIONS.len())];
+            let object = match relation {
+                "lies" => format!("{} kilometres from the sea", 10 + rng.below(400)),
+                "is twinned with" => SUBJECTS[rng.below(SUBJECTS.len())].to_string(),
+                _ => (1000 + rng.below(1000)).to_string(),
+            };
+            format!("The town of {} {relation} {object}.", SUBJECTS[i])
+        })
+        .collect();
+    let docs: Vec<(String, String)> = facts
+        .chunks(2)
+        .enumerate()
+        .map(|(i, pair)| {
+            (
+                format!("towns{i}.md"),
+                format!(
+                    "# Towns {i}\n\n## First\n\n{}\n\n## Second\n\n{}\n",
+                    pair[0], pair[1]
+                ),
             )
-            .expect("run");
-        assert_eq!(drafts.len(), result.rounds.len(), "case {case}");
-        let first = &result.rounds[0];
-        let final_context = render_final_context(&prepared, &result, &layer);
-        // The withheld notice asserts nothing: no claim of it can be unsupported.
-        let final_rate = if result.final_output.output == WITHHELD_NOTICE {
-            0.0
-        } else {
-            verify::check(
-                &result.final_output.output,
-                &final_context,
-                Some(&query),
-                Profile::Rag,
-            )
-            .unsupported_claim_rate()
-        };
-        assert!(
-            final_rate <= first.unsupported_claim_rate,
-            "case {case}: final {:?} ({}) is less supported than the first draft {:?} ({})",
-            result.final_output.output,
-            final_rate,
-            first.output,
-            first.unsupported_claim_rate
-        );
-        if first.unsupported_claim_rate > 0.0 && result.status == FixedPointStatus::Supported {
-            improved += 1;
-        }
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let layer = VerifiedEfficiencyLayer::new(dir.path(), mode).with_profile(profile);
+    let query = format!("Tell me about the town of {}.", SUBJECTS[rng.below(8)]);
+    let prepared = layer
+        .prepare(&docs, &query, 40 + rng.below(80))
+        .expect("prepare");
+    let mut draft_rng = SplitMix64::new(rng.next_u64());
+    let mut drafts: Vec<String> = Vec::new();
+    let result = layer
+        .run_fixed_point(
+            &prepared,
+            |_request| {
+                let mut sentences = Vec::new();
+                for _ in 0..1 + draft_rng.below(3) {
+                    sentences.push(match draft_rng.below(3) {
+                        0 | 1 => facts[draft_rng.below(facts.len())].clone(),
+                        _ => format!(
+                            "The town of {} was founded in {}.",
+                            SUBJECTS[draft_rng.below(8)],
+                            2100 + draft_rng.below(50)
+                        ),
+                    });
+                }
+                let draft = sentences.join(" ");
+                drafts.push(draft.clone());
+                Ok(draft)
+            },
+            1 + rng.below(4),
+            rng.below(200),
+            1 + rng.below(3),
+        )
+        .expect("run");
+    assert_eq!(drafts.len(), result.rounds.len(), "one call per round");
+    let first = &result.rounds[0];
+    let final_context = render_final_context(&prepared, &result, &layer);
+    let final_output = result.final_output.output.clone();
+    let asserted = match mode {
+        ContextRiskMode::Audit => strip_marks(&final_output).0,
+        ContextRiskMode::Strict => final_output.clone(),
+    };
+    // The withheld notice asserts nothing: no claim of it can be unsupported.
+    let final_rate = if asserted == WITHHELD_NOTICE || asserted.trim().is_empty() {
+        0.0
+    } else {
+        verify::check(&asserted, &final_context, Some(&query), profile).unsupported_claim_rate()
+    };
+    CaseOutcome {
+        status: result.status,
+        first_draft: first.output.clone(),
+        first_rate: first.unsupported_claim_rate,
+        last_draft: drafts.last().cloned().unwrap_or_default(),
+        final_output,
+        asserted,
+        final_rate,
     }
-    assert!(
-        improved > 0,
-        "some generated runs recovered their way to supported"
-    );
+}
+
+/// An audit output split two ways: (the text without the marked claims, the text without the
+/// marks only). A mark (` [unverified: …]`, ` [contradicted: …]`) follows the claim it marks.
+fn strip_marks(output: &str) -> (String, String) {
+    let mut kept = String::new();
+    let mut unmarked = String::new();
+    let mut rest = output;
+    loop {
+        let next = ["[unverified: ", "[contradicted: "]
+            .iter()
+            .filter_map(|tag| rest.find(tag))
+            .min();
+        let Some(at) = next else {
+            kept.push_str(rest);
+            unmarked.push_str(rest);
+            break;
+        };
+        let claim = &rest[..at];
+        unmarked.push_str(claim);
+        // The marked claim is the last sentence before the mark.
+        let sentence_start = claim
+            .trim_end()
+            .trim_end_matches('.')
+            .rfind(". ")
+            .map_or(0, |i| i + 2);
+        kept.push_str(&claim[..sentence_start]);
+        let close = rest[at..].find(']').map_or(rest.len(), |i| at + i + 1);
+        rest = &rest[close..];
+    }
+    (kept, unmarked)
+}
+
+fn words(text: &str) -> Vec<&str> {
+    text.split_whitespace().collect()
+}
+
+/// The generated drafts' sentences: each ends with a full stop.
+fn sentences(text: &str) -> Vec<String> {
+    text.split_inclusive(". ")
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
 }
 
 fn render_final_context(
