@@ -9,6 +9,7 @@ mod fuzz;
 mod harness;
 mod proof;
 mod proxy;
+mod proxy_proof;
 mod records;
 mod report;
 mod run;

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use svc::context::CommitStore;
 use svc::proxy::check::WitnessSettings;
 use svc::proxy::upstream::Upstreams;
-use svc::proxy::{ProxySettings, ProxyState, app};
+use svc::proxy::{ProxySettings, ProxyState, make_service};
 use svc::witness::{Mode, Profile};
 
 use crate::harness::root;
@@ -157,9 +157,9 @@ impl Proxy {
             .await
             .expect("test step");
         let address = listener.local_addr().expect("test step");
-        let router = app(state.clone());
+        let service = make_service(state.clone());
         tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            let _ = axum::serve(listener, service).await;
         });
         Proxy {
             base: format!("http://{address}"),
