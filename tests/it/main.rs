@@ -14,4 +14,5 @@ mod records;
 mod report;
 mod run;
 mod state;
+mod via_proxy;
 mod witness;
