@@ -161,6 +161,77 @@ fn render(source: &str, units: &[Unit], kept: &[bool], style: &dyn Style, prefix
     text
 }
 
+/// How far over the budget the estimate of a slack candidate may be and still be tokenised:
+/// summing separately counted pieces misses merges at their joins by a few tokens.
+const SLACK_ESTIMATE_MARGIN: usize = 8;
+
+/// The tokens of a rendering estimated as the sum of its pieces, each counted once: kept
+/// units, and markers (with their trailing break) memoised by run. Close to the exact count
+/// (BPE rarely merges across a line break), so it locates the fitting boundary cheaply.
+struct Estimate<'a> {
+    source: &'a str,
+    units: &'a [Unit],
+    tokenizer: &'a Tokenizer,
+    style: &'a dyn Style,
+    prefix: &'a str,
+    unit_tokens: Vec<usize>,
+    markers: std::collections::HashMap<(usize, usize), usize>,
+}
+
+impl<'a> Estimate<'a> {
+    fn new(
+        source: &'a str,
+        units: &'a [Unit],
+        tokenizer: &'a Tokenizer,
+        style: &'a dyn Style,
+        prefix: &'a str,
+    ) -> Self {
+        // The search's probes touch nearly every unit: count them all at once, over cores.
+        let unit_tokens = {
+            use rayon::prelude::*;
+            units
+                .par_iter()
+                .map(|unit| tokenizer.count(&source[unit.start..unit.end]))
+                .collect()
+        };
+        Self {
+            source,
+            units,
+            tokenizer,
+            style,
+            prefix,
+            unit_tokens,
+            markers: std::collections::HashMap::new(),
+        }
+    }
+
+    fn unit(&self, index: usize) -> usize {
+        self.unit_tokens[index]
+    }
+
+    fn tokens(&mut self, kept: &[bool]) -> usize {
+        let mut total = 0;
+        for (run, keep) in runs(kept) {
+            if keep {
+                total += run.clone().map(|i| self.unit(i)).sum::<usize>();
+            } else if let Some(&tokens) = self.markers.get(&(run.start, run.end)) {
+                total += tokens;
+            } else {
+                let id = format!(
+                    "{}{}",
+                    self.prefix,
+                    self.style.chunk_id(self.units, run.clone())
+                );
+                let marker = self.style.marker(self.source, self.units, run.clone(), &id);
+                let tokens = self.tokenizer.count(&marker) + 1;
+                self.markers.insert((run.start, run.end), tokens);
+                total += tokens;
+            }
+        }
+        total
+    }
+}
+
 fn flags(len: usize, order: &[usize], n: usize) -> Vec<bool> {
     let mut kept = vec![false; len];
     for &i in &order[..n] {
@@ -195,8 +266,43 @@ pub(crate) fn fit(
     let Some(mut best_tokens) = tokens else {
         return Err(Minimum(tokenizer.count(&best_text)));
     };
+    // Tokenising a rendering costs as much as the rendering is long, and the search below
+    // probes many: the estimate (each unit and marker counted once, summed) finds where the
+    // boundary lies, and only the few renderings next to it are tokenised exactly.
+    let mut estimate = Estimate::new(source, units, tokenizer, style, prefix);
+    let estimated =
+        |estimate: &mut Estimate<'_>, n: usize| estimate.tokens(&flags(units.len(), order, n));
     // Invariant: `lo` fits, `hi` does not (all units kept is the original, already over budget).
     let (mut lo, mut hi) = (0usize, units.len());
+    let (mut est_lo, mut est_hi) = (0usize, units.len());
+    while est_hi - est_lo > 1 {
+        let mid = est_lo + (est_hi - est_lo) / 2;
+        if estimated(&mut estimate, mid) <= budget {
+            est_lo = mid;
+        } else {
+            est_hi = mid;
+        }
+    }
+    // Gallop from the estimated boundary with exact counts until both sides are bracketed.
+    let mut step = 1;
+    let mut at = est_lo.max(1);
+    while at > lo && at < hi {
+        let (kept, text, tokens) = probe(at);
+        match tokens {
+            Some(tokens) => {
+                lo = at;
+                best_kept = kept;
+                best_text = text;
+                best_tokens = tokens;
+                at = (at + step).min(hi);
+            }
+            None => {
+                hi = at;
+                at = at.saturating_sub(step).max(lo);
+            }
+        }
+        step *= 2;
+    }
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
         let (kept, text, tokens) = probe(mid);
@@ -211,19 +317,25 @@ pub(crate) fn fit(
         }
     }
     // The search stops at the first unit that does not fit; later, smaller units may still fit
-    // in the slack. Try a few, in order.
+    // in the slack. Try a few, in order; a unit the estimate says cannot fit is not tokenised.
     let slack = if style.fill_slack() { 24 } else { 0 };
+    let mut best_estimate = estimate.tokens(&best_kept);
     for &candidate in order.iter().skip(lo + 1).take(slack) {
         if best_tokens + 4 > budget {
             break;
         }
         let mut kept = best_kept.clone();
         kept[candidate] = true;
+        let with = estimate.tokens(&kept);
+        if (best_tokens + with).saturating_sub(best_estimate) > budget + SLACK_ESTIMATE_MARGIN {
+            continue;
+        }
         let text = render(source, units, &kept, style, prefix);
         if let Some(tokens) = fits(tokenizer, &text, budget) {
             best_kept = kept;
             best_text = text;
             best_tokens = tokens;
+            best_estimate = with;
         }
     }
     // A short elided run can cost no more than its marker: then keep it, which loses nothing.
