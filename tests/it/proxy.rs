@@ -1108,6 +1108,14 @@ async fn agent_transcript_is_forwarded_60_percent_smaller_with_every_needed_line
         .filter_map(|m| m["content"].as_str())
         .collect::<Vec<_>>()
         .join("\n");
+    // The task and the question arrive byte-identical.
+    let received: Value = serde_json::from_slice(&sent).expect("JSON");
+    for at in [
+        1,
+        received["messages"].as_array().expect("messages").len() - 1,
+    ] {
+        assert_eq!(forwarded["messages"][at], received["messages"][at]);
+    }
     for line in [
         "thread 'context::compress::messages::tests::keeps_latest_user' panicked at src/context/compress/messages.rs:212:9:",
         "assertion `left == right` failed: the latest user turn was compressed",
