@@ -225,6 +225,7 @@ fn run_reader(
             progress: super::run::periodic_progress(format!("{name}: "), args.progress_every),
             audit: run::AuditSettings::defaults(&runner, &state_home),
             fixed_point: args.fixed_point,
+            via_proxy: false,
         };
         eprintln!(
             "benchmark: {name} ({} conditions, budgets {:?}, runner {runner_name})…",
@@ -262,6 +263,7 @@ fn run_reader(
                 audit: run::AuditSettings::defaults(&runner, &state_home),
                 // Like for like: the baselines run with the same loop setting as svc.
                 fixed_point: args.fixed_point,
+                via_proxy: false,
             };
             let summary = run::execute(&arm).with_context(|| {
                 format!("running {name} ({setting}) into {}", arm.out_dir.display())

@@ -9,7 +9,7 @@ use clap::Args;
 use svc::proxy::check::WitnessSettings;
 use svc::proxy::server::{DEFAULT_BUDGET, DEFAULT_MAX_BODY_BYTES, DEFAULT_PORT, Logger};
 use svc::proxy::upstream::{self, Upstreams};
-use svc::proxy::{ProxySettings, ProxyState, app};
+use svc::proxy::{ProxySettings, ProxyState, make_service};
 use svc::witness::nli::NliSettings;
 use svc::witness::{Mode, Profile};
 
@@ -143,7 +143,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens)",
             upstreams.anthropic, upstreams.openai, upstreams.gemini, state.settings.budget
         );
-        axum::serve(listener, app(state))
+        axum::serve(listener, make_service(state))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })

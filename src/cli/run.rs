@@ -39,6 +39,11 @@ pub struct RunArgs {
     /// model calls per trial and recovered tokens (default 1024); the runner answers each round.
     #[arg(long, value_name = "ROUNDS[,BUDGET]")]
     fixed_point: Option<svc::harness::fixed_point::FixedPointSetting>,
+    /// Send every raw request through an in-process proxy (optimisation on, its budget = the
+    /// trial's budget) to the runner; raw then runs at every budget. Also `via_proxy = true` in
+    /// the runner file. Compare with the same run direct: svc report --compare-runs DIRECT VIA.
+    #[arg(long)]
+    via_proxy: bool,
     /// Context budgets in tokens (comma-separated or repeated); each record's task_id carries
     /// its budget as `<task>@b<budget>`.
     #[arg(long = "budget", value_delimiter = ',', num_args = 1.., default_values_t = vec![512usize])]
@@ -135,7 +140,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         periodic_progress(String::new(), args.progress_every)
     };
+    let via_proxy = args.via_proxy || runner.spec.via_proxy;
     let mut settings = RunSettings {
+        via_proxy,
         scorer: args.scorer.unwrap_or(workload.scorer()),
         workload: Arc::new(workload),
         runner: Arc::new(runner),

@@ -402,6 +402,34 @@ impl Caller<'_> {
             },
         }
     }
+
+    /// Stores `request` and records a call that was made without the runner's client (the
+    /// in-process proxy of `via_proxy`), never through the cache.
+    pub fn record_external(
+        &self,
+        request: &ModelRequest,
+        replicate: u64,
+        purpose: CallPurpose,
+        result: Result<ModelReply, RunnerError>,
+        latency_ms: f64,
+        attempt: Attempt,
+    ) -> Called {
+        let sha = match self.prepare(request, replicate) {
+            Ok((sha, _)) => sha,
+            Err(error) => return Self::failed(purpose, error),
+        };
+        Called {
+            latency_ms,
+            result,
+            record: CallRecord {
+                purpose,
+                request_sha256: sha,
+                cache: CacheUse::Off,
+                attempts: vec![attempt],
+                cached_at: None,
+            },
+        }
+    }
 }
 
 /// Which trials of a run to show.

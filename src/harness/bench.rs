@@ -128,6 +128,7 @@ fn once(
         progress: None,
         audit: Default::default(),
         fixed_point: None,
+        via_proxy: false,
     };
     let start = Instant::now();
     let summary = run::execute(&settings)?;

@@ -16,4 +16,5 @@ pub mod scorer;
 pub mod selector;
 pub mod summary;
 pub mod text;
+pub mod via_proxy;
 pub mod workload;

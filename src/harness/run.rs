@@ -36,7 +36,7 @@ use std::sync::{Arc, mpsc};
 use std::time::Instant;
 
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::audit::{self, CallPurpose, Caller, RequestStore, TrialCalls};
 use super::condition::{
@@ -47,6 +47,7 @@ use super::runner::cache::ResponseCache;
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
 use super::summary::{self, CompactionMode, Planned, SummaryPlan};
+use super::via_proxy::{self, ProxiedCall, ViaProxy};
 use super::workload::{Task, Workload};
 use crate::context::CommitStore;
 use crate::digest;
@@ -70,6 +71,21 @@ pub fn record_task_id(task_id: &str, condition: Condition, budget: usize) -> Str
         task_id.to_string()
     } else {
         budget_task_id(task_id, budget)
+    }
+}
+
+/// The record `task_id` of a trial of this run: [`record_task_id`], except that under
+/// `via_proxy` `raw` depends on the budget (the proxy's) and carries it too.
+fn trial_task_id(
+    settings: &RunSettings,
+    task_id: &str,
+    condition: Condition,
+    budget: usize,
+) -> String {
+    if settings.via_proxy {
+        budget_task_id(task_id, budget)
+    } else {
+        record_task_id(task_id, condition, budget)
     }
 }
 
@@ -160,6 +176,9 @@ pub struct RunSettings {
     pub progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
     /// `--fixed-point`: `svc` and `combined` trials run the proof-guided loop.
     pub fixed_point: Option<FixedPointSetting>,
+    /// `--via-proxy` (or `via_proxy = true` in the runner file): `raw` trials go through the
+    /// in-process proxy at each budget (see [`super::via_proxy`]).
+    pub via_proxy: bool,
     /// Response cache and resume policy.
     pub audit: AuditSettings,
 }
@@ -253,171 +272,6 @@ pub enum RunError {
     Commit(String),
 }
 
-/// The manifest of a run directory.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    pub run_id: String,
-    pub svc_version: String,
-    pub git_commit: Option<String>,
-    pub workload: ManifestWorkload,
-    pub runner: ManifestRunner,
-    pub conditions: Vec<Condition>,
-    /// How `native_compaction` compacted; manifests from before the setting are deterministic.
-    #[serde(default)]
-    pub native_compaction: CompactionMode,
-    /// The fixed-point loop's bounds when `--fixed-point` was set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fixed_point: Option<FixedPointSetting>,
-    pub budgets: Vec<usize>,
-    /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
-    pub task_id_budget_separator: String,
-    /// `raw` ran once per task: its records carry the plain task id and pair with every
-    /// budget. False in manifests from before, whose `raw` ran at every budget.
-    #[serde(default)]
-    pub raw_once_per_task: bool,
-    pub replicates: u64,
-    pub scorer: String,
-    /// The selector setting of the `svc` condition ([`SelectorName`]); manifests from before
-    /// the setting used the context engine.
-    #[serde(default = "default_selector_name")]
-    pub selector: String,
-    /// The runner's sampling temperature (from its file).
-    #[serde(default)]
-    pub temperature: f64,
-    pub seed: u64,
-    pub shard: String,
-    /// First start of this run directory (kept across resumes).
-    pub started_at: String,
-    /// End of the latest session; null while a session runs.
-    pub ended_at: Option<String>,
-    /// Trials of this shard's matrix.
-    pub planned: u64,
-    /// Trials the latest session found already written.
-    pub skipped: u64,
-    /// Records in trials.jsonl in total.
-    pub written: u64,
-    /// Error records in trials.jsonl in total.
-    pub errors: u64,
-    pub aborted: bool,
-    /// Whether HTTP calls of the latest session went through the response cache.
-    #[serde(default)]
-    pub response_cache: bool,
-    /// Settings that differed from an earlier session's and were resumed over with `--force`,
-    /// as `field: earlier -> later`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub forced_over: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ManifestWorkload {
-    pub name: String,
-    pub version: String,
-    pub kind: String,
-    pub tasks: usize,
-    pub prompt_sha256: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ManifestRunner {
-    pub name: String,
-    pub kind: String,
-    pub provider: String,
-    pub model: String,
-    pub file_sha256: String,
-    pub cost_source: crate::trial::CostSource,
-}
-
-/// A default run id: workload, runner and a short hash of everything that defines the matrix,
-/// so re-running the same command resumes the same directory.
-pub fn default_run_id(settings: &RunSettings) -> String {
-    let material = format!(
-        "{}|{}|{}|{}|{:?}|{:?}|{}|{}|{}|{}",
-        settings.workload.name(),
-        settings.workload.version(),
-        settings.runner.spec.name,
-        settings.runner.file_sha256,
-        settings.conditions,
-        settings.budgets,
-        settings.replicates,
-        settings.scorer,
-        settings.seed,
-        settings.shard
-    );
-    // Appended only when not the default, so deterministic runs keep their existing ids.
-    let material = match settings.native_compaction {
-        CompactionMode::Deterministic => material,
-        mode => format!("{material}|native_compaction={mode}"),
-    };
-    let material = match settings.selector.name() {
-        "svc" => material,
-        selector => format!("{material}|selector={selector}"),
-    };
-    let material = match settings.fixed_point {
-        None => material,
-        Some(setting) => format!("{material}|fixed_point={setting}"),
-    };
-    let shard = if settings.shard.count > 1 {
-        format!("-shard{}of{}", settings.shard.index, settings.shard.count)
-    } else {
-        String::new()
-    };
-    format!(
-        "{}-{}{shard}-{}",
-        settings.workload.name(),
-        settings.runner.spec.name,
-        &digest::sha256_hex(material)[..10]
-    )
-}
-
-/// The manifest of this session, before it is merged with an earlier one's.
-fn new_manifest(settings: &RunSettings, started_at: String) -> Manifest {
-    Manifest {
-        run_id: settings
-            .out_dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default(),
-        svc_version: env!("CARGO_PKG_VERSION").to_string(),
-        git_commit: git_commit(),
-        workload: ManifestWorkload {
-            name: settings.workload.name().to_string(),
-            version: settings.workload.version().to_string(),
-            kind: settings.workload.spec.kind.as_str().to_string(),
-            tasks: settings.workload.tasks.len(),
-            prompt_sha256: settings.workload.prompt_hash(),
-        },
-        runner: ManifestRunner {
-            name: settings.runner.spec.name.clone(),
-            kind: settings.runner.spec.kind.as_str().to_string(),
-            provider: settings.runner.spec.provider.clone(),
-            model: settings.runner.spec.model.clone(),
-            file_sha256: settings.runner.file_sha256.clone(),
-            cost_source: settings.runner.cost_source(),
-        },
-        conditions: settings.conditions.clone(),
-        native_compaction: settings.native_compaction,
-        fixed_point: settings.fixed_point,
-        budgets: settings.budgets.clone(),
-        task_id_budget_separator: BUDGET_SEPARATOR.into(),
-        raw_once_per_task: true,
-        replicates: settings.replicates,
-        scorer: settings.scorer.as_str().to_string(),
-        selector: settings.selector.name().to_string(),
-        temperature: settings.runner.spec.temperature,
-        seed: settings.seed,
-        shard: settings.shard.to_string(),
-        started_at,
-        ended_at: None,
-        planned: 0,
-        skipped: 0,
-        written: 0,
-        errors: 0,
-        aborted: false,
-        response_cache: settings.audit.cache.is_some() && settings.runner.is_http(),
-        forced_over: Vec::new(),
-    }
-}
-
 /// One cell of the matrix.
 #[derive(Debug, Clone, Copy)]
 struct Cell {
@@ -489,7 +343,10 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
             for &condition in &settings.conditions {
                 // raw's context does not depend on the budget: one trial per task, at the
                 // first budget (see `record_task_id`).
-                if condition == Condition::Raw && budget != settings.budgets[0] {
+                if condition == Condition::Raw
+                    && budget != settings.budgets[0]
+                    && !settings.via_proxy
+                {
                     continue;
                 }
                 for replicate in 0..settings.replicates {
@@ -506,7 +363,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let planned = cells.len() as u64;
     let key = |cell: &Cell| {
         resume::record_key(
-            &record_task_id(&workload.tasks[cell.task].id, cell.condition, cell.budget),
+            &trial_task_id(
+                settings,
+                &workload.tasks[cell.task].id,
+                cell.condition,
+                cell.budget,
+            ),
             cell.condition,
             cell.replicate,
             settings.scorer.as_str(),
@@ -581,8 +443,16 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     });
 
     let cache = settings.audit.cache.as_deref().filter(|_| runner.is_http());
+    let via = match settings.via_proxy {
+        true => Some(
+            ViaProxy::start(runner.clone(), &settings.budgets, &settings.state_home)
+                .map_err(|error| RunError::Settings(error.to_string()))?,
+        ),
+        false => None,
+    };
     let context = TrialContext {
         settings,
+        via,
         prepared: prepared.clone(),
         commits,
         tokenizer,
@@ -649,6 +519,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
 
 struct TrialContext<'a> {
     settings: &'a RunSettings,
+    via: Option<ViaProxy>,
     prepared: Arc<Vec<Option<PreparedContext>>>,
     commits: CommitStore,
     tokenizer: Tokenizer,
@@ -705,6 +576,49 @@ struct Shaped {
 impl TrialContext<'_> {
     fn task(&self, cell: &Cell) -> &Task {
         &self.settings.workload.tasks[cell.task]
+    }
+
+    /// The answer request of a shaped trial (none when it has no context).
+    fn answer_request(&self, shaped: &Shaped) -> Option<super::runner::ModelRequest> {
+        let task = self.task(&shaped.cell);
+        match &shaped.built {
+            Ok(built) if built.tokens > 0 => Some(self.settings.runner.request(
+                &built.text,
+                &task.question,
+                task.answer_kind,
+            )),
+            _ => None,
+        }
+    }
+
+    /// The proxy a trial's answer call goes through: `raw` under `via_proxy`.
+    fn proxy_for(&self, cell: &Cell) -> Option<&ViaProxy> {
+        self.via
+            .as_ref()
+            .filter(|_| cell.condition == Condition::Raw)
+    }
+
+    /// Records a call made through the proxy; the trial's context becomes what the model got.
+    fn proxied(
+        &self,
+        shaped: &mut Shaped,
+        request: &super::runner::ModelRequest,
+        call: ProxiedCall,
+        count: impl Fn(&str) -> usize,
+    ) -> audit::Called {
+        if let Ok(built) = &mut shaped.built {
+            shaped
+                .notes
+                .push(via_proxy::describe(&call, built, shaped.cell.budget, count));
+        }
+        self.caller.record_external(
+            request,
+            shaped.cell.replicate,
+            CallPurpose::Answer,
+            call.result,
+            call.latency_ms,
+            call.attempt,
+        )
     }
 
     fn stage(&self, cell: &Cell) -> Staged {
@@ -922,7 +836,7 @@ impl TrialContext<'_> {
                 counted_input_tokens: counted,
             }
         });
-        let shaped = self.resolve(staged, call);
+        let mut shaped = self.resolve(staged, call);
         if let Some(started) = self.start_loop(&shaped) {
             let trial = match started {
                 Err(trial) => *trial,
@@ -939,22 +853,19 @@ impl TrialContext<'_> {
             };
             return self.finish_loop(shaped, trial, calls);
         }
-        let cell = &shaped.cell;
-        let reply = match &shaped.built {
-            Ok(built) if built.tokens > 0 => {
-                let request = runner.request(
-                    &built.text,
-                    &self.task(cell).question,
-                    self.task(cell).answer_kind,
-                );
-                let called = self
+        let reply = self.answer_request(&shaped).map(|request| {
+            let called = match self.proxy_for(&shaped.cell) {
+                Some(via) => {
+                    let call = via.call_blocking(runner, &request, shaped.cell.budget);
+                    self.proxied(&mut shaped, &request, call, |text| via.count(text))
+                }
+                None => self
                     .caller
-                    .call_local(&request, replicate, CallPurpose::Answer);
-                calls.push(called.record);
-                Some((called.result, called.latency_ms))
-            }
-            _ => None,
-        };
+                    .call_local(&request, replicate, CallPurpose::Answer),
+            };
+            calls.push(called.record);
+            (called.result, called.latency_ms)
+        });
         self.finish(shaped, reply, calls)
     }
 
@@ -1008,7 +919,7 @@ impl TrialContext<'_> {
         let cell = shaped.cell;
         let task = self.task(&cell);
         let runner = &settings.runner;
-        let task_id = record_task_id(&task.id, cell.condition, cell.budget);
+        let task_id = trial_task_id(settings, &task.id, cell.condition, cell.budget);
         let context_ms = shaped.context_ms;
         let mut notes = Vec::new();
         let note = |kind: &'static str, detail: String| Note {
@@ -1230,7 +1141,6 @@ fn run_async(
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(cell) = cells.get(i) else { return };
             let staged = context.stage(cell);
-            let task = context.task(cell);
             let runner = &context.settings.runner;
             let mut calls = Vec::new();
             let call = match context.summary_request(&staged) {
@@ -1248,7 +1158,7 @@ fn run_async(
                 }
                 None => None,
             };
-            let shaped = context.resolve(staged, call);
+            let mut shaped = context.resolve(staged, call);
             if let Some(started) = context.start_loop(&shaped) {
                 let trial = match started {
                     Err(trial) => *trial,
@@ -1272,17 +1182,24 @@ fn run_async(
                 }
                 continue;
             }
-            let reply = match &shaped.built {
-                Ok(built) if built.tokens > 0 => {
-                    let request = runner.request(&built.text, &task.question, task.answer_kind);
-                    let called = context
-                        .caller
-                        .call(&request, cell.replicate, CallPurpose::Answer)
-                        .await;
+            let reply = match context.answer_request(&shaped) {
+                Some(request) => {
+                    let called = match context.proxy_for(cell) {
+                        Some(via) => {
+                            let call = via.call(runner, &request, cell.budget).await;
+                            context.proxied(&mut shaped, &request, call, |text| via.count(text))
+                        }
+                        None => {
+                            context
+                                .caller
+                                .call(&request, cell.replicate, CallPurpose::Answer)
+                                .await
+                        }
+                    };
                     calls.push(called.record);
                     Some((called.result, called.latency_ms))
                 }
-                _ => None,
+                None => None,
             };
             let finished = context.finish(shaped, reply, calls);
             // A send error means the writer stopped early (an I/O error it reports).
@@ -1459,44 +1376,16 @@ fn open_append(path: &Path) -> Result<fs::File, RunError> {
         })
 }
 
-fn default_selector_name() -> String {
-    "svc".into()
-}
-
-fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
-    let mut bytes =
-        serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
-    bytes.push(b'\n');
-    state::atomic_write_shared(&dir.join("manifest.json"), &bytes)?;
-    Ok(())
-}
-
-/// The manifest of a run directory, if it has a readable one.
-pub fn read_manifest(dir: &Path) -> Option<Manifest> {
-    let bytes = fs::read(dir.join("manifest.json")).ok()?;
-    serde_json::from_slice(&bytes).ok()
-}
-
-fn git_commit() -> Option<String> {
-    let output = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    output
-        .status
-        .success()
-        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
 /// The current UTC time as RFC 3339 (`2026-11-21T12:00:00Z`).
 pub fn utc_now() -> String {
     crate::clock::rfc3339_seconds(std::time::SystemTime::now())
 }
 
+mod manifest;
 mod resume;
 mod shard;
+pub use manifest::{Manifest, ManifestRunner, ManifestWorkload, default_run_id, read_manifest};
+use manifest::{new_manifest, write_manifest};
 pub use resume::identity;
 pub use shard::{ShardEnvError, ShardSpec};
 #[cfg(test)]

@@ -10,6 +10,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::server::{ProxySettings, ProxyState, app};
@@ -29,6 +30,23 @@ pub enum BenchError {
 
 const ANSWER: &str = r#"{"id":"chatcmpl-bench","object":"chat.completion","created":1741569952,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"The build fails because parse_config returns Ok for an empty file."},"finish_reason":"stop"}],"usage":{"prompt_tokens":19,"completion_tokens":10,"total_tokens":29}}"#;
 
+const OVERLOADED: &str =
+    r#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#;
+const TRUNCATED_SSE: &str =
+    "data: {\"choices\":[{\"delta\":{\"content\":\"The build\"}}]}\n\ndata: {\"choi";
+const INVALID_JSON: &str = "{\"id\": ";
+
+/// The faults the fake upstream injects (`x-bench-fault`); the empty name is a healthy answer.
+pub const FAULTS: [&str; 7] = [
+    "",
+    "5xx",
+    "reset",
+    "slow_headers",
+    "slow_body",
+    "truncated_sse",
+    "invalid_json",
+];
+
 /// The fake upstream: a fixed chat answer, or the fault named by the `x-bench-fault` header.
 async fn upstream(headers: HeaderMap, _request: Request) -> Response {
     let fault = headers
@@ -39,7 +57,7 @@ async fn upstream(headers: HeaderMap, _request: Request) -> Response {
         "5xx" => (
             StatusCode::SERVICE_UNAVAILABLE,
             [("content-type", "application/json")],
-            r#"{"error":{"message":"overloaded","type":"server_error","param":null,"code":null}}"#,
+            OVERLOADED,
         )
             .into_response(),
         "reset" => {
@@ -57,16 +75,28 @@ async fn upstream(headers: HeaderMap, _request: Request) -> Response {
                 .insert("content-type", "application/json".parse().expect("static"));
             response
         }
-        "slow" => {
+        "slow_headers" => {
             tokio::time::sleep(Duration::from_secs(5)).await;
             ([("content-type", "application/json")], ANSWER).into_response()
         }
-        "truncated_sse" => (
-            [("content-type", "text/event-stream")],
-            "data: {\"choices\":[{\"delta\":{\"content\":\"The build\"}}]}\n\ndata: {\"choi",
-        )
-            .into_response(),
-        "invalid_json" => ([("content-type", "application/json")], "{\"id\": ").into_response(),
+        "slow_body" => {
+            // The headers and the first bytes come at once, then the body stalls.
+            let (head, tail) = ANSWER.split_at(20);
+            let stalled = futures_util::stream::once(async move {
+                Ok::<_, std::io::Error>(Bytes::from_static(head.as_bytes()))
+            })
+            .chain(futures_util::stream::once(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                Ok(Bytes::from_static(tail.as_bytes()))
+            }));
+            let mut response = Response::new(Body::from_stream(stalled));
+            response
+                .headers_mut()
+                .insert("content-type", "application/json".parse().expect("static"));
+            response
+        }
+        "truncated_sse" => ([("content-type", "text/event-stream")], TRUNCATED_SSE).into_response(),
+        "invalid_json" => ([("content-type", "application/json")], INVALID_JSON).into_response(),
         _ => ([("content-type", "application/json")], ANSWER).into_response(),
     }
 }
@@ -188,19 +218,29 @@ pub fn figures(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchErro
     runtime.block_on(run(requests, clients))
 }
 
-async fn run(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchError> {
-    let state_dir = tempfile::tempdir()?;
+/// The proxy's read timeout in the benchmark (the slow faults stay silent longer).
+pub const READ_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The fake upstream and a proxy in front of it (budget 20,000, [`READ_TIMEOUT`]); returns
+/// their URLs. State lives in `state_dir`.
+pub async fn start(state_dir: &std::path::Path) -> Result<(String, String), BenchError> {
     let upstream_url = serve(axum::Router::new().fallback(upstream)).await?;
-    let mut settings = ProxySettings::new(state_dir.path().to_path_buf());
+    let mut settings = ProxySettings::new(state_dir.to_path_buf());
     settings.upstreams = Upstreams {
         anthropic: upstream_url.clone(),
         openai: upstream_url.clone(),
         gemini: upstream_url.clone(),
     };
     settings.budget = 20_000;
-    settings.read_timeout = Duration::from_secs(2);
+    settings.read_timeout = READ_TIMEOUT;
     let state = ProxyState::new(settings, None)?;
     let proxy_url = serve(app(state)).await?;
+    Ok((upstream_url, proxy_url))
+}
+
+async fn run(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchError> {
+    let state_dir = tempfile::tempdir()?;
+    let (upstream_url, proxy_url) = start(state_dir.path()).await?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(clients.max(1))
         .timeout(Duration::from_secs(30))
@@ -341,67 +381,190 @@ async fn run(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchError>
         detail: format!("{rounds} sequential requests, budget 20,000 tokens, one commit each"),
     });
 
-    // Faults: every client gets a provider-shaped answer or error, within the timeout.
-    let faults = ["5xx", "reset", "slow", "truncated_sse", "invalid_json", ""];
+    // Faults during a load run: every client gets the upstream's answer passed through or a
+    // provider-shaped error, none waits past the read timeout, and memory stays flat.
+    let read_timeout = READ_TIMEOUT;
+    let fault_requests = (requests / 5).max(FAULTS.len() * 10);
     let rss_before_faults = rss_mb();
-    let mut well_formed = 0usize;
-    let mut total = 0usize;
-    let mut slowest: f64 = 0.0;
-    for round in 0..10 {
-        let mut tasks = Vec::new();
-        for (k, fault) in faults.iter().enumerate() {
-            let client = client.clone();
-            let url = format!("{proxy_url}{path}");
-            let body = small.clone();
-            let fault = fault.to_string();
-            tasks.push(tokio::spawn(async move {
-                let started = Instant::now();
-                let response = client
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("x-bench-fault", &fault)
-                    .body(body)
-                    .send()
-                    .await;
-                let ok = match response {
-                    Ok(response) => {
-                        let status = response.status();
-                        let is_sse = fault == "truncated_sse";
-                        match response.bytes().await {
-                            // A broken upstream body may end the client's body early too; the
-                            // client still got an answer and did not hang.
-                            Err(_) => fault == "reset",
-                            Ok(bytes) => {
-                                is_sse
-                                    || fault == "invalid_json"
-                                    || serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| {
-                                        status.is_success() || v.get("error").is_some()
-                                    })
-                            }
-                        }
-                    }
-                    Err(_) => false,
-                };
-                (ok, started.elapsed().as_secs_f64() * 1000.0, round * 10 + k)
-            }));
-        }
-        for task in tasks {
-            if let Ok((ok, latency, _)) = task.await {
-                total += 1;
-                well_formed += usize::from(ok);
-                slowest = slowest.max(latency);
-            }
-        }
-    }
+    let outcomes = fault_load(
+        &client,
+        &format!("{proxy_url}{path}"),
+        &small,
+        fault_requests,
+        clients,
+    )
+    .await;
+    let rss_after_faults = rss_mb();
+    let expected = outcomes.iter().filter(|o| o.expected).count();
+    let slowest = outcomes.iter().map(|o| o.millis).fold(0.0, f64::max);
+    let hung = outcomes
+        .iter()
+        .filter(|o| o.millis > (read_timeout.as_millis() + 1000) as f64)
+        .count();
+    let per_fault: Vec<String> = FAULTS
+        .iter()
+        .map(|fault| {
+            let of: Vec<&FaultOutcome> = outcomes.iter().filter(|o| o.fault == *fault).collect();
+            format!(
+                "{} {}/{}",
+                if fault.is_empty() { "healthy" } else { fault },
+                of.iter().filter(|o| o.expected).count(),
+                of.len()
+            )
+        })
+        .collect();
     figures.push(Figure {
-        name: "proxy answers under upstream faults".into(),
-        value: if total == 0 { 0.0 } else { 100.0 * well_formed as f64 / total as f64 },
-        unit: "% provider-shaped, none hung".into(),
+        name: "proxy answers under upstream faults (during load)".into(),
+        value: if outcomes.is_empty() {
+            0.0
+        } else {
+            100.0 * expected as f64 / outcomes.len() as f64
+        },
+        unit: "% as expected".into(),
         target: Some("100".into()),
         detail: format!(
-            "{total} requests: 5xx, connection reset, 5 s silence (2 s read timeout), truncated SSE, invalid JSON, healthy; slowest {slowest:.0} ms; RSS {rss_before_faults:.1} -> {:.1} MB",
-            rss_mb()
+            "{} requests from {clients} clients, faults in turn ({}); read timeout 2 s, slowest {slowest:.0} ms, {hung} past timeout + 1 s; RSS {rss_before_faults:.1} -> {rss_after_faults:.1} MB",
+            outcomes.len(),
+            per_fault.join(", ")
         ),
     });
     Ok(figures)
+}
+
+/// One request of the fault run.
+#[derive(Debug, Clone)]
+pub struct FaultOutcome {
+    pub fault: &'static str,
+    /// The client got what the proxy promises for this fault (see [`judge`]).
+    pub expected: bool,
+    pub millis: f64,
+}
+
+/// What a client must get through the proxy when the upstream does `fault`: healthy, 5xx,
+/// truncated SSE and invalid JSON answers are passed through byte for byte with their status;
+/// silence before the headers becomes a 504 in OpenAI's error shape; a body cut or stalled after
+/// the headers ends the client's body with an error (the status was already sent).
+pub fn judge(fault: &str, status: u16, body: &Result<Bytes, reqwest::Error>) -> bool {
+    let openai_error = |bytes: &Bytes| {
+        serde_json::from_slice::<Value>(bytes).is_ok_and(|v| v["error"]["message"].is_string())
+    };
+    match (fault, body) {
+        ("", Ok(bytes)) => status == 200 && bytes.as_ref() == ANSWER.as_bytes(),
+        ("5xx", Ok(bytes)) => status == 503 && bytes.as_ref() == OVERLOADED.as_bytes(),
+        ("truncated_sse", Ok(bytes)) => status == 200 && bytes.as_ref() == TRUNCATED_SSE.as_bytes(),
+        ("invalid_json", Ok(bytes)) => status == 200 && bytes.as_ref() == INVALID_JSON.as_bytes(),
+        ("slow_headers", Ok(bytes)) => status == 504 && openai_error(bytes),
+        ("reset" | "slow_body", Err(_)) => true,
+        ("reset" | "slow_body", Ok(bytes)) => status >= 500 && openai_error(bytes),
+        _ => false,
+    }
+}
+
+/// `total` requests from `clients` concurrent clients, request k carrying fault k mod 7.
+pub async fn fault_load(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Bytes,
+    total: usize,
+    clients: usize,
+) -> Vec<FaultOutcome> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients.max(1) {
+        let (client, url, body, next) =
+            (client.clone(), url.to_string(), body.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= total {
+                    return outcomes;
+                }
+                let fault = FAULTS[k % FAULTS.len()];
+                let started = Instant::now();
+                let expected = match client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .header("x-bench-fault", fault)
+                    .body(body.clone())
+                    .send()
+                    .await
+                {
+                    Ok(response) => {
+                        let status = response.status().as_u16();
+                        judge(fault, status, &response.bytes().await)
+                    }
+                    Err(_) => false,
+                };
+                outcomes.push(FaultOutcome {
+                    fault,
+                    expected,
+                    millis: started.elapsed().as_secs_f64() * 1000.0,
+                });
+            }
+        }));
+    }
+    let mut all = Vec::with_capacity(total);
+    for task in tasks {
+        if let Ok(outcomes) = task.await {
+            all.extend(outcomes);
+        }
+    }
+    all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_injected_fault_gets_its_promised_answer_under_concurrency() {
+        let state_dir = tempfile::tempdir().expect("test step");
+        let (_, proxy_url) = start(state_dir.path()).await.expect("test step");
+        let client = reqwest::Client::new();
+        let body = Bytes::from(
+            json!({"model": "gpt-4.1", "messages": [{"role": "user", "content": "Why?"}]})
+                .to_string(),
+        );
+        let outcomes = fault_load(
+            &client,
+            &format!("{proxy_url}/v1/chat/completions"),
+            &body,
+            FAULTS.len() * 3,
+            FAULTS.len(),
+        )
+        .await;
+        assert_eq!(outcomes.len(), FAULTS.len() * 3);
+        for outcome in &outcomes {
+            assert!(outcome.expected, "{outcome:?}");
+            assert!(
+                outcome.millis < 4000.0,
+                "{outcome:?} waited past the read timeout"
+            );
+        }
+    }
+
+    #[test]
+    fn judging_refuses_what_the_proxy_must_not_do() {
+        let ok = |text: &'static str| Ok(Bytes::from_static(text.as_bytes()));
+        assert!(judge("", 200, &ok(ANSWER)));
+        assert!(!judge("", 200, &ok("{}")), "a changed answer");
+        assert!(
+            !judge("5xx", 502, &ok(OVERLOADED)),
+            "the upstream's status is kept"
+        );
+        assert!(
+            !judge("invalid_json", 400, &ok(INVALID_JSON)),
+            "passed through, not refused"
+        );
+        assert!(
+            !judge("slow_headers", 200, &ok(ANSWER)),
+            "waited past the timeout"
+        );
+        assert!(judge(
+            "slow_headers",
+            504,
+            &ok(r#"{"error":{"message":"m"}}"#)
+        ));
+    }
 }

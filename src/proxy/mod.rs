@@ -7,14 +7,18 @@
 //! modules (which parts of a request are text, what a response says, error shapes),
 //! [`optimize`] (provider-neutral compression and byte-preserving re-serialisation via
 //! [`spans`]), [`upstream`] (reqwest forwarding), [`check`] (witness certificates),
-//! [`sse`] (re-emitting verified streams), [`sidecar`] (`/witness` and `/svc` routes), [`stats`] (log lines and counters).
+//! [`sse`] (re-emitting verified streams), [`sidecar`] (`/witness` and `/svc` routes),
+//! [`proof_sidecar`] (`/proof` routes, admitted by [`local_only`]), [`stats`] (log lines and
+//! counters).
 
 pub mod anthropic;
 pub mod bench;
 pub mod check;
 pub mod gemini;
+pub mod local_only;
 pub mod openai;
 pub mod optimize;
+pub mod proof_sidecar;
 pub mod provider;
 pub mod server;
 pub mod sidecar;
@@ -23,4 +27,4 @@ pub mod sse;
 pub mod stats;
 pub mod upstream;
 
-pub use server::{ProxySettings, ProxyState, app};
+pub use server::{ProxySettings, ProxyState, app, make_service};

@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::spans::{self, Path};
 use crate::context::CommitStore;
-use crate::context::compress::{CompressError, Message, compress_messages_keeping};
+use crate::context::compress::{CompressError, Message, compress_messages_counted};
 use crate::tokens::Tokenizer;
 
 /// Whose text a unit is. Tool output is compressed first, then older turns.
@@ -132,7 +132,8 @@ pub fn optimize(
     tokenizer: &Tokenizer,
 ) -> Outcome {
     let texts = texts(request, units);
-    let tokens_before: usize = texts.iter().map(|text| tokenizer.count(text)).sum();
+    let counts: Vec<usize> = texts.iter().map(|text| tokenizer.count(text)).collect();
+    let tokens_before: usize = counts.iter().sum();
     if tokens_before <= budget {
         return Outcome::Unchanged {
             reason: Unchanged::UnderBudget,
@@ -150,7 +151,7 @@ pub fn optimize(
     let mut target = budget.max(1);
     let mut compressed = None;
     for _ in 0..3 {
-        match compress_messages_keeping(&messages, &keep, target, store, tokenizer) {
+        match compress_messages_counted(&messages, &keep, Some(&counts), target, store, tokenizer) {
             Ok(result) => {
                 compressed = Some(result);
                 break;
@@ -208,11 +209,8 @@ pub fn optimize(
         };
         edits.push((range.clone(), new_text.to_string()));
     }
-    let tokens_after: usize = compressed
-        .messages
-        .iter()
-        .map(|message| tokenizer.count(message.content.as_str().unwrap_or_default()))
-        .sum();
+    // Every message is one string, so the compressor's total is the forwarded text's count.
+    let tokens_after = compressed.tokens;
     if tokens_after >= tokens_before {
         return Outcome::Unchanged {
             reason: Unchanged::NoGain,

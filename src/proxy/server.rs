@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::connect_info::IntoMakeServiceWithConnectInfo;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -21,11 +22,12 @@ use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::check::{self, Evidence, WitnessSettings};
+use super::local_only::Peer;
 use super::optimize::{self, Outcome, Unchanged};
 use super::provider::{ErrorKind, Provider, ProxyError, Route};
 use super::stats::{Counters, RequestLog};
 use super::upstream::{self, Upstreams};
-use super::{gemini, openai, sidecar, sse};
+use super::{gemini, openai, proof_sidecar, sidecar, sse};
 use crate::context::CommitStore;
 use crate::tokens::Tokenizer;
 use crate::witness::Mode;
@@ -124,6 +126,13 @@ impl ProxyState {
     }
 }
 
+/// The app as a service that records each connection's two ends ([`Peer`]), which the proof
+/// sidecar needs to admit only local callers: `axum::serve(listener, make_service(state))`.
+/// Served as plain [`app`], the proof routes refuse every caller.
+pub fn make_service(state: Arc<ProxyState>) -> IntoMakeServiceWithConnectInfo<Router, Peer> {
+    app(state).into_make_service_with_connect_info::<Peer>()
+}
+
 /// The app: every route on one router.
 pub fn app(state: Arc<ProxyState>) -> Router {
     Router::new()
@@ -133,6 +142,7 @@ pub fn app(state: Arc<ProxyState>) -> Router {
         .route("/v1/{*rest}", any(v1_passthrough))
         .route("/v1beta/{*rest}", any(gemini_route))
         .merge(sidecar::routes())
+        .merge(proof_sidecar::routes())
         .fallback(not_found)
         // The body limit is enforced in `read_body`, with an error in the provider's shape.
         .layer(DefaultBodyLimit::disable())
@@ -179,7 +189,7 @@ async fn gemini_route(State(state): State<Arc<ProxyState>>, request: Request) ->
 
 async fn not_found(request: Request) -> Response {
     let message = format!(
-        "no route for {} {}; the proxy serves /v1/messages, /v1/chat/completions, /v1/responses, /v1beta/models/..., /witness and /svc/status",
+        "no route for {} {}; the proxy serves /v1/messages, /v1/chat/completions, /v1/responses, /v1beta/models/..., /witness, /proof and /svc/status",
         request.method(),
         request.uri().path()
     );

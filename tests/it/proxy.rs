@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use svc::context::CommitStore;
 use svc::proxy::check::WitnessSettings;
 use svc::proxy::upstream::Upstreams;
-use svc::proxy::{ProxySettings, ProxyState, app};
+use svc::proxy::{ProxySettings, ProxyState, make_service};
 use svc::witness::{Mode, Profile};
 
 use crate::harness::root;
@@ -157,9 +157,9 @@ impl Proxy {
             .await
             .expect("test step");
         let address = listener.local_addr().expect("test step");
-        let router = app(state.clone());
+        let service = make_service(state.clone());
         tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
+            let _ = axum::serve(listener, service).await;
         });
         Proxy {
             base: format!("http://{address}"),
@@ -1108,6 +1108,14 @@ async fn agent_transcript_is_forwarded_60_percent_smaller_with_every_needed_line
         .filter_map(|m| m["content"].as_str())
         .collect::<Vec<_>>()
         .join("\n");
+    // The task and the question arrive byte-identical.
+    let received: Value = serde_json::from_slice(&sent).expect("JSON");
+    for at in [
+        1,
+        received["messages"].as_array().expect("messages").len() - 1,
+    ] {
+        assert_eq!(forwarded["messages"][at], received["messages"][at]);
+    }
     for line in [
         "thread 'context::compress::messages::tests::keeps_latest_user' panicked at src/context/compress/messages.rs:212:9:",
         "assertion `left == right` failed: the latest user turn was compressed",

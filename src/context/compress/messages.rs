@@ -214,6 +214,20 @@ pub fn compress_messages_keeping(
     store: &CommitStore,
     tokenizer: &Tokenizer,
 ) -> Result<CompressedMessages, CompressError> {
+    compress_messages_counted(messages, keep, None, budget, store, tokenizer)
+}
+
+/// [`compress_messages_keeping`] for a caller that has counted the messages already:
+/// `counts[i]`, when given, is the token count of message `i`'s content when it is a string
+/// (a large conversation is then not tokenised again just to be measured).
+pub fn compress_messages_counted(
+    messages: &[Message],
+    keep: &[bool],
+    counts: Option<&[usize]>,
+    budget: usize,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<CompressedMessages, CompressError> {
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
     }
@@ -230,7 +244,10 @@ pub fn compress_messages_keeping(
             protected_tokens += other;
         }
         for slot in message_slots {
-            let tokens = tokenizer.count(text_of(message, slot));
+            let known = counts
+                .and_then(|counts| counts.get(i).copied())
+                .filter(|_| matches!(slot, Slot::Content) && message.content.is_string());
+            let tokens = known.unwrap_or_else(|| tokenizer.count(text_of(message, slot)));
             if protected(i) {
                 protected_tokens += tokens;
             }
@@ -327,6 +344,7 @@ pub fn compress_messages_keeping(
                 &options,
                 tokenizer,
                 &format!("{}.", slot.id(i)),
+                Some(tokens),
             )
             .ok()
         } else {

@@ -25,7 +25,8 @@ use super::commit::{ChunkInput, CommitError, CommitStore, Resolution};
 use crate::tokens::Tokenizer;
 
 pub use messages::{
-    CompressedMessages, Message, compress_messages, compress_messages_keeping, parse_conversation,
+    CompressedMessages, Message, compress_messages, compress_messages_counted,
+    compress_messages_keeping, parse_conversation,
 };
 
 /// The kind of content, which decides how it is reduced.
@@ -416,7 +417,7 @@ pub(crate) fn reduce(
     options: &CompressOptions,
     tokenizer: &Tokenizer,
 ) -> Result<Reduced, CompressError> {
-    reduce_prefixed(content, budget, options, tokenizer, "")
+    reduce_prefixed(content, budget, options, tokenizer, "", None)
 }
 
 /// [`reduce`] with every chunk id (in the markers and the parts) starting with `prefix`, so
@@ -427,6 +428,7 @@ pub(crate) fn reduce_prefixed(
     options: &CompressOptions,
     tokenizer: &Tokenizer,
     prefix: &str,
+    known_tokens: Option<usize>,
 ) -> Result<Reduced, CompressError> {
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
@@ -438,7 +440,8 @@ pub(crate) fn reduce_prefixed(
         // Validate first so a broken document gets a precise error, whatever the budget.
         json::validate(content, &options.source)?;
     }
-    let original_tokens = tokenizer.count(content);
+    // A caller that has counted the content already saves a pass over it.
+    let original_tokens = known_tokens.unwrap_or_else(|| tokenizer.count(content));
     if original_tokens <= budget {
         return Ok(Reduced::verbatim(content, original_tokens, kind, prefix));
     }

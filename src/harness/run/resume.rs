@@ -180,6 +180,10 @@ pub fn identity(manifest: &Manifest) -> Vec<(&'static str, String)> {
                 .fixed_point
                 .map_or_else(|| "off".to_string(), |setting| setting.to_string()),
         ),
+        (
+            "via proxy",
+            if manifest.via_proxy { "on" } else { "off" }.to_string(),
+        ),
     ]
 }
 

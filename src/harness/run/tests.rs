@@ -82,6 +82,7 @@ fn settings(dir: &Path, shard: Shard) -> RunSettings {
         progress: None,
         audit: Default::default(),
         fixed_point: None,
+        via_proxy: false,
     }
 }
 

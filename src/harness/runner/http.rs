@@ -278,83 +278,91 @@ impl HttpBackend {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
         let bytes = response.bytes().await.map_err(transport)?;
-        if !status.is_success() {
-            let mut body = String::from_utf8_lossy(&bytes).into_owned();
-            body.truncate(300);
-            return Err(RunnerError::Status {
-                url,
-                status: status.as_u16(),
-                body,
-            });
-        }
-        let value: Value =
-            serde_json::from_slice(&bytes).map_err(|e| RunnerError::InvalidResponse {
-                url: url.clone(),
-                message: format!("not JSON: {e}"),
-            })?;
-        let invalid = |message: &str| RunnerError::InvalidResponse {
-            url: url.clone(),
-            message: message.to_string(),
-        };
-        let (text, input, output, reasoning) = match api {
-            Api::OpenAi => {
-                let text = value
-                    .pointer("/choices/0/message/content")
-                    .and_then(Value::as_str)
-                    .ok_or_else(|| invalid("no choices[0].message.content string"))?;
-                let usage = value.get("usage").filter(|u| u.is_object());
-                let input = usage
-                    .and_then(|u| u.get("prompt_tokens"))
-                    .and_then(Value::as_u64);
-                let output = usage
-                    .and_then(|u| u.get("completion_tokens"))
-                    .and_then(Value::as_u64);
-                let reasoning = usage
-                    .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                (text.to_string(), input, output, reasoning)
-            }
-            Api::Anthropic => {
-                let blocks = value
-                    .get("content")
-                    .and_then(Value::as_array)
-                    .ok_or_else(|| invalid("no content array"))?;
-                let text: String = blocks
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                    .filter_map(|b| b.get("text").and_then(Value::as_str))
-                    .collect();
-                let usage = value.get("usage");
-                let input = usage
-                    .and_then(|u| u.get("input_tokens"))
-                    .and_then(Value::as_u64);
-                let output = usage
-                    .and_then(|u| u.get("output_tokens"))
-                    .and_then(Value::as_u64);
-                (text, input, output, 0)
-            }
-        };
-        let (Some(input), Some(output)) = (input, output) else {
-            return Err(RunnerError::MissingUsage { url });
-        };
-        let id = value
-            .get("id")
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .map(str::to_string)
-            .or(header_id)
-            .unwrap_or_else(|| format!("sha256:{}", digest::sha256_hex(&bytes)));
-        Ok(ModelReply {
-            text,
-            provider_request_id: id,
-            input_tokens: Some(input),
-            // OpenAI counts reasoning inside completion_tokens; the record keeps them apart.
-            output_tokens: output.saturating_sub(reasoning),
-            reasoning_tokens: reasoning,
-            usage_source: UsageSource::ProviderResponse,
-        })
+        parse_reply(api, &url, status.as_u16(), header_id, &bytes)
     }
+}
+
+/// A provider's answer to one call, as a reply with usage, or the error it amounts to (a
+/// non-2xx status, a body without the answer text or without usage counts).
+pub fn parse_reply(
+    api: Api,
+    url: &str,
+    status: u16,
+    header_id: Option<String>,
+    bytes: &[u8],
+) -> Result<ModelReply, RunnerError> {
+    let url = url.to_string();
+    if !(200..300).contains(&status) {
+        let mut body = String::from_utf8_lossy(bytes).into_owned();
+        body.truncate(300);
+        return Err(RunnerError::Status { url, status, body });
+    }
+    let value: Value = serde_json::from_slice(bytes).map_err(|e| RunnerError::InvalidResponse {
+        url: url.clone(),
+        message: format!("not JSON: {e}"),
+    })?;
+    let invalid = |message: &str| RunnerError::InvalidResponse {
+        url: url.clone(),
+        message: message.to_string(),
+    };
+    let (text, input, output, reasoning) = match api {
+        Api::OpenAi => {
+            let text = value
+                .pointer("/choices/0/message/content")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("no choices[0].message.content string"))?;
+            let usage = value.get("usage").filter(|u| u.is_object());
+            let input = usage
+                .and_then(|u| u.get("prompt_tokens"))
+                .and_then(Value::as_u64);
+            let output = usage
+                .and_then(|u| u.get("completion_tokens"))
+                .and_then(Value::as_u64);
+            let reasoning = usage
+                .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            (text.to_string(), input, output, reasoning)
+        }
+        Api::Anthropic => {
+            let blocks = value
+                .get("content")
+                .and_then(Value::as_array)
+                .ok_or_else(|| invalid("no content array"))?;
+            let text: String = blocks
+                .iter()
+                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect();
+            let usage = value.get("usage");
+            let input = usage
+                .and_then(|u| u.get("input_tokens"))
+                .and_then(Value::as_u64);
+            let output = usage
+                .and_then(|u| u.get("output_tokens"))
+                .and_then(Value::as_u64);
+            (text, input, output, 0)
+        }
+    };
+    let (Some(input), Some(output)) = (input, output) else {
+        return Err(RunnerError::MissingUsage { url });
+    };
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .or(header_id)
+        .unwrap_or_else(|| format!("sha256:{}", digest::sha256_hex(bytes)));
+    Ok(ModelReply {
+        text,
+        provider_request_id: id,
+        input_tokens: Some(input),
+        // OpenAI counts reasoning inside completion_tokens; the record keeps them apart.
+        output_tokens: output.saturating_sub(reasoning),
+        reasoning_tokens: reasoning,
+        usage_source: UsageSource::ProviderResponse,
+    })
 }
 
 #[cfg(test)]

@@ -107,6 +107,9 @@ pub struct RunnerSpec {
     pub cost: CostSpec,
     #[serde(default)]
     pub prompt: PromptSpec,
+    /// Send `raw` requests through the in-process proxy (as `svc run --via-proxy`).
+    #[serde(default)]
+    pub via_proxy: bool,
     /// The folder of the runner file, for relative paths.
     #[serde(skip)]
     pub dir: PathBuf,
@@ -137,6 +140,7 @@ impl RunnerSpec {
                 pricing: None,
             },
             prompt: PromptSpec::default(),
+            via_proxy: false,
             dir: PathBuf::from("."),
         }
     }

@@ -1,0 +1,218 @@
+//! The manifest of a run directory (`manifest.json`): what defines the matrix, what ran, and
+//! the default run id derived from it.
+
+use std::fs;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{BUDGET_SEPARATOR, RunError, RunSettings};
+use crate::digest;
+use crate::harness::condition::Condition;
+use crate::harness::fixed_point::FixedPointSetting;
+use crate::harness::summary::CompactionMode;
+use crate::state;
+
+/// The manifest of a run directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub run_id: String,
+    pub svc_version: String,
+    pub git_commit: Option<String>,
+    pub workload: ManifestWorkload,
+    pub runner: ManifestRunner,
+    pub conditions: Vec<Condition>,
+    /// How `native_compaction` compacted; manifests from before the setting are deterministic.
+    #[serde(default)]
+    pub native_compaction: CompactionMode,
+    /// The fixed-point loop's bounds when `--fixed-point` was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed_point: Option<FixedPointSetting>,
+    /// `raw` trials went through the in-process proxy (`via_proxy`), at every budget.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub via_proxy: bool,
+    pub budgets: Vec<usize>,
+    /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
+    pub task_id_budget_separator: String,
+    /// `raw` ran once per task: its records carry the plain task id and pair with every
+    /// budget. False in manifests from before, whose `raw` ran at every budget.
+    #[serde(default)]
+    pub raw_once_per_task: bool,
+    pub replicates: u64,
+    pub scorer: String,
+    /// The selector setting of the `svc` condition ([`SelectorName`]); manifests from before
+    /// the setting used the context engine.
+    #[serde(default = "default_selector_name")]
+    pub selector: String,
+    /// The runner's sampling temperature (from its file).
+    #[serde(default)]
+    pub temperature: f64,
+    pub seed: u64,
+    pub shard: String,
+    /// First start of this run directory (kept across resumes).
+    pub started_at: String,
+    /// End of the latest session; null while a session runs.
+    pub ended_at: Option<String>,
+    /// Trials of this shard's matrix.
+    pub planned: u64,
+    /// Trials the latest session found already written.
+    pub skipped: u64,
+    /// Records in trials.jsonl in total.
+    pub written: u64,
+    /// Error records in trials.jsonl in total.
+    pub errors: u64,
+    pub aborted: bool,
+    /// Whether HTTP calls of the latest session went through the response cache.
+    #[serde(default)]
+    pub response_cache: bool,
+    /// Settings that differed from an earlier session's and were resumed over with `--force`,
+    /// as `field: earlier -> later`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub forced_over: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestWorkload {
+    pub name: String,
+    pub version: String,
+    pub kind: String,
+    pub tasks: usize,
+    pub prompt_sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestRunner {
+    pub name: String,
+    pub kind: String,
+    pub provider: String,
+    pub model: String,
+    pub file_sha256: String,
+    pub cost_source: crate::trial::CostSource,
+}
+
+/// A default run id: workload, runner and a short hash of everything that defines the matrix,
+/// so re-running the same command resumes the same directory.
+pub fn default_run_id(settings: &RunSettings) -> String {
+    let material = format!(
+        "{}|{}|{}|{}|{:?}|{:?}|{}|{}|{}|{}",
+        settings.workload.name(),
+        settings.workload.version(),
+        settings.runner.spec.name,
+        settings.runner.file_sha256,
+        settings.conditions,
+        settings.budgets,
+        settings.replicates,
+        settings.scorer,
+        settings.seed,
+        settings.shard
+    );
+    // Appended only when not the default, so deterministic runs keep their existing ids.
+    let material = match settings.native_compaction {
+        CompactionMode::Deterministic => material,
+        mode => format!("{material}|native_compaction={mode}"),
+    };
+    let material = match settings.selector.name() {
+        "svc" => material,
+        selector => format!("{material}|selector={selector}"),
+    };
+    let material = match settings.fixed_point {
+        None => material,
+        Some(setting) => format!("{material}|fixed_point={setting}"),
+    };
+    let material = match settings.via_proxy {
+        false => material,
+        true => format!("{material}|via_proxy"),
+    };
+    let shard = if settings.shard.count > 1 {
+        format!("-shard{}of{}", settings.shard.index, settings.shard.count)
+    } else {
+        String::new()
+    };
+    format!(
+        "{}-{}{shard}-{}",
+        settings.workload.name(),
+        settings.runner.spec.name,
+        &digest::sha256_hex(material)[..10]
+    )
+}
+
+/// The manifest of this session, before it is merged with an earlier one's.
+pub(super) fn new_manifest(settings: &RunSettings, started_at: String) -> Manifest {
+    Manifest {
+        run_id: settings
+            .out_dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        svc_version: env!("CARGO_PKG_VERSION").to_string(),
+        git_commit: git_commit(),
+        workload: ManifestWorkload {
+            name: settings.workload.name().to_string(),
+            version: settings.workload.version().to_string(),
+            kind: settings.workload.spec.kind.as_str().to_string(),
+            tasks: settings.workload.tasks.len(),
+            prompt_sha256: settings.workload.prompt_hash(),
+        },
+        runner: ManifestRunner {
+            name: settings.runner.spec.name.clone(),
+            kind: settings.runner.spec.kind.as_str().to_string(),
+            provider: settings.runner.spec.provider.clone(),
+            model: settings.runner.spec.model.clone(),
+            file_sha256: settings.runner.file_sha256.clone(),
+            cost_source: settings.runner.cost_source(),
+        },
+        conditions: settings.conditions.clone(),
+        native_compaction: settings.native_compaction,
+        fixed_point: settings.fixed_point,
+        via_proxy: settings.via_proxy,
+        budgets: settings.budgets.clone(),
+        task_id_budget_separator: BUDGET_SEPARATOR.into(),
+        raw_once_per_task: !settings.via_proxy,
+        replicates: settings.replicates,
+        scorer: settings.scorer.as_str().to_string(),
+        selector: settings.selector.name().to_string(),
+        temperature: settings.runner.spec.temperature,
+        seed: settings.seed,
+        shard: settings.shard.to_string(),
+        started_at,
+        ended_at: None,
+        planned: 0,
+        skipped: 0,
+        written: 0,
+        errors: 0,
+        aborted: false,
+        response_cache: settings.audit.cache.is_some() && settings.runner.is_http(),
+        forced_over: Vec::new(),
+    }
+}
+
+fn default_selector_name() -> String {
+    "svc".into()
+}
+
+pub(super) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunError> {
+    let mut bytes =
+        serde_json::to_vec_pretty(manifest).map_err(|e| RunError::Settings(e.to_string()))?;
+    bytes.push(b'\n');
+    state::atomic_write_shared(&dir.join("manifest.json"), &bytes)?;
+    Ok(())
+}
+
+/// The manifest of a run directory, if it has a readable one.
+pub fn read_manifest(dir: &Path) -> Option<Manifest> {
+    let bytes = fs::read(dir.join("manifest.json")).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn git_commit() -> Option<String> {
+    let output = std::process::Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    output
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
+        .filter(|s| !s.is_empty())
+}
