@@ -572,8 +572,9 @@ mod tests {
         let (result, attempts, _) = traced("retry-after-date").await;
         assert!(result.is_ok(), "{result:?}");
         let asked = attempts[0].retry_after_ms.expect("a date was read");
-        // An HTTP-date has whole seconds: 2 s ahead, truncated, is more than 1 s away.
-        assert!((1000..=2000).contains(&asked), "{asked}");
+        // An HTTP-date has whole seconds: 2 s ahead, truncated, is at most 2 s away, and more
+        // than 0 unless the reply took over a second to be read (a loaded machine).
+        assert!((1..=2000).contains(&asked), "{asked}");
         assert!(attempts[1].started_at_ms >= attempts[0].started_at_ms + asked);
 
         let (result, attempts, calls) = traced("retry-after-too-long").await;
