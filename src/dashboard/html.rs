@@ -84,7 +84,8 @@ pub fn bar_chart(title: &str, bars: &[Bar]) -> String {
     let max = bars.iter().map(|b| b.value).fold(0.0_f64, f64::max);
     let span = WIDTH - LABEL - CAPTION;
     let mut svg = format!(
-        "<svg class=\"chart\" role=\"img\" viewBox=\"0 0 {WIDTH} {height}\" width=\"{WIDTH}\" height=\"{height}\"><title>{}</title>",
+        "<figure class=\"chart-figure\"><figcaption>{}</figcaption><svg class=\"chart\" role=\"img\" viewBox=\"0 0 {WIDTH} {height}\" width=\"{WIDTH}\" height=\"{height}\"><title>{}</title>",
+        escape(title),
         escape(title)
     );
     for (i, bar) in bars.iter().enumerate() {
@@ -108,7 +109,7 @@ pub fn bar_chart(title: &str, bars: &[Bar]) -> String {
             caption = escape(&bar.caption),
         );
     }
-    svg.push_str("</svg>");
+    svg.push_str("</svg></figure>");
     svg
 }
 
