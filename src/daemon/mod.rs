@@ -8,6 +8,7 @@
 //! socket. A pid/lock file keeps a second daemon on the same state directory from starting.
 //! SIGINT, SIGTERM and `POST /api/control/stop` shut everything down cleanly.
 
+pub mod bench;
 pub mod pidfile;
 pub mod ports;
 pub mod watcher;

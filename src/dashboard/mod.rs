@@ -11,6 +11,7 @@
 //! switch and the quality mode act on its [`ProxyState`], and its counters feed the dashboard;
 //! without one those routes answer 409 and the pages say that no proxy runs.
 
+pub mod bench;
 pub mod control;
 pub mod guard;
 pub mod html;

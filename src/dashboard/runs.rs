@@ -193,13 +193,19 @@ pub fn page(
             len,
         });
     }
-    file.seek(SeekFrom::Start(start)).map_err(io)?;
+    // A cursor inside a line (typed by hand, or the file changed) starts at the next line.
+    file.seek(SeekFrom::Start(start.saturating_sub(1)))
+        .map_err(io)?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
     let mut offset = start;
+    let mut buffer = Vec::new();
+    if start > 0 {
+        reader.read_until(b'\n', &mut buffer).map_err(io)?;
+        offset = start - 1 + buffer.len() as u64;
+    }
     let mut line_number = first_line.max(1);
     let mut rows = Vec::new();
     let mut unreadable = 0;
-    let mut buffer = Vec::new();
     loop {
         if rows.len() == PAGE_SIZE || offset - start >= SCAN_BYTES {
             break;

@@ -36,6 +36,9 @@ use crate::witness::{self, Mode, Profile, WitnessInput};
 
 type CacheKey = (PathBuf, u64, Option<SystemTime>);
 
+/// Runs up to this many records get their verdict computed when the run list is shown.
+const EAGER_VERDICT_RECORDS: u64 = 5_000;
+
 /// Reports computed for run directories, by directory and state of its records.
 #[derive(Debug, Default)]
 pub struct ViewerCache {
@@ -181,32 +184,44 @@ fn list_body(state: &DashboardState) -> String {
         return body;
     }
     body.push_str("<form class=\"filters\" action=\"/runs/compare\" method=\"get\"><strong>Compare two runs:</strong><select name=\"a\" id=\"compare-a\">");
-    let options: String = entries
-        .iter()
-        .filter(|e| matches!(e.kind, EntryKind::Run(_)))
-        .map(|e| {
-            format!(
-                "<option value=\"{}\">{}</option>",
-                escape(&e.id),
-                escape(&e.id)
-            )
-        })
-        .collect();
+    let options = |selected: usize| -> String {
+        entries
+            .iter()
+            .filter(|e| matches!(e.kind, EntryKind::Run(_)))
+            .enumerate()
+            .map(|(i, e)| {
+                format!(
+                    "<option value=\"{}\"{}>{}</option>",
+                    escape(&e.id),
+                    if i == selected { " selected" } else { "" },
+                    escape(&e.dir.display().to_string())
+                )
+            })
+            .collect()
+    };
     let _ = write!(
         body,
-        "{options}</select> vs <select name=\"b\" id=\"compare-b\">{options}</select> <button type=\"submit\">Compare</button></form>"
+        "{}</select> vs <select name=\"b\" id=\"compare-b\">{}</select> <button type=\"submit\">Compare</button></form>",
+        options(0),
+        options(1)
     );
     body.push_str("<div class=\"scroll\"><table id=\"runs\"><thead><tr><th>run</th><th>workload</th><th>runner</th><th>conditions</th><th>budgets</th><th>n</th><th>errors</th><th>verdict</th><th>ended</th></tr></thead><tbody>");
     for entry in &entries {
         let link = format!(
             "<a href=\"/runs/show?id={}\">{}</a>",
             url_encode(&entry.id),
-            escape(&entry.id)
+            escape(&entry.dir.display().to_string())
         );
         match &entry.kind {
             EntryKind::Run(m) => {
-                let verdict = cached_report(state, entry).map_or_else(
-                    || "<span class=\"empty\">open the run to compute</span>".to_string(),
+                // Small runs get their verdict at once; larger ones when first opened.
+                let report = cached_report(state, entry).or_else(|| {
+                    (m.written <= EAGER_VERDICT_RECORDS)
+                        .then(|| report_of(state, entry).ok())
+                        .flatten()
+                });
+                let verdict = report.map_or_else(
+                    || "<span class=\"empty\">computed when the run is opened</span>".to_string(),
                     |r| escape(&verdict_line(&r)),
                 );
                 let _ = write!(
@@ -358,7 +373,10 @@ fn show_body(state: &DashboardState, query: &ShowQuery) -> PageResult {
         EntryKind::Report => {
             let report =
                 report_of(state, &entry).map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e))?;
-            return Ok((format!("Report {}", entry.id), report_html(&report)));
+            return Ok((
+                format!("Report {}", entry.dir.display()),
+                report_html(&report),
+            ));
         }
         EntryKind::Run(manifest) => manifest,
     };
@@ -442,7 +460,7 @@ fn show_body(state: &DashboardState, query: &ShowQuery) -> PageResult {
         "<section id=\"report\" data-load=\"/runs/report?id={id}&amp;fragment=1\"><h2>Report</h2><p class=\"empty\">Computing the report… (<a href=\"/runs/report?id={id}\">open it alone</a>)</p></section>",
         id = url_encode(&entry.id)
     );
-    Ok((format!("Run {}", entry.id), body))
+    Ok((format!("Run {}", entry.dir.display()), body))
 }
 
 fn trials_section(
@@ -585,7 +603,7 @@ fn report_html(report: &Report) -> String {
         "<section class=\"report\"><p><strong>Verdict:</strong> {}</p>",
         escape(&verdict_line(report))
     );
-    body.push_str(&html::markdown(&render::markdown(report)));
+    // The plots first: a person looks at them before reading the tables.
     match render::plots(report) {
         Ok(plots) if !plots.is_empty() => {
             body.push_str("<h2>Plots</h2><div class=\"plots\">");
@@ -610,6 +628,7 @@ fn report_html(report: &Report) -> String {
             );
         }
     }
+    body.push_str(&html::markdown(&render::markdown(report)));
     body.push_str("</section>");
     body
 }
@@ -631,7 +650,7 @@ async fn report_page(
         let entry = find_entry(&worker, &query.id)?;
         let report =
             report_of(&worker, &entry).map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e))?;
-        Ok::<_, (StatusCode, String)>((entry.id, report_html(&report)))
+        Ok::<_, (StatusCode, String)>((entry.dir.display().to_string(), report_html(&report)))
     })
     .await;
     match built {
@@ -676,8 +695,11 @@ fn trial_body(state: &DashboardState, query: &TrialQueryParams) -> PageResult {
         task_id: query.task.clone(),
         ..TrialFilter::default()
     };
-    let trials = audit::trial_audits(&entry.dir, &filter)
+    let mut trials = audit::trial_audits(&entry.dir, &filter)
         .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+    // Columns in the spec's condition order, then by replicate.
+    let order = |c: Condition| Condition::ALL.iter().position(|x| *x == c);
+    trials.sort_by_key(|t| (order(t.condition), t.replicate, t.task_id.clone()));
     if trials.is_empty() {
         return Err((
             StatusCode::NOT_FOUND,
@@ -692,7 +714,7 @@ fn trial_body(state: &DashboardState, query: &TrialQueryParams) -> PageResult {
     let mut body = format!(
         "<p><a href=\"/runs/show?id={}\">← run {}</a> · every condition's trial of task <code>{}</code>, side by side</p><div class=\"side\">",
         url_encode(&entry.id),
-        escape(&entry.id),
+        escape(&entry.dir.display().to_string()),
         escape(&query.task)
     );
     for trial in &trials {
@@ -921,7 +943,11 @@ async fn compare(
             &ReportOptions::default(),
         )
         .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
-        Ok::<_, (StatusCode, String)>((a.id, b.id, report_html(&report)))
+        Ok::<_, (StatusCode, String)>((
+            a.dir.display().to_string(),
+            b.dir.display().to_string(),
+            report_html(&report),
+        ))
     })
     .await;
     match built {

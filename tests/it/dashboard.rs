@@ -640,3 +640,109 @@ async fn daemon_watches_its_repository_refuses_a_twin_and_stops_on_request() {
         "the pid file is removed on a clean stop"
     );
 }
+
+#[test]
+fn go_without_a_codebase_warns_and_says_what_to_run() {
+    let state = tempfile::tempdir().expect("state");
+    let empty = tempfile::tempdir().expect("empty");
+    std::fs::write(empty.path().join("notes.txt"), "nothing to index here").expect("write");
+    let done = run(svc(state.path()).current_dir(empty.path()).arg("go"));
+    assert_eq!(done.code, 1, "{}", done.stderr);
+    assert!(
+        done.stderr.contains("warning: no codebase detected"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        done.stderr.contains("svc daemon --repo DIR"),
+        "{}",
+        done.stderr
+    );
+    assert!(
+        !state.path().join("daemon.pid").exists(),
+        "nothing was started"
+    );
+}
+
+#[tokio::test]
+async fn go_indexes_the_project_starts_the_daemon_and_prints_the_agent_lines() {
+    let state = tempfile::tempdir().expect("state");
+    let project = tempfile::tempdir().expect("project");
+    std::fs::write(
+        project.path().join("Cargo.toml"),
+        "[package]\nname = \"x\"\n",
+    )
+    .expect("write");
+    std::fs::create_dir(project.path().join("src")).expect("mkdir");
+    std::fs::write(
+        project.path().join("src/lib.rs"),
+        "pub fn x() -> u8 {\n    1\n}\n",
+    )
+    .expect("write");
+    let mut child = svc(state.path())
+        .current_dir(project.path())
+        .args([
+            "go",
+            "--no-browser",
+            "--port",
+            "0",
+            "--dashboard-port",
+            "0",
+            "--quiet",
+        ])
+        .env("PATH", "/nonexistent")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("go starts");
+    let stderr = child.stderr.take().expect("stderr");
+    let mut lines = BufReader::new(stderr).lines();
+    let mut seen = Vec::new();
+    while let Some(Ok(line)) = lines.next() {
+        seen.push(line.clone());
+        if line.contains("Gemini:") {
+            break;
+        }
+    }
+    let text = seen.join("\n");
+    std::thread::spawn(move || for _ in lines {});
+    assert!(text.contains("Cargo.toml found"), "{text}");
+    assert!(text.contains("svc go: indexed 2 files"), "{text}");
+    assert!(text.contains("No coding agent found on PATH"), "{text}");
+    assert!(
+        text.contains("ANTHROPIC_BASE_URL=http://127.0.0.1:"),
+        "{text}"
+    );
+    let url = seen
+        .iter()
+        .find_map(|l| l.trim().strip_prefix("dashboard"))
+        .map(|rest| rest.trim().trim_end_matches('/').to_string())
+        .expect("the dashboard URL");
+    let status: Value = client()
+        .get(format!("{url}/api/control/status"))
+        .send()
+        .await
+        .expect("status")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(status["proxy"]["witness"]["mode"], "audit", "{status}");
+    let repo = status["repos"][0]["path"]
+        .as_str()
+        .expect("the project is watched");
+    assert!(Path::new(repo).ends_with(project.path().file_name().expect("name")));
+    client()
+        .post(format!("{url}/api/control/stop"))
+        .send()
+        .await
+        .expect("stop");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(code) = child.try_wait().expect("wait") {
+            assert!(code.success());
+            break;
+        }
+        assert!(Instant::now() < deadline, "svc go did not stop");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
