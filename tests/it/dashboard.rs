@@ -618,6 +618,23 @@ async fn daemon_watches_its_repository_refuses_a_twin_and_stops_on_request() {
         taken.stderr
     );
 
+    // A repository that vanishes makes the watcher fail and retry; the daemon keeps serving.
+    std::fs::remove_dir_all(repo.path()).expect("remove the repository");
+    wait_for(
+        async || status().await["tasks"]["watcher"]["state"] == "restarting",
+        "the watcher to notice the vanished repository",
+    )
+    .await;
+    let after = status().await;
+    let error = after["tasks"]["watcher"]["last_error"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        error.contains("vanished") || error.contains("cannot watch"),
+        "{after}"
+    );
+    assert_eq!(after["tasks"]["dashboard"]["state"], "running");
+
     let pid_file = state.path().join("daemon.pid");
     assert!(pid_file.exists(), "{:?}", daemon.stderr);
     let stopped = http
