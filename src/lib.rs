@@ -6,6 +6,8 @@
 pub mod bench;
 pub mod clock;
 pub mod context;
+pub mod daemon;
+pub mod dashboard;
 pub mod digest;
 pub mod git;
 pub mod harness;

@@ -83,6 +83,12 @@ pub struct BenchArgs {
     /// Concurrent clients of the proxy load run.
     #[arg(long, default_value_t = 64)]
     proxy_clients: usize,
+    /// Tokens of the generated repository the daemon benchmark watches.
+    #[arg(long, default_value_t = 1_000_000)]
+    daemon_repo_tokens: usize,
+    /// Trial records of the generated run the viewer benchmark opens.
+    #[arg(long, default_value_t = 100_000)]
+    viewer_records: usize,
 }
 
 /// Parts of the context group that can run alone.
@@ -108,6 +114,10 @@ enum Group {
     Proof,
     /// Proxy added latency (pass-through and optimising), memory, upstream faults.
     Proxy,
+    /// Run viewer: opening a large run's page (first page, filtered, middle of the file).
+    Viewer,
+    /// Daemon: file change -> index updated through the watcher, on a generated repository.
+    Daemon,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -203,6 +213,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.proxy_requests,
             args.proxy_clients,
         )?);
+    }
+    if wants(Group::Viewer) {
+        eprintln!(
+            "bench: viewer (a generated run of {} records)…",
+            args.viewer_records
+        );
+        figures.extend(svc::dashboard::bench::figures(args.viewer_records)?);
+    }
+    if wants(Group::Daemon) {
+        eprintln!(
+            "bench: daemon (a generated repository of ~{} tokens)…",
+            args.daemon_repo_tokens
+        );
+        figures.push(svc::daemon::bench::watcher_figure(args.daemon_repo_tokens)?);
     }
     print_figures(&figures, args.format)
 }

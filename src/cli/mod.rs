@@ -4,6 +4,7 @@ mod bench;
 mod benchmark;
 mod compress;
 mod context;
+mod daemon;
 mod proof;
 mod proxy;
 mod records;
@@ -79,6 +80,17 @@ enum Command {
     /// Run the local provider proxy (Anthropic, OpenAI and Gemini styles on one port): shrink
     /// long prompts, check answers with the witness, serve /witness certificates.
     Proxy(proxy::ProxyArgs),
+    /// Run everything in one process: proxy, dashboard and control API (127.0.0.1:9378), file
+    /// watcher; restarts a failed part, stops on Ctrl-C, SIGTERM or POST /api/control/stop.
+    Daemon(daemon::DaemonArgs),
+    /// Run the dashboard and control API alone (no proxy).
+    Dashboard(daemon::DashboardArgs),
+    /// Browse runs: every run under runs/ and reports/out (or the folders given), its report,
+    /// its trials (paged, filterable), one trial across conditions, two runs compared.
+    View(daemon::ViewArgs),
+    /// In a project directory: index it, start the daemon, print the URLs and the line each
+    /// coding agent needs, open the dashboard.
+    Go(daemon::GoArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -101,6 +113,10 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run_report(args),
         Command::Gate(args) => report::run_gate(args),
         Command::Proxy(args) => proxy::run(args),
+        Command::Daemon(args) => daemon::run_daemon(args),
+        Command::Dashboard(args) => daemon::run_dashboard(args),
+        Command::View(args) => daemon::run_view(args),
+        Command::Go(args) => daemon::run_go(args),
     }
 }
 

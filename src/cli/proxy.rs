@@ -17,47 +17,47 @@ use svc::witness::{Mode, Profile};
 pub struct ProxyArgs {
     /// Port on 127.0.0.1 (0 picks a free one; the address is printed on stderr).
     #[arg(long, default_value_t = DEFAULT_PORT)]
-    port: u16,
+    pub(super) port: u16,
     /// Optimisation budget in tokens of request text: requests under it are forwarded
     /// byte-identical, longer ones are compressed towards it.
     #[arg(long, default_value_t = DEFAULT_BUDGET)]
-    budget: usize,
+    pub(super) budget: usize,
     /// Anthropic root URL [env: SVC_UPSTREAM_ANTHROPIC] [default: https://api.anthropic.com]
     #[arg(long, value_name = "URL")]
-    upstream_anthropic: Option<String>,
+    pub(super) upstream_anthropic: Option<String>,
     /// OpenAI root URL [env: SVC_UPSTREAM_OPENAI] [default: https://api.openai.com]
     #[arg(long, value_name = "URL")]
-    upstream_openai: Option<String>,
+    pub(super) upstream_openai: Option<String>,
     /// Gemini root URL [env: SVC_UPSTREAM_GEMINI]
     /// [default: https://generativelanguage.googleapis.com]
     #[arg(long, value_name = "URL")]
-    upstream_gemini: Option<String>,
+    pub(super) upstream_gemini: Option<String>,
     /// Check answers against the request: audit (headers and certificates only), annotate
     /// (mark unsupported claims), strict (remove them). Off when not given.
     #[arg(long, value_enum)]
-    witness: Option<Mode>,
+    pub(super) witness: Option<Mode>,
     /// How strict the witness is (rag, qa, benchmark_qa, code fail closed in strict mode).
     #[arg(long, value_enum, default_value_t = Profile::Rag)]
-    witness_profile: Profile,
+    pub(super) witness_profile: Profile,
     /// Also put the full certificate in the JSON body under "svc_witness".
     #[arg(long)]
-    witness_embed: bool,
+    pub(super) witness_embed: bool,
     /// Ask an OpenAI-compatible NLI endpoint about uncertain claims (the default endpoint of
     /// `svc witness --witness-nli`, key from $SVC_NLI_API_KEY); falls back to local checks.
     #[arg(long)]
-    witness_nli: bool,
+    pub(super) witness_nli: bool,
     /// Largest request body accepted, in bytes (413 in the provider's shape above it).
     #[arg(long, default_value_t = DEFAULT_MAX_BODY_BYTES)]
-    max_body_bytes: usize,
+    pub(super) max_body_bytes: usize,
     /// Longest silence from an upstream before the proxy answers 504 / ends the stream.
     #[arg(long, default_value_t = upstream::DEFAULT_READ_TIMEOUT.as_secs())]
-    read_timeout_secs: u64,
+    pub(super) read_timeout_secs: u64,
     /// State directory for commits and certificates [default: $SVC_HOME or ~/.svc].
     #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
+    pub(super) state_dir: Option<PathBuf>,
     /// Do not print a line per request on stderr.
     #[arg(long)]
-    quiet: bool,
+    pub(super) quiet: bool,
 }
 
 fn resolve(flag: Option<String>, env: &str, default: &str) -> String {
@@ -65,7 +65,7 @@ fn resolve(flag: Option<String>, env: &str, default: &str) -> String {
         .unwrap_or_else(|| default.to_string())
 }
 
-fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
+pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
     let state_home = match &args.state_dir {
         Some(dir) => dir.clone(),
         None => svc::state::home()?,

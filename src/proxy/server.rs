@@ -8,7 +8,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -84,6 +84,9 @@ pub struct ProxyState {
     pub witness_store: Store,
     tokenizer: Tokenizer,
     paused: AtomicBool,
+    /// The optimisation budget in force; starts at `settings.budget`, changed by the control
+    /// API's quality switch while the proxy runs.
+    budget: AtomicUsize,
     pub counters: Counters,
     logger: Option<Logger>,
 }
@@ -110,6 +113,7 @@ impl ProxyState {
             client,
             tokenizer: Tokenizer::default(),
             paused: AtomicBool::new(false),
+            budget: AtomicUsize::new(settings.budget),
             counters: Counters::default(),
             logger,
             settings,
@@ -123,6 +127,16 @@ impl ProxyState {
 
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::Relaxed)
+    }
+
+    /// Sets the optimisation budget of the requests that arrive from now on (at least 1).
+    pub fn set_budget(&self, budget: usize) {
+        self.budget.store(budget.max(1), Ordering::Relaxed);
+    }
+
+    /// The optimisation budget in force.
+    pub fn budget(&self) -> usize {
+        self.budget.load(Ordering::Relaxed)
     }
 }
 
@@ -356,7 +370,7 @@ async fn prepare(
             text,
             &request,
             &units,
-            worker_state.settings.budget,
+            worker_state.budget(),
             &worker_state.commits,
             &worker_state.tokenizer,
         )

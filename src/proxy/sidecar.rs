@@ -160,7 +160,7 @@ async fn feedback(
 fn status_body(state: &ProxyState) -> Value {
     json!({
         "optimization": if state.paused() { "paused" } else { "enabled" },
-        "budget": state.settings.budget,
+        "budget": state.budget(),
         "witness": state.settings.witness.as_ref().map(|w| json!({
             "mode": w.mode, "profile": w.profile, "embed": w.embed, "nli": w.nli.is_some(),
         })),

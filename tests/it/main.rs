@@ -3,8 +3,10 @@
 mod audit;
 mod baselines;
 mod benchmark;
+mod browser;
 mod compress;
 mod context;
+mod dashboard;
 mod fuzz;
 mod harness;
 mod proof;

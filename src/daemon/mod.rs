@@ -1,0 +1,341 @@
+//! The daemon (SPEC §1.5): one process supervising the proxy, the dashboard and control API,
+//! the tool server and the file watcher.
+//!
+//! Each part is a task under [`supervise`]: a task that fails is restarted after a back-off
+//! (1 s, doubling to 30 s), and its state shows on the dashboard and in
+//! `GET /api/control/status`. The ports are bound once, before anything starts, so a port in
+//! use is reported up front with the process holding it, and a restarted server reuses its
+//! socket. A pid/lock file keeps a second daemon on the same state directory from starting.
+//! SIGINT, SIGTERM and `POST /api/control/stop` shut everything down cleanly.
+
+pub mod bench;
+pub mod pidfile;
+pub mod ports;
+pub mod watcher;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::Duration;
+
+use crate::dashboard::{self, DashboardSettings, DashboardState, Role, TaskState, TaskStatus};
+use crate::proxy::server::Logger;
+use crate::proxy::{ProxySettings, ProxyState};
+
+/// First back-off after a task fails; it doubles up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(1);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// How long tasks get to finish after a stop before the daemon exits anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(
+        "another svc daemon (pid {pid}) holds {path}; stop it (`svc daemon` prints its dashboard URL; POST /api/control/stop) or use another --state-dir"
+    )]
+    AlreadyRunning { pid: u32, path: PathBuf },
+    #[error("the {what} port 127.0.0.1:{port} is in use{}; stop that process or pick another port", owner.as_ref().map(|o| format!(" by {o}")).unwrap_or_default())]
+    PortInUse {
+        what: &'static str,
+        port: u16,
+        owner: Option<ports::Owner>,
+    },
+    #[error("cannot listen on 127.0.0.1:{port} for the {what}: {source}")]
+    Bind {
+        what: &'static str,
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("starting the proxy: {0}")]
+    Proxy(String),
+}
+
+/// Resolved settings of the daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonSettings {
+    pub state_home: PathBuf,
+    /// The proxy's settings; `None` with `--no-proxy`.
+    pub proxy: Option<ProxySettings>,
+    pub proxy_port: u16,
+    pub dashboard_port: u16,
+    pub quality: dashboard::Quality,
+    /// Repositories indexed at start and watched.
+    pub repos: Vec<PathBuf>,
+    /// Folders the Runs pages list.
+    pub run_roots: Vec<PathBuf>,
+}
+
+/// What the daemon bound, for the command to print.
+#[derive(Debug, Clone)]
+pub struct Started {
+    pub dashboard_url: String,
+    pub proxy_url: Option<String>,
+    pub pid_file: PathBuf,
+    /// A stale pid file that was replaced, with the pid it named.
+    pub replaced_stale: Option<Option<u32>>,
+}
+
+/// Runs `make` until the state stops, restarting it after a back-off when it fails (or ends
+/// on its own). Its state is published under `name`.
+pub async fn supervise<F, Fut>(state: Arc<DashboardState>, name: &'static str, mut make: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let mut backoff = FIRST_BACKOFF;
+    let mut restarts = 0;
+    let status = |state: TaskState, restarts: u32, last_error: Option<String>| TaskStatus {
+        state,
+        restarts,
+        last_error,
+        since: dashboard::now(),
+    };
+    loop {
+        state.set_task(name, status(TaskState::Running, restarts, None));
+        let started = tokio::time::Instant::now();
+        let result = make().await;
+        if state.stop_requested() {
+            state.set_task(name, status(TaskState::Stopped, restarts, None));
+            return;
+        }
+        let error = match result {
+            Ok(()) => "ended unexpectedly".to_string(),
+            Err(error) => error,
+        };
+        // A task that ran a good while before failing starts over with the short back-off.
+        if started.elapsed() > MAX_BACKOFF * 2 {
+            backoff = FIRST_BACKOFF;
+        }
+        state.log(
+            name,
+            format!("failed: {error}; restarting in {} s", backoff.as_secs()),
+        );
+        state.set_task(
+            name,
+            status(TaskState::Restarting, restarts, Some(error.clone())),
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = state.stopped() => {
+                state.set_task(name, status(TaskState::Stopped, restarts, Some(error)));
+                return;
+            }
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+        restarts += 1;
+    }
+}
+
+/// Serves `router` on a clone of `listener` until the state stops.
+async fn serve(
+    state: Arc<DashboardState>,
+    listener: &std::net::TcpListener,
+    router: axum::Router,
+) -> Result<(), String> {
+    let socket = listener
+        .try_clone()
+        .and_then(tokio::net::TcpListener::from_std)
+        .map_err(|e| format!("reusing the listening socket: {e}"))?;
+    axum::serve(socket, router)
+        .with_graceful_shutdown(async move { state.stopped().await })
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// Waits for SIGINT or SIGTERM.
+async fn signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+/// Starts the daemon: takes the lock, binds the ports, starts every task. `on_started` is
+/// called once everything listens. Returns when the daemon has stopped.
+pub async fn run(
+    settings: DaemonSettings,
+    on_started: impl FnOnce(&Started, &Arc<DashboardState>),
+) -> Result<(), DaemonError> {
+    let (lock, previous) = pidfile::PidLock::acquire(&settings.state_home)?;
+    let dashboard_listener = ports::bind("dashboard", settings.dashboard_port)?;
+    let dashboard_url = format!(
+        "http://{}",
+        dashboard_listener
+            .local_addr()
+            .map_err(|source| DaemonError::Bind {
+                what: "dashboard",
+                port: settings.dashboard_port,
+                source,
+            })?
+    );
+    let proxy_listener = match &settings.proxy {
+        Some(_) => Some(ports::bind("proxy", settings.proxy_port)?),
+        None => None,
+    };
+    let proxy_url = proxy_listener
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| format!("http://{a}"));
+
+    // The proxy's log lines go to the dashboard's log viewer; the dashboard state is made after
+    // the proxy, so the logger finds it through a cell.
+    let sink: Arc<OnceLock<Weak<DashboardState>>> = Arc::new(OnceLock::new());
+    let proxy = match &settings.proxy {
+        Some(proxy_settings) => {
+            let logger_sink = sink.clone();
+            let logger = Logger(Box::new(move |log| {
+                if let Some(state) = logger_sink.get().and_then(Weak::upgrade) {
+                    state.log("proxy", log.to_string());
+                }
+            }));
+            Some(
+                ProxyState::new(proxy_settings.clone(), Some(logger))
+                    .map_err(|e| DaemonError::Proxy(e.to_string()))?,
+            )
+        }
+        None => None,
+    };
+    let mut dashboard_settings = DashboardSettings::new(Role::Daemon, settings.state_home.clone());
+    dashboard_settings.repos = settings.repos.clone();
+    dashboard_settings.run_roots = settings.run_roots.clone();
+    dashboard_settings.quality = settings.quality;
+    dashboard_settings
+        .urls
+        .insert("dashboard".into(), dashboard_url.clone());
+    if let Some(url) = &proxy_url {
+        dashboard_settings.urls.insert("proxy".into(), url.clone());
+    }
+    let state = DashboardState::new(dashboard_settings, proxy.clone());
+    let _ = sink.set(Arc::downgrade(&state));
+    if let pidfile::Previous::Stale { pid } = &previous {
+        state.log(
+            "daemon",
+            format!(
+                "replaced a stale pid file (pid {} is gone)",
+                pid.map_or("unreadable".into(), |p| p.to_string())
+            ),
+        );
+    }
+
+    let mut tasks = tokio::task::JoinSet::new();
+    {
+        let state = state.clone();
+        tasks.spawn(async move {
+            let router = dashboard::app(state.clone());
+            supervise(state.clone(), "dashboard", || {
+                serve(state.clone(), &dashboard_listener, router.clone())
+            })
+            .await;
+        });
+    }
+    if let (Some(proxy), Some(listener)) = (proxy, proxy_listener) {
+        let state = state.clone();
+        tasks.spawn(async move {
+            let router = crate::proxy::app(proxy);
+            supervise(state.clone(), "proxy", || {
+                serve(state.clone(), &listener, router.clone())
+            })
+            .await;
+        });
+    }
+    // MCP tool server: `svc::mcp::serve_http(listener, home, shutdown)` is built in another
+    // branch (issue 16, item 5). Once it is merged, bind its port here with `ports::bind("mcp",
+    // …)` and supervise it like the proxy above; until then the daemon runs no tool server.
+    if !settings.repos.is_empty() {
+        // The first index build runs in the background: the servers answer at once.
+        let initial = state.clone();
+        let repos = settings.repos.clone();
+        tasks.spawn(async move {
+            for repo in repos {
+                let worker = initial.clone();
+                let _ = tokio::task::spawn_blocking(move || worker.reindex(&repo)).await;
+            }
+        });
+        let state = state.clone();
+        let repos = settings.repos.clone();
+        tasks.spawn(async move {
+            supervise(state.clone(), "watcher", || {
+                watcher::run(state.clone(), repos.clone())
+            })
+            .await;
+        });
+    }
+
+    state.log("daemon", format!("started, pid {}", std::process::id()));
+    on_started(
+        &Started {
+            dashboard_url,
+            proxy_url,
+            pid_file: lock.path().to_path_buf(),
+            replaced_stale: match previous {
+                pidfile::Previous::Stale { pid } => Some(pid),
+                pidfile::Previous::None => None,
+            },
+        },
+        &state,
+    );
+
+    tokio::select! {
+        _ = signal() => state.log("daemon", "signal received, stopping"),
+        _ = state.stopped() => {}
+    }
+    state.request_stop();
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while tasks.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tasks.abort_all();
+    }
+    drop(lock);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failing_task_is_restarted_with_backoff_and_stops_on_request() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let state = DashboardState::new(
+            DashboardSettings::new(Role::Daemon, dir.path().to_path_buf()),
+            None,
+        );
+        let runs = Arc::new(AtomicU32::new(0));
+        let counter = runs.clone();
+        let task = tokio::spawn(supervise(state.clone(), "flaky", move || {
+            let counter = counter.clone();
+            async move {
+                counter.fetch_add(1, Ordering::SeqCst);
+                Err::<(), String>("boom".into())
+            }
+        }));
+        // Back-offs of 1, 2 and 4 s: three restarts within 7.5 s.
+        tokio::time::sleep(Duration::from_millis(7_500)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 4);
+        let status = state.tasks()["flaky"].clone();
+        assert_eq!(status.state, TaskState::Restarting);
+        assert_eq!(status.restarts, 3);
+        assert_eq!(status.last_error.as_deref(), Some("boom"));
+        state.request_stop();
+        task.await.expect("supervisor ends");
+        assert_eq!(state.tasks()["flaky"].state, TaskState::Stopped);
+    }
+}
