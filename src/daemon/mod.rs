@@ -149,6 +149,23 @@ async fn serve(
         .map_err(|e| e.to_string())
 }
 
+/// Serves the proxy like [`serve`], with each connection's addresses, which the proxy's
+/// `/proof` sidecar needs to admit only local callers.
+async fn serve_proxy(
+    state: Arc<DashboardState>,
+    listener: &std::net::TcpListener,
+    proxy: Arc<crate::proxy::ProxyState>,
+) -> Result<(), String> {
+    let socket = listener
+        .try_clone()
+        .and_then(tokio::net::TcpListener::from_std)
+        .map_err(|e| format!("reusing the listening socket: {e}"))?;
+    axum::serve(socket, crate::proxy::make_service(proxy))
+        .with_graceful_shutdown(async move { state.stopped().await })
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Waits for SIGINT or SIGTERM.
 async fn signal() {
     #[cfg(unix)]
@@ -246,9 +263,8 @@ pub async fn run(
     if let (Some(proxy), Some(listener)) = (proxy, proxy_listener) {
         let state = state.clone();
         tasks.spawn(async move {
-            let router = crate::proxy::app(proxy);
             supervise(state.clone(), "proxy", || {
-                serve(state.clone(), &listener, router.clone())
+                serve_proxy(state.clone(), &listener, proxy.clone())
             })
             .await;
         });
