@@ -9,6 +9,7 @@ pub mod context;
 pub mod digest;
 pub mod git;
 pub mod harness;
+pub mod mcp;
 pub mod proof;
 pub mod proxy;
 pub mod report;

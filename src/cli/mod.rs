@@ -11,6 +11,7 @@ mod report;
 mod run;
 mod runners;
 mod runs;
+mod serve;
 mod witness;
 mod workloads;
 
@@ -79,6 +80,10 @@ enum Command {
     /// Run the local provider proxy (Anthropic, OpenAI and Gemini styles on one port): shrink
     /// long prompts, check answers with the witness, serve /witness certificates.
     Proxy(proxy::ProxyArgs),
+    /// The MCP tool server: select_context, compress, compress_messages, recover_chunk,
+    /// verify_answer and the proof-guided session tools, over stdio (default) or streamable
+    /// HTTP on 127.0.0.1 (--http PORT).
+    Serve(serve::ServeArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -101,6 +106,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run_report(args),
         Command::Gate(args) => report::run_gate(args),
         Command::Proxy(args) => proxy::run(args),
+        Command::Serve(args) => serve::run(args),
     }
 }
 

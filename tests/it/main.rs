@@ -7,6 +7,7 @@ mod compress;
 mod context;
 mod fuzz;
 mod harness;
+mod mcp;
 mod proof;
 mod proxy;
 mod records;
