@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Args;
 use svc::bench::{self, Figure};
 use svc::tokens::Encoding;
@@ -70,6 +71,13 @@ pub struct BenchArgs {
     /// Concurrent clients of the proxy load run.
     #[arg(long, default_value_t = 64)]
     proxy_clients: usize,
+    /// Repository of the MCP round-trip figures [default: about 1M tokens of crate sources
+    /// copied from the corpus directory].
+    #[arg(long)]
+    mcp_repo: Option<PathBuf>,
+    /// Warm select_context calls of the MCP round-trip figure.
+    #[arg(long, default_value_t = 60)]
+    mcp_calls: usize,
 }
 
 /// Parts of the context group that can run alone.
@@ -95,6 +103,8 @@ enum Group {
     Proof,
     /// Proxy added latency (pass-through and optimising), memory, upstream faults.
     Proxy,
+    /// MCP tool-call round trips through `svc serve` on stdio (select_context on ~1M tokens).
+    Mcp,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -205,7 +215,34 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.proxy_clients,
         )?);
     }
+    if wants(Group::Mcp) {
+        figures.extend(mcp_figures(&args, &corpus_root)?);
+    }
     print_figures(&figures, args.format)
+}
+
+/// The `mcp` group: this binary serves, on `--mcp-repo` or on crate sources copied from the
+/// corpus directory.
+fn mcp_figures(args: &BenchArgs, corpus_root: &std::path::Path) -> anyhow::Result<Vec<Figure>> {
+    let program = std::env::current_exe().context("locating the svc binary to serve")?;
+    let copy = tempfile::tempdir()?;
+    let (tree, label) = match &args.mcp_repo {
+        Some(repo) => (repo.clone(), repo.display().to_string()),
+        None => {
+            let names = svc::mcp::bench::copy_registry_corpus(corpus_root, copy.path())?;
+            (copy.path().to_path_buf(), names.join(", "))
+        }
+    };
+    eprintln!(
+        "bench: mcp select_context round trips ({} warm calls) on {label}…",
+        args.mcp_calls
+    );
+    Ok(svc::mcp::bench::figures(
+        &program,
+        &tree,
+        &label,
+        args.mcp_calls,
+    )?)
 }
 
 fn print_figures(figures: &[Figure], format: Format) -> anyhow::Result<ExitCode> {

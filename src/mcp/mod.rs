@@ -6,12 +6,14 @@
 //!   the `svc` commands);
 //! - [`args`]: their input types (strict, documented, schema-derived);
 //! - [`server`]: the rmcp handler (list, call, errors as tool results);
-//! - [`index_cache`]: indexes kept warm between `select_context` calls.
+//! - [`index_cache`]: indexes kept warm between `select_context` calls;
+//! - [`bench`]: the `svc bench --group mcp` round-trip figures.
 //!
 //! The server holds no provider and makes no network call: every tool is local work on the
 //! state directory it is given.
 
 pub mod args;
+pub mod bench;
 pub mod index_cache;
 pub mod server;
 pub mod tools;
