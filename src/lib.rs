@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod clock;
 pub mod context;
+pub mod demo;
 pub mod digest;
 pub mod git;
 pub mod harness;
@@ -17,4 +18,5 @@ pub mod rng;
 pub mod state;
 pub mod tokens;
 pub mod trial;
+pub mod verification;
 pub mod witness;

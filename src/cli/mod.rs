@@ -4,6 +4,7 @@ mod bench;
 mod benchmark;
 mod compress;
 mod context;
+mod demo;
 mod proof;
 mod proxy;
 mod records;
@@ -12,6 +13,7 @@ mod run;
 mod runners;
 mod runs;
 mod serve;
+mod verify_claims;
 mod witness;
 mod workloads;
 
@@ -84,6 +86,13 @@ enum Command {
     /// verify_answer and the proof-guided session tools, over stdio (default) or streamable
     /// HTTP on 127.0.0.1 (--http PORT).
     Serve(serve::ServeArgs),
+    /// A tour on a built-in sample (no network, no model): selection, compression, witness and
+    /// one proof-guided fixed-point run, with the figures measured on the spot.
+    Demo(demo::DemoArgs),
+    /// Measure svc's claims about itself on a repository (token reduction at the default
+    /// budget, selection latency, byte-exact recovery, deterministic witness) and write
+    /// .svc_verification.json; exit 1 when a claim fails.
+    VerifyClaims(verify_claims::VerifyClaimsArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -107,6 +116,8 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Gate(args) => report::run_gate(args),
         Command::Proxy(args) => proxy::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::VerifyClaims(args) => verify_claims::run(args),
     }
 }
 

@@ -5,6 +5,7 @@ mod baselines;
 mod benchmark;
 mod compress;
 mod context;
+mod demo;
 mod fuzz;
 mod harness;
 mod mcp;
