@@ -116,13 +116,15 @@ bench-proof:
 	done
 
 # The proxy with the official Python SDKs (OpenAI, Anthropic, Google GenAI), only their base URL
-# changed, against a fake upstream serving fixtures/proxy/. The virtualenv is made once (needs
-# PyPI) under $(CARGO_TARGET_DIR); a warm run takes seconds.
+# changed, against a fake upstream serving fixtures/proxy/; then `svc serve` with the official
+# Python MCP client over stdio and streamable HTTP. The virtualenv is made once (needs PyPI)
+# under $(CARGO_TARGET_DIR); a warm run takes seconds.
 E2E_VENV = $(CARGO_TARGET_DIR)/e2e-venv
-E2E_PACKAGES = openai==3.54.0 anthropic==2.12.0 google-genai==3.4.0
+E2E_PACKAGES = openai==3.54.0 anthropic==2.12.0 google-genai==3.4.0 mcp==2.3.0
 e2e:
 	$(CARGO) build --locked
-	@if [ ! -x $(E2E_VENV)/bin/python ] || ! $(E2E_VENV)/bin/python -c "import openai, anthropic, google.genai" 2>/dev/null; then \
+	@if [ ! -x $(E2E_VENV)/bin/python ] || ! $(E2E_VENV)/bin/python -c "import openai, anthropic, google.genai, mcp" 2>/dev/null; then \
 		python3 -m venv $(E2E_VENV) && $(E2E_VENV)/bin/pip install --quiet $(E2E_PACKAGES); \
 	fi
 	$(E2E_VENV)/bin/python tests/e2e/proxy_sdks.py $(CARGO_TARGET_DIR)/debug/svc
+	$(E2E_VENV)/bin/python tests/e2e/mcp_client.py $(CARGO_TARGET_DIR)/debug/svc

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Args;
 use svc::bench::{self, Figure};
 use svc::tokens::Encoding;
@@ -89,6 +90,13 @@ pub struct BenchArgs {
     /// Trial records of the generated run the viewer benchmark opens.
     #[arg(long, default_value_t = 100_000)]
     viewer_records: usize,
+    /// Repository of the MCP round-trip figures [default: about 1M tokens of crate sources
+    /// copied from the corpus directory].
+    #[arg(long)]
+    mcp_repo: Option<PathBuf>,
+    /// Warm select_context calls of the MCP round-trip figure.
+    #[arg(long, default_value_t = 60)]
+    mcp_calls: usize,
 }
 
 /// Parts of the context group that can run alone.
@@ -118,6 +126,8 @@ enum Group {
     Viewer,
     /// Daemon: file change -> index updated through the watcher, on a generated repository.
     Daemon,
+    /// MCP tool-call round trips through `svc serve` on stdio (select_context on ~1M tokens).
+    Mcp,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -228,7 +238,34 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         );
         figures.push(svc::daemon::bench::watcher_figure(args.daemon_repo_tokens)?);
     }
+    if wants(Group::Mcp) {
+        figures.extend(mcp_figures(&args, &corpus_root)?);
+    }
     print_figures(&figures, args.format)
+}
+
+/// The `mcp` group: this binary serves, on `--mcp-repo` or on crate sources copied from the
+/// corpus directory.
+fn mcp_figures(args: &BenchArgs, corpus_root: &std::path::Path) -> anyhow::Result<Vec<Figure>> {
+    let program = std::env::current_exe().context("locating the svc binary to serve")?;
+    let copy = tempfile::tempdir()?;
+    let (tree, label) = match &args.mcp_repo {
+        Some(repo) => (repo.clone(), repo.display().to_string()),
+        None => {
+            let names = svc::mcp::bench::copy_registry_corpus(corpus_root, copy.path())?;
+            (copy.path().to_path_buf(), names.join(", "))
+        }
+    };
+    eprintln!(
+        "bench: mcp select_context round trips ({} warm calls) on {label}…",
+        args.mcp_calls
+    );
+    Ok(svc::mcp::bench::figures(
+        &program,
+        &tree,
+        &label,
+        args.mcp_calls,
+    )?)
 }
 
 fn print_figures(figures: &[Figure], format: Format) -> anyhow::Result<ExitCode> {

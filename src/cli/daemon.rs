@@ -29,6 +29,12 @@ pub struct DaemonArgs {
     /// Port of the dashboard and control API on 127.0.0.1.
     #[arg(long, default_value_t = dashboard::DEFAULT_PORT)]
     dashboard_port: u16,
+    /// Port of the MCP tool server (streamable HTTP at /mcp) on 127.0.0.1.
+    #[arg(long, default_value_t = svc::mcp::DEFAULT_HTTP_PORT)]
+    mcp_port: u16,
+    /// Do not run the MCP tool server.
+    #[arg(long)]
+    no_mcp: bool,
     /// A repository to index at start and re-index when its files change (repeatable).
     #[arg(long = "repo", value_name = "DIR")]
     repos: Vec<PathBuf>,
@@ -183,6 +189,7 @@ fn daemon_settings(args: &DaemonArgs) -> anyhow::Result<DaemonSettings> {
         proxy,
         proxy_port: args.proxy.port,
         dashboard_port: args.dashboard_port,
+        mcp_port: (!args.no_mcp).then_some(args.mcp_port),
         quality: args.quality,
         repos: args.repos.clone(),
         run_roots: default_run_roots(args.run_roots.clone()),
@@ -220,6 +227,10 @@ fn print_started(started: &daemon::Started) {
     match &started.proxy_url {
         Some(url) => eprintln!("  proxy        {url}"),
         None => eprintln!("  proxy        off (--no-proxy)"),
+    }
+    match &started.mcp_url {
+        Some(url) => eprintln!("  MCP server   {url}"),
+        None => eprintln!("  MCP server   off (--no-mcp)"),
     }
     eprintln!("Ctrl-C or POST /api/control/stop stops it.");
 }

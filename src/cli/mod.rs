@@ -5,6 +5,7 @@ mod benchmark;
 mod compress;
 mod context;
 mod daemon;
+mod demo;
 mod proof;
 mod proxy;
 mod records;
@@ -12,6 +13,8 @@ mod report;
 mod run;
 mod runners;
 mod runs;
+mod serve;
+mod verify_claims;
 mod witness;
 mod workloads;
 
@@ -91,6 +94,17 @@ enum Command {
     /// In a project directory: index it, start the daemon, print the URLs and the line each
     /// coding agent needs, open the dashboard.
     Go(daemon::GoArgs),
+    /// The MCP tool server: select_context, compress, compress_messages, recover_chunk,
+    /// verify_answer and the proof-guided session tools, over stdio (default) or streamable
+    /// HTTP on 127.0.0.1 (--http PORT).
+    Serve(serve::ServeArgs),
+    /// A tour on a built-in sample (no network, no model): selection, compression, witness and
+    /// one proof-guided fixed-point run, with the figures measured on the spot.
+    Demo(demo::DemoArgs),
+    /// Measure svc's claims about itself on a repository (token reduction at the default
+    /// budget, selection latency, byte-exact recovery, deterministic witness) and write
+    /// .svc_verification.json; exit 1 when a claim fails.
+    VerifyClaims(verify_claims::VerifyClaimsArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -117,6 +131,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Dashboard(args) => daemon::run_dashboard(args),
         Command::View(args) => daemon::run_view(args),
         Command::Go(args) => daemon::run_go(args),
+        Command::Serve(args) => serve::run(args),
+        Command::Demo(args) => demo::run(args),
+        Command::VerifyClaims(args) => verify_claims::run(args),
     }
 }
 

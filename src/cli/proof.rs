@@ -164,45 +164,9 @@ pub fn run(command: ProofCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The documents under `path`: the file itself, or every UTF-8 file of a directory (walked as
-/// `svc context index` does, honouring .gitignore), named by their path relative to it.
+/// The documents under `path` (see [`svc::proof::sources::read_sources`]).
 fn read_sources(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
-    let meta =
-        std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?;
-    if meta.is_file() {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("{} is not a UTF-8 text file", path.display()))?;
-        let name = path.file_name().map_or_else(
-            || path.display().to_string(),
-            |n| n.to_string_lossy().into_owned(),
-        );
-        return Ok(vec![(name, text)]);
-    }
-    let mut sources = Vec::new();
-    for entry in ignore::WalkBuilder::new(path).build() {
-        let entry = entry.with_context(|| format!("cannot walk {}", path.display()))?;
-        if !entry.file_type().is_some_and(|t| t.is_file()) {
-            continue;
-        }
-        // Binary and non-UTF-8 files are not documents.
-        let Ok(text) = std::fs::read_to_string(entry.path()) else {
-            continue;
-        };
-        let name = entry
-            .path()
-            .strip_prefix(path)
-            .unwrap_or(entry.path())
-            .display()
-            .to_string();
-        sources.push((name, text));
-    }
-    sources.sort();
-    anyhow::ensure!(
-        !sources.is_empty(),
-        "{} holds no UTF-8 text file to use as a document",
-        path.display()
-    );
-    Ok(sources)
+    Ok(svc::proof::sources::read_sources(path)?)
 }
 
 fn prepare(args: PrepareArgs) -> anyhow::Result<ExitCode> {

@@ -28,6 +28,8 @@ use crate::tokens::{Encoding, Tokenizer};
 
 mod spans;
 use spans::*;
+mod stamp;
+pub use stamp::{TreeStamp, tree_stamp};
 
 /// Version of the persisted index layout and of the skeletons stored in it; a mismatch
 /// re-parses everything (bump it when skeleton rendering changes, or stale skeletons survive).

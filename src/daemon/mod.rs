@@ -65,6 +65,8 @@ pub struct DaemonSettings {
     pub proxy: Option<ProxySettings>,
     pub proxy_port: u16,
     pub dashboard_port: u16,
+    /// Port of the MCP tool server (streamable HTTP at `/mcp`); `None` with `--no-mcp`.
+    pub mcp_port: Option<u16>,
     pub quality: dashboard::Quality,
     /// Repositories indexed at start and watched.
     pub repos: Vec<PathBuf>,
@@ -77,6 +79,8 @@ pub struct DaemonSettings {
 pub struct Started {
     pub dashboard_url: String,
     pub proxy_url: Option<String>,
+    /// The MCP tool server's endpoint (`http://127.0.0.1:PORT/mcp`), when it runs.
+    pub mcp_url: Option<String>,
     pub pid_file: PathBuf,
     /// A stale pid file that was replaced, with the pid it named.
     pub replaced_stale: Option<Option<u32>>,
@@ -166,6 +170,21 @@ async fn serve_proxy(
         .map_err(|e| e.to_string())
 }
 
+/// Serves the MCP tool server (streamable HTTP) on a clone of `listener` until the state stops.
+async fn serve_mcp(
+    state: Arc<DashboardState>,
+    listener: &std::net::TcpListener,
+    home: PathBuf,
+) -> Result<(), String> {
+    let socket = listener
+        .try_clone()
+        .and_then(tokio::net::TcpListener::from_std)
+        .map_err(|e| format!("reusing the listening socket: {e}"))?;
+    crate::mcp::serve_http(socket, home, async move { state.stopped().await })
+        .await
+        .map_err(|e| e.to_string())
+}
+
 /// Waits for SIGINT or SIGTERM.
 async fn signal() {
     #[cfg(unix)]
@@ -208,6 +227,14 @@ pub async fn run(
         .as_ref()
         .and_then(|l| l.local_addr().ok())
         .map(|a| format!("http://{a}"));
+    let mcp_listener = match settings.mcp_port {
+        Some(port) => Some(ports::bind("mcp", port)?),
+        None => None,
+    };
+    let mcp_url = mcp_listener
+        .as_ref()
+        .and_then(|l| l.local_addr().ok())
+        .map(|a| format!("http://{a}/mcp"));
 
     // The proxy's log lines go to the dashboard's log viewer; the dashboard state is made after
     // the proxy, so the logger finds it through a cell.
@@ -269,9 +296,16 @@ pub async fn run(
             .await;
         });
     }
-    // MCP tool server: `svc::mcp::serve_http(listener, home, shutdown)` is built in another
-    // branch (issue 16, item 5). Once it is merged, bind its port here with `ports::bind("mcp",
-    // …)` and supervise it like the proxy above; until then the daemon runs no tool server.
+    if let Some(listener) = mcp_listener {
+        let state = state.clone();
+        let home = settings.state_home.clone();
+        tasks.spawn(async move {
+            supervise(state.clone(), "mcp", || {
+                serve_mcp(state.clone(), &listener, home.clone())
+            })
+            .await;
+        });
+    }
     if !settings.repos.is_empty() {
         // The first index build runs in the background: the servers answer at once.
         let initial = state.clone();
@@ -297,6 +331,7 @@ pub async fn run(
         &Started {
             dashboard_url,
             proxy_url,
+            mcp_url,
             pid_file: lock.path().to_path_buf(),
             replaced_stale: match previous {
                 pidfile::Previous::Stale { pid } => Some(pid),

@@ -24,6 +24,7 @@ pub mod planner;
 pub mod protocol;
 pub mod round;
 pub mod session;
+pub mod sources;
 
 pub use errors::{
     FixedPointModelError, FixedPointRecoveryError, FixedPointVerificationError, ProofError,

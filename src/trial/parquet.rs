@@ -716,7 +716,7 @@ mod tests {
         let len = bytes.len();
         bytes[len - 5] = 0xFF;
         assert!(read_rows(&bytes).is_err(), "a footer past the start");
-        assert_eq!(read_rows(&write_records(&[])).expect("empty"), Vec::new());
+        assert!(read_rows(&write_records(&[])).expect("empty").is_empty());
     }
 
     #[test]

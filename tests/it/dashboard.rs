@@ -519,6 +519,8 @@ fn start_daemon(state: &Path, repo: &Path) -> Daemon {
             "0",
             "--dashboard-port",
             "0",
+            "--mcp-port",
+            "0",
             "--quiet",
             "--repo",
         ])
@@ -597,7 +599,15 @@ async fn daemon_watches_its_repository_refuses_a_twin_and_stops_on_request() {
     .await;
 
     // A second daemon on the same state directory is refused and names the first.
-    let twin = run(svc(state.path()).args(["daemon", "--port", "0", "--dashboard-port", "0"]));
+    let twin = run(svc(state.path()).args([
+        "daemon",
+        "--port",
+        "0",
+        "--dashboard-port",
+        "0",
+        "--mcp-port",
+        "0",
+    ]));
     assert_eq!(twin.code, 2, "{}", twin.stderr);
     assert!(
         twin.stderr
@@ -608,7 +618,15 @@ async fn daemon_watches_its_repository_refuses_a_twin_and_stops_on_request() {
     // A port in use is named.
     let port = url.rsplit(':').next().expect("port").to_string();
     let other = tempfile::tempdir().expect("other state");
-    let taken = run(svc(other.path()).args(["daemon", "--port", "0", "--dashboard-port", &port]));
+    let taken = run(svc(other.path()).args([
+        "daemon",
+        "--port",
+        "0",
+        "--dashboard-port",
+        &port,
+        "--mcp-port",
+        "0",
+    ]));
     assert_eq!(taken.code, 2);
     assert!(
         taken
@@ -704,6 +722,8 @@ async fn go_indexes_the_project_starts_the_daemon_and_prints_the_agent_lines() {
             "--port",
             "0",
             "--dashboard-port",
+            "0",
+            "--mcp-port",
             "0",
             "--quiet",
         ])

@@ -1,0 +1,123 @@
+//! `svc demo` and `svc verify-claims` as a user runs them: the tour prints its figures and its
+//! printed recover command gives the exact bytes; verify-claims writes its report and its exit
+//! code follows the verdicts.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::harness::{run, svc};
+
+#[test]
+fn demo_tells_the_tour_and_its_recover_command_works() {
+    let state = tempfile::tempdir().expect("state");
+    let out = run(svc(state.path()).arg("demo"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    for expected in [
+        "1. Selection",
+        "2. Compression",
+        "3. Witness",
+        "4. Proof-guided fixed point",
+        "byte-exact yes",
+        "status supported after 2 model call(s)",
+        "same verdicts on a second run: yes",
+    ] {
+        assert!(
+            out.stdout.contains(expected),
+            "{expected:?} in:\n{}",
+            out.stdout
+        );
+    }
+    // The first `try:` line is a command that works as printed.
+    let line = out
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("try: svc context recover "))
+        .expect("a recover command");
+    let args: Vec<&str> = line.split_whitespace().collect();
+    let recovered = run(svc(state.path()).args(["context", "recover", args[0], args[1]]));
+    assert_eq!(recovered.code, 0, "{}", recovered.stderr);
+    let chunk = args[1];
+    let (path, lines) = chunk.split_once("#L").expect("a chunk id");
+    let (first, last) = lines.split_once('-').expect("a line range");
+    let (first, last): (usize, usize) = (first.parse().expect("n"), last.parse().expect("n"));
+    let source = svc::demo::SAMPLE
+        .iter()
+        .find(|(p, _)| *p == path)
+        .expect("a sample file")
+        .1;
+    let expected: String = source
+        .split_inclusive('\n')
+        .skip(first - 1)
+        .take(last - first + 1)
+        .collect();
+    assert_eq!(recovered.stdout, expected);
+
+    let json = run(svc(state.path()).args(["demo", "--format", "json"]));
+    assert_eq!(json.code, 0, "{}", json.stderr);
+    let report: Value = serde_json::from_str(&json.stdout).expect("JSON report");
+    assert_eq!(report["fixed_point"]["status"], "supported");
+    assert_eq!(report["selection"]["byte_exact"], true);
+    assert!(report["compression"]["ratio"].as_f64().expect("ratio") > 5.0);
+}
+
+#[test]
+fn verify_claims_writes_the_report_and_fails_on_a_broken_claim() {
+    let state = tempfile::tempdir().expect("state");
+    let repo = tempfile::tempdir().expect("repo");
+    for i in 0..30 {
+        std::fs::write(
+            repo.path().join(format!("part_{i}.py")),
+            format!(
+                "def load_part_{i}(path):\n    \"\"\"Loads part {i} from disk in 4 KB blocks.\"\"\"\n    with open(path) as f:\n        return f.read()\n\n\ndef score_part_{i}(value):\n    \"\"\"Scores part {i} against the 3 thresholds.\"\"\"\n    return value * {i} + 3\n"
+            ),
+        )
+        .expect("write");
+    }
+    let check = |extra: &[&str]| {
+        let mut command: Command = svc(state.path());
+        command
+            .current_dir(repo.path())
+            .arg("verify-claims")
+            .args(["--budget", "200"])
+            .args(extra);
+        run(&mut command)
+    };
+    let out = check(&["--max-select-p50-ms", "100000"]);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("all claims hold"), "{}", out.stdout);
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join(".svc_verification.json")).expect("report"),
+    )
+    .expect("JSON");
+    assert_eq!(report["schema_version"], "svc.verification.v1");
+    assert_eq!(report["passed"], true);
+    let names: Vec<&str> = report["claims"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .map(|c| c["claim"].as_str().expect("name"))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "token_reduction",
+            "selection_latency",
+            "byte_exact_recovery",
+            "deterministic_witness"
+        ]
+    );
+
+    let out = check(&["--min-reduction-percent", "100", "--format", "json"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).expect("JSON on stdout");
+    assert_eq!(report["passed"], false);
+    assert_eq!(report["claims"][0]["status"], "fail");
+
+    let empty = tempfile::tempdir().expect("empty");
+    let mut command = svc(state.path());
+    command.current_dir(empty.path()).arg("verify-claims");
+    let out = run(&mut command);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("no text file"), "{}", out.stderr);
+}
