@@ -380,19 +380,7 @@ pub fn markdown(report: &Report) -> String {
         if runs.differences.is_empty() {
             out.push_str("The run manifests do not differ (beyond ids and times).\n\n");
         } else {
-            out.push_str(
-                "What differs in the run manifests:\n\n| field | A | B |\n|---|---|---|\n",
-            );
-            for d in &runs.differences {
-                let _ = writeln!(
-                    out,
-                    "| {} | {} | {} |",
-                    d.field,
-                    d.a.as_deref().unwrap_or("(absent)"),
-                    d.b.as_deref().unwrap_or("(absent)")
-                );
-            }
-            out.push('\n');
+            differences_table(&mut out, &runs.differences);
         }
     }
     out.push_str("## Paired comparisons\n\n");
@@ -465,6 +453,23 @@ pub fn markdown(report: &Report) -> String {
 
 /// Ten decimals, trailing zeros trimmed: enough for any metric here, and immune to last-bit
 /// differences in summation order between machines (golden files stay stable).
+/// The table of manifest fields that differ. A value joined from several manifests holds " | ",
+/// which is escaped so the table keeps three columns.
+fn differences_table(out: &mut String, differences: &[super::compare::ManifestDifference]) {
+    let cell = |value: Option<&str>| value.unwrap_or("(absent)").replace('|', "\\|");
+    out.push_str("What differs in the run manifests:\n\n| field | A | B |\n|---|---|---|\n");
+    for d in differences {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} |",
+            cell(Some(&d.field)),
+            cell(d.a.as_deref()),
+            cell(d.b.as_deref())
+        );
+    }
+    out.push('\n');
+}
+
 fn csv_number(value: Option<f64>) -> String {
     match value {
         Some(v) if v.is_finite() => {
@@ -918,5 +923,26 @@ mod tests {
         let table = comparison_table(&report);
         // Header, three pooled comparisons, three per workload (two workloads).
         assert_eq!(table.lines().count(), 10, "{table}");
+    }
+
+    #[test]
+    fn joined_manifest_values_keep_the_differences_table_three_columns() {
+        // Regression: values of several manifests are joined with " | ", which split the cell.
+        let mut out = String::new();
+        differences_table(
+            &mut out,
+            &[crate::report::compare::ManifestDifference {
+                field: "git_commit".into(),
+                a: Some("abc | def".into()),
+                b: None,
+            }],
+        );
+        let row = out
+            .lines()
+            .find(|l| l.starts_with("| git_commit"))
+            .expect("row");
+        assert_eq!(row, "| git_commit | abc \\| def | (absent) |");
+        let unescaped = row.replace("\\|", "");
+        assert_eq!(unescaped.matches('|').count(), 4, "{row}");
     }
 }
