@@ -4,7 +4,7 @@
 //!
 //! `entry_sha256` is the SHA-256 of the entry's compact JSON with `entry_sha256` set to the
 //! empty string; `previous_sha256` is the previous entry's `entry_sha256` (64 zeros for the
-//! first). Appends are serialised by an exclusive lock file beside the ledger and fsynced.
+//! first). Appends are serialised by an OS lock on a file beside the ledger and fsynced.
 
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
@@ -66,10 +66,6 @@ pub enum LedgerError {
         #[source]
         source: io::Error,
     },
-    #[error(
-        "another process holds {path}; if none is running, remove the stale lock file and retry"
-    )]
-    Locked { path: PathBuf },
     #[error("{path}:{line}: {message}")]
     Broken {
         path: PathBuf,
@@ -148,18 +144,16 @@ pub fn append(
     if let Some(dir) = path.parent() {
         fs::create_dir_all(dir).map_err(io_error)?;
     }
+    // An OS lock on a file beside the ledger serialises appends; the kernel drops it when its
+    // holder dies, so a crash never leaves the ledger locked.
     let lock_path = path.with_extension("lock");
-    let _lock = match OpenOptions::new()
+    let lock = OpenOptions::new()
         .write(true)
-        .create_new(true)
+        .create(true)
+        .truncate(false)
         .open(&lock_path)
-    {
-        Ok(_) => LockGuard(lock_path.clone()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(LedgerError::Locked { path: lock_path });
-        }
-        Err(source) => return Err(io_error(source)),
-    };
+        .map_err(io_error)?;
+    lock.lock().map_err(io_error)?;
     let existing = verify_chain(state_dir)?;
     let previous = existing
         .last()
@@ -200,14 +194,6 @@ pub fn append(
     file.write_all(&line).map_err(io_error)?;
     file.sync_all().map_err(io_error)?;
     Ok(entry)
-}
-
-struct LockGuard(PathBuf);
-
-impl Drop for LockGuard {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.0);
-    }
 }
 
 #[cfg(test)]
@@ -263,5 +249,50 @@ mod tests {
             verify_chain(dir.path()),
             Err(LedgerError::Broken { line: 1, .. })
         ));
+    }
+
+    #[test]
+    fn concurrent_appends_keep_one_chain_and_a_crashed_holders_lock_file_never_blocks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let layer = VerifiedEfficiencyLayer::new(dir.path(), ContextRiskMode::Strict);
+        let docs = vec![(
+            "a.md".to_string(),
+            "# A\n\nThe bridge opened in 1932.\n".to_string(),
+        )];
+        let prepared = layer
+            .prepare(&docs, "When did the bridge open?", 200)
+            .expect("prepare");
+        let result = layer
+            .run_fixed_point(
+                &prepared,
+                |_| Ok("The bridge opened in 1932.".to_string()),
+                2,
+                100,
+                2,
+            )
+            .expect("run");
+        // Regression: a lock file left by a crashed writer refused every later append.
+        fs::create_dir_all(dir.path().join(LEDGER_FILE).parent().expect("parent")).expect("dir");
+        fs::write(dir.path().join(LEDGER_FILE).with_extension("lock"), "").expect("stale lock");
+        let signal = OutcomeSignal {
+            name: "tests_passed".to_string(),
+            value: 1.0,
+            detail: None,
+        };
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..5 {
+                        layer
+                            .record_verified_outcome(&result, &signal)
+                            .expect("append waits its turn");
+                    }
+                });
+            }
+        });
+        let chain = verify_chain(dir.path()).expect("one intact chain");
+        assert_eq!(chain.len(), 20);
+        let sequences: Vec<u64> = chain.iter().map(|e| e.sequence).collect();
+        assert_eq!(sequences, (0..20).collect::<Vec<u64>>());
     }
 }
