@@ -201,10 +201,9 @@ mod tests {
     use super::*;
     use crate::proof::{ContextRiskMode, VerifiedEfficiencyLayer};
 
-    #[test]
-    fn outcomes_are_hash_chained_and_edits_are_detected() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let layer = VerifiedEfficiencyLayer::new(dir.path(), ContextRiskMode::Strict);
+    /// A layer on `dir` and one supported fixed-point result to record outcomes of.
+    fn supported_run(dir: &Path) -> (VerifiedEfficiencyLayer, FixedPointResult) {
+        let layer = VerifiedEfficiencyLayer::new(dir, ContextRiskMode::Strict);
         let docs = vec![(
             "a.md".to_string(),
             "# A\n\nThe bridge opened to traffic in 1932.\n".to_string(),
@@ -221,6 +220,13 @@ mod tests {
                 2,
             )
             .expect("run");
+        (layer, result)
+    }
+
+    #[test]
+    fn outcomes_are_hash_chained_and_edits_are_detected() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layer, result) = supported_run(dir.path());
         let signal = OutcomeSignal {
             name: "user_accepted".to_string(),
             value: 1.0,
@@ -254,23 +260,7 @@ mod tests {
     #[test]
     fn concurrent_appends_keep_one_chain_and_a_crashed_holders_lock_file_never_blocks() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let layer = VerifiedEfficiencyLayer::new(dir.path(), ContextRiskMode::Strict);
-        let docs = vec![(
-            "a.md".to_string(),
-            "# A\n\nThe bridge opened in 1932.\n".to_string(),
-        )];
-        let prepared = layer
-            .prepare(&docs, "When did the bridge open?", 200)
-            .expect("prepare");
-        let result = layer
-            .run_fixed_point(
-                &prepared,
-                |_| Ok("The bridge opened in 1932.".to_string()),
-                2,
-                100,
-                2,
-            )
-            .expect("run");
+        let (layer, result) = supported_run(dir.path());
         // Regression: a lock file left by a crashed writer refused every later append.
         fs::create_dir_all(dir.path().join(LEDGER_FILE).parent().expect("parent")).expect("dir");
         fs::write(dir.path().join(LEDGER_FILE).with_extension("lock"), "").expect("stale lock");

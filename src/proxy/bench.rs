@@ -120,6 +120,28 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Sends `total` requests from `clients` concurrent clients; returns sorted latencies (ms) of
 /// the answered requests and the number of transport failures.
+/// [`load`] straight to the upstream, then the same through the proxy: (direct, via).
+async fn both(
+    client: &reqwest::Client,
+    upstream_url: &str,
+    proxy_url: &str,
+    path: &str,
+    body: Bytes,
+    total: usize,
+    clients: usize,
+) -> ((Vec<f64>, usize), (Vec<f64>, usize)) {
+    let direct = load(
+        client,
+        &format!("{upstream_url}{path}"),
+        body.clone(),
+        total,
+        clients,
+    )
+    .await;
+    let via = load(client, &format!("{proxy_url}{path}"), body, total, clients).await;
+    (direct, via)
+}
+
 async fn load(
     client: &reqwest::Client,
     url: &str,
@@ -251,34 +273,22 @@ async fn run(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchError>
     );
     let path = "/v1/chat/completions";
     // Warm up both paths (connections, tokenizer tables).
-    load(
+    both(
         &client,
-        &format!("{upstream_url}{path}"),
-        small.clone(),
-        200,
-        8,
-    )
-    .await;
-    load(
-        &client,
-        &format!("{proxy_url}{path}"),
+        &upstream_url,
+        &proxy_url,
+        path,
         small.clone(),
         200,
         8,
     )
     .await;
     let rss_before = rss_mb();
-    let (direct, direct_failures) = load(
+    let ((direct, direct_failures), (via, via_failures)) = both(
         &client,
-        &format!("{upstream_url}{path}"),
-        small.clone(),
-        requests,
-        clients,
-    )
-    .await;
-    let (via, via_failures) = load(
-        &client,
-        &format!("{proxy_url}{path}"),
+        &upstream_url,
+        &proxy_url,
+        path,
         small.clone(),
         requests,
         clients,
@@ -324,17 +334,11 @@ async fn run(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchError>
 
     // One client at a time: the proxy's own cost per request, without queueing.
     let sequential = (requests / 10).max(100);
-    let (direct, _) = load(
+    let ((direct, _), (via, _)) = both(
         &client,
-        &format!("{upstream_url}{path}"),
-        small.clone(),
-        sequential,
-        1,
-    )
-    .await;
-    let (via, _) = load(
-        &client,
-        &format!("{proxy_url}{path}"),
+        &upstream_url,
+        &proxy_url,
+        path,
         small.clone(),
         sequential,
         1,
@@ -357,17 +361,11 @@ async fn run(requests: usize, clients: usize) -> Result<Vec<Figure>, BenchError>
     // Optimisation on: a 50K-token request compressed to the 20K budget.
     let large = Bytes::from(large_request(50_000).to_string());
     let rounds = 20;
-    let (direct, _) = load(
+    let ((direct, _), (via, _)) = both(
         &client,
-        &format!("{upstream_url}{path}"),
-        large.clone(),
-        rounds,
-        1,
-    )
-    .await;
-    let (via, _) = load(
-        &client,
-        &format!("{proxy_url}{path}"),
+        &upstream_url,
+        &proxy_url,
+        path,
         large.clone(),
         rounds,
         1,
