@@ -313,6 +313,18 @@ mod tests {
     use std::process::{Command, Stdio};
 
     #[test]
+    fn the_part_follows_the_commit_ids_first_hex_digit() {
+        assert_eq!(Part::of_commit("0abc"), Part::Tune);
+        assert_eq!(Part::of_commit("7fff"), Part::Tune);
+        assert_eq!(Part::of_commit("8000"), Part::HeldOut);
+        assert_eq!(Part::of_commit("f123"), Part::HeldOut);
+        assert_eq!(
+            serde_json::to_value(Part::HeldOut).expect("json"),
+            "held-out"
+        );
+    }
+
+    #[test]
     fn diff_parsing_takes_parent_side_lines() {
         let diff = "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -3,2 +3,3 @@ fn x\n-a\n-b\n+c\n@@ -10,0 +12 @@\n+d\n--- /dev/null\n+++ b/src/new.rs\n@@ -0,0 +1,2 @@\n+x\n";
         let changed = parse_diff(diff);
@@ -364,6 +376,7 @@ mod tests {
         let tasks = mine_tasks(repo.path(), "HEAD", 10, 5).expect("mine");
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].gold_files, vec!["math.py".to_string()]);
+        assert_eq!(tasks[0].part, Part::of_commit(&tasks[0].commit));
         let outcomes = run_localisation(repo.path(), &tasks, &[4000]).expect("run");
         assert_eq!(outcomes[0].gold_recall, 1.0);
         assert_eq!(outcomes[0].line_coverage, 1.0);
