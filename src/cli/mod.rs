@@ -6,6 +6,7 @@ mod compress;
 mod context;
 mod daemon;
 mod demo;
+mod learning;
 mod proof;
 mod proxy;
 mod records;
@@ -105,6 +106,10 @@ enum Command {
     /// budget, selection latency, byte-exact recovery, deterministic witness) and write
     /// .svc_verification.json; exit 1 when a claim fails.
     VerifyClaims(verify_claims::VerifyClaimsArgs),
+    /// The selector's ranking weights: show, reset, learn from recorded fixed-point outcomes,
+    /// autotune on mined tasks (adopted only when held-out tasks agree).
+    #[command(subcommand)]
+    Learning(learning::LearningCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -134,6 +139,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::VerifyClaims(args) => verify_claims::run(args),
+        Command::Learning(command) => learning::run(command),
     }
 }
 

@@ -9,6 +9,7 @@
 //! SIGINT, SIGTERM and `POST /api/control/stop` shut everything down cleanly.
 
 pub mod bench;
+pub mod learning;
 pub mod pidfile;
 pub mod ports;
 pub mod watcher;
@@ -321,6 +322,17 @@ pub async fn run(
         tasks.spawn(async move {
             supervise(state.clone(), "watcher", || {
                 watcher::run(state.clone(), repos.clone())
+            })
+            .await;
+        });
+    }
+
+    {
+        let state = state.clone();
+        let home = settings.state_home.clone();
+        tasks.spawn(async move {
+            supervise(state.clone(), "learning", || {
+                learning::run(state.clone(), home.clone())
             })
             .await;
         });

@@ -15,6 +15,7 @@ pub mod bench;
 pub mod control;
 pub mod guard;
 pub mod html;
+pub mod learning;
 pub mod pages;
 pub mod runs;
 pub mod viewer;
@@ -185,6 +186,7 @@ pub struct DashboardState {
     repos: Mutex<Vec<RepoStatus>>,
     log: Mutex<VecDeque<LogLine>>,
     viewer: viewer::ViewerCache,
+    pub(crate) autotune: learning::AutotuneSlot,
 }
 
 /// A lock whose holder panicked still guards consistent data here (every write is one
@@ -222,6 +224,7 @@ impl DashboardState {
             repos: Mutex::new(repos),
             log: Mutex::new(VecDeque::new()),
             viewer: viewer::ViewerCache::default(),
+            autotune: learning::AutotuneSlot::default(),
             settings,
         })
     }

@@ -10,6 +10,7 @@ mod dashboard;
 mod demo;
 mod fuzz;
 mod harness;
+mod learning;
 mod mcp;
 mod proof;
 mod proof_harness;
