@@ -90,6 +90,9 @@ pub struct BenchmarkArgs {
     /// When stderr is not a terminal, print a progress line every this many seconds (0: never).
     #[arg(long, default_value_t = 30)]
     progress_every: u64,
+    /// Ranking weights of the svc condition's selector (see `svc run --ranking-weights`).
+    #[arg(long, value_name = "FILE")]
+    ranking_weights: Option<PathBuf>,
 }
 
 /// What one reader's benchmark produced.
@@ -218,7 +221,10 @@ fn run_reader(
             out_dir: out.join("runs").join(name),
             max_error_rate: None,
             seed: args.seed,
-            selector: selector::build(SelectorName::Svc, args.seed),
+            selector: match &args.ranking_weights {
+                Some(path) => super::run::engine_with_weights(path)?,
+                None => selector::build(SelectorName::Svc, args.seed),
+            },
             claim_checker: scorer::default_claim_checker(),
             state_home: state_home.clone(),
             threads: None,

@@ -169,13 +169,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                         args.selector
                     );
                 }
-                let weights = svc::daemon::learning::store::read_weights(path)?;
-                std::sync::Arc::new(svc::harness::condition::EngineSelector {
-                    options: svc::context::select::SelectOptions {
-                        weights,
-                        ..Default::default()
-                    },
-                })
+                engine_with_weights(path)?
             }
         },
         claim_checker: scorer::default_claim_checker(),
@@ -311,6 +305,22 @@ pub(crate) fn periodic_progress(
             rate(p.done, elapsed)
         );
     }))
+}
+
+/// The context engine's selector with the ranking weights of `path` (`--ranking-weights`).
+pub(crate) fn engine_with_weights(
+    path: &std::path::Path,
+) -> anyhow::Result<std::sync::Arc<dyn svc::harness::condition::ContextSelector>> {
+    let weights = svc::daemon::learning::store::read_weights(path)
+        .with_context(|| "reading --ranking-weights".to_string())?;
+    Ok(std::sync::Arc::new(
+        svc::harness::condition::EngineSelector {
+            options: svc::context::select::SelectOptions {
+                weights,
+                ..Default::default()
+            },
+        },
+    ))
 }
 
 #[cfg(test)]

@@ -230,3 +230,63 @@ async fn the_control_api_resets_learns_and_refuses_autotune_without_history() {
     assert!(page.contains("id=\"weights-reset\""));
     assert!(page.contains("data-weight=\"callee\""));
 }
+
+#[test]
+fn a_run_with_other_ranking_weights_records_them_and_is_another_experiment() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let weights = home.path().join("weights.json");
+    std::fs::write(&weights, r#"{"same_file": 0.2, "callee": 0.5}"#).expect("weights");
+    let out = |name: &str| home.path().join(name);
+    let base = [
+        "run",
+        "--workload",
+        "fixtures/harness/halueval-mini",
+        "--conditions",
+        "svc",
+        "--budget",
+        "64",
+        "--out",
+    ];
+    let plain = run(svc(home.path()).args(base).arg(out("plain")));
+    assert_eq!(plain.code, 0, "{}", plain.stderr);
+    let tuned = run(svc(home.path())
+        .args(base)
+        .arg(out("tuned"))
+        .arg("--ranking-weights")
+        .arg(&weights));
+    assert_eq!(tuned.code, 0, "{}", tuned.stderr);
+    let manifest = |dir: &str| -> Value {
+        serde_json::from_str(
+            &std::fs::read_to_string(out(dir).join("manifest.json")).expect("manifest"),
+        )
+        .expect("json")
+    };
+    let (plain, tuned) = (manifest("plain"), manifest("tuned"));
+    assert!(
+        plain.get("ranking_weights").is_none(),
+        "defaults are not named"
+    );
+    assert_eq!(tuned["ranking_weights"]["callee"], 0.5);
+    assert_eq!(
+        tuned["ranking_weights"]["caller"], 0.15,
+        "unnamed weights keep defaults"
+    );
+    assert_ne!(
+        plain["run_id"], tuned["run_id"],
+        "other weights, another experiment"
+    );
+
+    // Out-of-bounds weights are refused by name before anything runs.
+    std::fs::write(&weights, r#"{"callee": 5}"#).expect("weights");
+    let refused = run(svc(home.path())
+        .args(base)
+        .arg(out("refused"))
+        .arg("--ranking-weights")
+        .arg(&weights));
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.stderr.contains("`callee` = 5"),
+        "{}",
+        refused.stderr
+    );
+}
