@@ -155,11 +155,12 @@ pub enum CommitError {
     UnknownCommit { ctx_id: String, path: PathBuf },
     #[error("{ctx_id} is not a context commit id (they look like ctx_0123abcd…)")]
     BadId { ctx_id: String },
-    #[error("commit {ctx_id} has no chunk {chunk_id}; its chunks are listed in {receipt}")]
+    #[error("commit {ctx_id} has no chunk {chunk_id}; {near}")]
     UnknownChunk {
         ctx_id: String,
         chunk_id: String,
-        receipt: PathBuf,
+        /// The commit's chunks of the same source, or how many chunks it has.
+        near: String,
     },
     #[error(
         "chunk {chunk_id} of {ctx_id} does not match its receipt fingerprint: the stored bytes changed after the commit"
@@ -343,6 +344,14 @@ impl CommitStore {
         let bundle = RecoveryBundle { ctx_id, entries };
         let dir = self.dir_of(&receipt.ctx_id)?;
         let group = self.group.as_deref();
+        // Ids are content hashes: a commit already stored (packed by an earlier process, or
+        // loose) is this one, and packing it again would only grow the packs.
+        let receipt_path = dir.join("receipt.json");
+        if group.is_some_and(|g| g.contains(&receipt_path))
+            || (group.is_some() && (self.packs.contains(&receipt_path)? || receipt_path.exists()))
+        {
+            return Ok(receipt);
+        }
         write_json(&dir.join("bundle.json"), &bundle, group)?;
         // The receipt is written last: its presence marks a complete commit. (A group sync
         // makes a whole batch readable at once.)
@@ -425,10 +434,42 @@ impl CommitStore {
     pub fn recover(&self, ctx_id: &str, chunk_id: &str) -> Result<String, CommitError> {
         let receipt = self.receipt(ctx_id)?;
         let bundle = self.checked_bundle(&receipt)?;
-        let unknown = || CommitError::UnknownChunk {
-            ctx_id: ctx_id.to_string(),
-            chunk_id: chunk_id.to_string(),
-            receipt: self.commits.join(ctx_id).join("receipt.json"),
+        // The receipt may be packed (no file to point at): name the chunks of the same source.
+        let unknown = || {
+            let source = chunk_id
+                .rsplit_once("#L")
+                .map_or(chunk_id, |(source, _)| source);
+            let same: Vec<&str> = receipt
+                .chunks
+                .iter()
+                .filter(|c| c.source == source)
+                .map(|c| c.chunk_id.as_str())
+                .collect();
+            let near = if same.is_empty() {
+                format!(
+                    "it has {} chunks, none of {source} (`svc context select` prints them)",
+                    receipt.chunks.len()
+                )
+            } else {
+                let mut ids = same.clone();
+                ids.sort_by_key(|id| {
+                    id.rsplit_once("#L")
+                        .and_then(|(_, l)| l.split('-').next()?.parse::<usize>().ok())
+                        .unwrap_or(0)
+                });
+                let shown = ids.iter().take(12).copied().collect::<Vec<_>>().join(", ");
+                let more = ids.len().saturating_sub(12);
+                if more > 0 {
+                    format!("its chunks of {source} are {shown} and {more} more")
+                } else {
+                    format!("its chunks of {source} are {shown}")
+                }
+            };
+            CommitError::UnknownChunk {
+                ctx_id: ctx_id.to_string(),
+                chunk_id: chunk_id.to_string(),
+                near,
+            }
         };
         let receipt_chunk = receipt.chunk(chunk_id).ok_or_else(unknown)?;
         let entry = bundle

@@ -93,10 +93,21 @@ impl BlobStore {
         let path = self.path_of(&hash)?;
         match &self.group {
             None if !path.exists() => state::atomic_write(&path, bytes)?,
-            Some(group) if !group.contains(&path) && !path.exists() => group.stage(&path, bytes)?,
+            // A grouped store packs its blobs: one already packed (by an earlier process) or
+            // loose is not packed again.
+            Some(group) if !group.contains(&path) && !self.packed(&path)? && !path.exists() => {
+                group.stage(&path, bytes)?
+            }
             _ => {}
         }
         Ok(hash)
+    }
+
+    fn packed(&self, path: &std::path::Path) -> Result<bool, StoreError> {
+        Ok(match &self.packs {
+            Some(packs) => packs.contains(path)?,
+            None => false,
+        })
     }
 
     /// Stores many blobs and returns their hashes in order. Each write is atomic and fsynced;

@@ -271,6 +271,21 @@ impl Packs {
         Ok(Some(framed.split_off(header.len())))
     }
 
+    /// Whether a pack holds `path`, by the index as first loaded (a miss does not reload it:
+    /// callers use this to skip writing what is already stored, and a stale miss only costs a
+    /// duplicate).
+    pub fn contains(&self, path: &Path) -> Result<bool, StateError> {
+        let Some(key) = relative_key(&self.home, path) else {
+            return Ok(false);
+        };
+        let cached = self.lock().clone();
+        let index = match cached {
+            Some(index) => index,
+            None => self.reload()?,
+        };
+        Ok(index.entries.contains_key(&key))
+    }
+
     /// Index lines skipped by the last load, each naming its file, line and why (damaged or
     /// torn lines do not make the rest of the packed state unreadable).
     pub fn skipped(&self) -> Vec<String> {

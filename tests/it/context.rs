@@ -129,13 +129,21 @@ fn tampered_blob_and_unknown_id_fail_with_exit_2() {
         .iter()
         .find(|e| e.resolution.is_none())
         .expect("an omitted chunk");
-    let hash = svc::digest::sha256_hex(
+    let text =
         run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]))
-            .stdout
-            .as_bytes(),
-    );
-    let blob = state.path().join("blobs").join(&hash[..2]).join(&hash[2..]);
-    std::fs::write(&blob, "tampered").expect("tamper");
+            .stdout;
+    // The blob is packed: change one byte of it inside the pack.
+    let pack = walk(state.path())
+        .into_iter()
+        .find(|p| p.ends_with(".pack"))
+        .expect("a pack");
+    let mut bytes = std::fs::read(&pack).expect("pack");
+    let at = bytes
+        .windows(text.len())
+        .position(|w| w == text.as_bytes())
+        .expect("the chunk's bytes are in the pack");
+    bytes[at] ^= 0x20;
+    std::fs::write(&pack, bytes).expect("tamper");
     let out =
         run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &omitted.chunk_id]));
     assert_eq!(out.code, 2);
@@ -184,4 +192,73 @@ fn zero_budget_and_oversized_pins_are_usage_errors() {
         "{}",
         out.stderr
     );
+}
+
+#[test]
+fn a_first_select_packs_its_commit_and_an_unknown_chunk_names_the_sources_chunks() {
+    let state = tempfile::tempdir().expect("state");
+    let selection = select_json(state.path(), "crc32 checksum", 300);
+    // One pack and its index (plus the index cache), not a file per chunk: a first select of
+    // a 200-file repository used to write ~2,000 files with two fsyncs each.
+    let files = walk(state.path());
+    let packs = files.iter().filter(|p| p.contains("/packs/")).count();
+    assert_eq!(packs, 2, "{files:#?}");
+    assert!(
+        !files
+            .iter()
+            .any(|p| p.contains("/blobs/") || p.contains("/commits/")),
+        "nothing loose: {files:#?}"
+    );
+    // Everything recovers exactly from the pack.
+    for entry in selection.manifest.iter().take(5) {
+        let out =
+            run(svc(state.path()).args(["context", "recover", &selection.ctx_id, &entry.chunk_id]));
+        assert_eq!(out.code, 0, "{}", out.stderr);
+    }
+    // A second select of the same tree packs only its new receipt and bundle: every blob is
+    // already in the first pack.
+    let first_index = walk(state.path())
+        .into_iter()
+        .find(|p| p.ends_with(".idx"))
+        .expect("an index");
+    let again = select_json(state.path(), "crc32 checksum table", 300);
+    assert_ne!(again.ctx_id, selection.ctx_id);
+    let second_index = walk(state.path())
+        .into_iter()
+        .find(|p| p.ends_with(".idx") && *p != first_index)
+        .expect("the second select's index");
+    let entries = std::fs::read_to_string(&second_index).expect("index");
+    assert!(entries.lines().count() >= 2, "{entries}");
+    assert!(
+        !entries.contains(" blobs/"),
+        "no blob is packed twice:\n{entries}"
+    );
+
+    let path = &selection.manifest[0].path;
+    let out = run(svc(state.path()).args([
+        "context",
+        "recover",
+        &selection.ctx_id,
+        &format!("{path}#L99999-100000"),
+    ]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains(&format!("its chunks of {path} are {path}#L")),
+        "{}",
+        out.stderr
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path.display().to_string());
+        }
+    }
+    out
 }
