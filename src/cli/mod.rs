@@ -17,6 +17,7 @@ mod serve;
 mod verify_claims;
 mod witness;
 mod workloads;
+mod wrap;
 
 use std::process::ExitCode;
 
@@ -105,6 +106,10 @@ enum Command {
     /// budget, selection latency, byte-exact recovery, deterministic witness) and write
     /// .svc_verification.json; exit 1 when a claim fails.
     VerifyClaims(verify_claims::VerifyClaimsArgs),
+    /// Plug svc into a coding tool: launch agents run through the proxy, MCP-config agents get
+    /// the tool server merged into their config (with a .svc-backup), snippet agents get what to
+    /// paste where. Without an agent, lists them all.
+    Wrap(wrap::WrapArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -134,6 +139,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::VerifyClaims(args) => verify_claims::run(args),
+        Command::Wrap(args) => wrap::run(args),
     }
 }
 
