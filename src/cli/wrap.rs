@@ -120,6 +120,20 @@ fn run_launch(agent: &Agent, args: &WrapArgs) -> anyhow::Result<ExitCode> {
         }
     }
     ensure_proxy(agent, &plan, args)?;
+    for note in &plan.notes {
+        eprintln!("svc wrap: note: {note}");
+    }
+    for (name, value) in &plan.env {
+        if let Ok(previous) = std::env::var(name)
+            && previous != *value
+            && !previous.is_empty()
+        {
+            eprintln!(
+                "svc wrap: note: {name} was {previous}; {} now talks to the proxy, which forwards to its own upstream (start the proxy with --upstream-… or SVC_UPSTREAM_… to keep that endpoint)",
+                agent.slug
+            );
+        }
+    }
     exec(&program, &args.args, &plan.env)
 }
 
@@ -145,6 +159,9 @@ fn print_launch(agent: &Agent, plan: &LaunchPlan, args: &WrapArgs) -> anyhow::Re
             args.port,
             plan.proxy_args.join(" ")
         );
+    }
+    for note in &plan.notes {
+        println!("# note: {note}");
     }
     if let Some(edit) = &plan.config {
         let change = mcp_config::plan(edit)?;

@@ -19,7 +19,8 @@
 //!   the AI SDK providers expect (opencode provider docs). A value already in the environment is
 //!   kept and merged into.
 //! - crush: its provider catalogue (charmbracelet/catwalk) sets `api_endpoint` to
-//!   `$ANTHROPIC_API_ENDPOINT` and `$OPENAI_API_ENDPOINT`, both given with `/v1`.
+//!   `$ANTHROPIC_API_ENDPOINT` and `$OPENAI_API_ENDPOINT`; both take `/v1`, as the Anthropic-
+//!   and OpenAI-compatible `base_url` examples of the crush README do.
 //! - hermes: `OPENAI_BASE_URL` with `/v1` for its custom OpenAI-compatible provider (Hermes docs,
 //!   "Configuration": `.env` is the fallback; a `model.base_url` in `~/.hermes/config.yaml`
 //!   takes precedence, which svc does not change).
@@ -60,6 +61,8 @@ pub struct LaunchPlan {
     pub proxy_args: Vec<String>,
     /// What a running proxy must already do for this agent, said when wrap reuses one.
     pub reuse_note: Option<String>,
+    /// Limits of the wrapping the user should know about.
+    pub notes: Vec<String>,
 }
 
 /// `http://127.0.0.1:PORT`.
@@ -85,6 +88,7 @@ pub fn plan(
         config: None,
         proxy_args: Vec::new(),
         reuse_note: None,
+        notes: Vec::new(),
     };
     match agent.slug {
         "claude" => {
@@ -96,6 +100,9 @@ pub fn plan(
             plan.program = "codex";
             plan.install = "npm install -g @openai/codex";
             plan.env = vec![pair("OPENAI_BASE_URL", &v1)];
+            plan.notes = vec![
+                "codex's Responses WebSocket transport does not follow OPENAI_BASE_URL; svc sees its REST calls".into(),
+            ];
         }
         "aider" => {
             plan.program = "aider";
@@ -114,6 +121,9 @@ pub fn plan(
             plan.program = "qwen";
             plan.install = "npm install -g @qwen-code/qwen-code";
             plan.env = vec![pair("OPENAI_BASE_URL", &v1)];
+            plan.notes = vec![
+                "qwen uses it in its OpenAI-compatible (API key) mode, not with Qwen OAuth".into(),
+            ];
         }
         "opencode" => {
             plan.program = "opencode";
@@ -134,6 +144,9 @@ pub fn plan(
             plan.install =
                 "see https://hermes-agent.nousresearch.com/docs/getting-started/installation";
             plan.env = vec![pair("OPENAI_BASE_URL", &v1)];
+            plan.notes = vec![
+                "hermes uses it for its custom OpenAI-compatible provider; a model.base_url in ~/.hermes/config.yaml takes precedence".into(),
+            ];
         }
         "pi" => {
             plan.program = "pi";
@@ -161,6 +174,9 @@ pub fn plan(
                     base("google", format!("{root}/v1beta")),
                 ],
             });
+            plan.notes = vec![
+                "pi reads endpoints only from models.json, so the change stays after pi exits; its .svc-backup is the previous file".into(),
+            ];
         }
         "ollama" => {
             plan.program = "ollama";
@@ -176,6 +192,9 @@ pub fn plan(
                 pair("SVC_UPSTREAM_OPENAI", &upstream),
                 pair("SVC_UPSTREAM_ANTHROPIC", &upstream),
             ];
+            plan.notes = vec![format!(
+                "clients of Ollama's OpenAI API use {v1} instead of {upstream}/v1 to go through svc"
+            )];
             plan.reuse_note = Some(format!(
                 "a proxy already listens on port {port}; it keeps the upstreams it was started with. For Ollama it needs --upstream-openai {upstream} --upstream-anthropic {upstream} (stop it, or pick another --port)"
             ));

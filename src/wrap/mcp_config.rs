@@ -286,6 +286,30 @@ mod tests {
         assert!(plan.diff().contains("-{\"mcpServers\""), "{}", plan.diff());
     }
 
+    #[cfg(unix)]
+    #[test]
+    fn a_symlinked_config_is_edited_at_its_target() {
+        let home = tempfile::tempdir().expect("temp dir");
+        let edit = target("windsurf", &dirs(home.path()), Path::new("/opt/svc")).expect("target");
+        let real = home.path().join("dotfiles-mcp.json");
+        fs::write(&real, "{}").expect("write");
+        fs::create_dir_all(edit.path.parent().expect("parent")).expect("mkdir");
+        std::os::unix::fs::symlink(&real, &edit.path).expect("symlink");
+        let applied = apply(&plan(&edit).expect("plan")).expect("apply");
+        assert!(
+            fs::symlink_metadata(&edit.path)
+                .expect("link")
+                .file_type()
+                .is_symlink()
+        );
+        let value: Value =
+            serde_json::from_str(&fs::read_to_string(&real).expect("read")).expect("json");
+        assert_eq!(value["mcpServers"]["svc"]["command"], "/opt/svc");
+        let mut backup = real.clone().into_os_string();
+        backup.push(BACKUP_SUFFIX);
+        assert_eq!(applied.backup, Some(PathBuf::from(backup)));
+    }
+
     #[test]
     fn snippet_and_launch_agents_have_no_mcp_target() {
         let home = tempfile::tempdir().expect("temp dir");

@@ -50,6 +50,9 @@ fn snippet(file: &str, field: &str, text: String, note: Option<&str>) -> Snippet
     }
 }
 
+/// VS Code's user folder, where extensions keep their global storage.
+const VSCODE_USER: &str = "<VS Code user folder: ~/.config/Code/User on Linux, ~/Library/Application Support/Code/User on macOS, %APPDATA%\\Code\\User on Windows>";
+
 const NOT_CONFIRMED: &str = "svc could not confirm a setting of this tool for a custom model endpoint or a local MCP server; see the tool's docs for \"MCP\" or \"custom OpenAI-compatible endpoint\". If it has one, the endpoint is the proxy URL above and the MCP server is the command above.";
 
 /// The snippet for `slug`; `exe` is the svc binary, `port` the proxy's.
@@ -63,13 +66,17 @@ pub fn for_agent(slug: &str, exe: &str, port: u16) -> Result<Snippet, WrapError>
     );
     let s = match agent.slug {
         "cline" => snippet(
-            "VS Code: ~/.config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json (Cline → MCP Servers → Configure opens it)",
+            &format!(
+                "{VSCODE_USER}/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json (Cline → MCP Servers → Configure opens it)"
+            ),
             "mcpServers.svc",
             mcp,
             None,
         ),
         "roo" => snippet(
-            "global: ~/.config/Code/User/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json; project: .roo/mcp.json",
+            &format!(
+                "global: {VSCODE_USER}/globalStorage/rooveterinaryinc.roo-cline/settings/mcp_settings.json; project: .roo/mcp.json"
+            ),
             "mcpServers.svc",
             mcp,
             None,

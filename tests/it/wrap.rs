@@ -504,7 +504,18 @@ fn wrap_snippet_agents_print_file_field_and_snippet() {
     let sandbox = Sandbox::new();
     let out = sandbox.wrap(&["cline"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
-    assert!(out.stdout.contains("file:  VS Code: ~/.config/Code/User/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json"), "{}", out.stdout);
+    assert!(
+        out.stdout
+            .contains("file:  <VS Code user folder: ~/.config/Code/User on Linux"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("/globalStorage/saoudrizwan.claude-dev/settings/cline_mcp_settings.json"),
+        "{}",
+        out.stdout
+    );
     assert!(
         out.stdout.contains("field: mcpServers.svc"),
         "{}",
