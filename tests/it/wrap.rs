@@ -798,3 +798,96 @@ fn wrap_refuses_a_port_held_by_something_else() {
         out.stdout
     );
 }
+
+/// A fake Ollama server (axum on 127.0.0.1:0) that answers chat completions and records them.
+struct FakeOllama {
+    port: u16,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>>,
+    _runtime: tokio::runtime::Runtime,
+}
+
+fn fake_ollama() -> FakeOllama {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Value>>> = std::sync::Arc::default();
+    let recorded = seen.clone();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    let router = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let recorded = recorded.clone();
+            async move {
+                recorded.lock().expect("lock").push(body.clone());
+                axum::Json(json!({
+                    "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                        "message": {"role": "assistant", "content": "hello from ollama"}}]
+                }))
+            }
+        }),
+    );
+    runtime.spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    FakeOllama {
+        port,
+        seen,
+        _runtime: runtime,
+    }
+}
+
+#[test]
+fn wrap_ollama_puts_the_proxy_in_front_of_the_ollama_server() {
+    if !Path::new("/bin/bash").exists() {
+        eprintln!("skipped: the fake client needs /bin/bash");
+        return;
+    }
+    let ollama = fake_ollama();
+    let sandbox = Sandbox::new();
+    let bin = sandbox.dir.path().join("bin");
+    fs::create_dir_all(&bin).expect("mkdir");
+    // A fake `ollama` that, as a client of Ollama's OpenAI API would, posts a chat completion to
+    // the proxy address it is given as its argument.
+    let script = "#!/bin/bash\nbody='{\"model\":\"llama3.2\",\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}'\nexec 3<>/dev/tcp/127.0.0.1/$1\nprintf 'POST /v1/chat/completions HTTP/1.0\\r\\nHost: 127.0.0.1\\r\\nContent-Type: application/json\\r\\nContent-Length: %d\\r\\n\\r\\n%s' ${#body} \"$body\" >&3\ncat <&3\n";
+    let path = bin.join("ollama");
+    fs::write(&path, script).expect("write script");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let port = free_port();
+    let mut guard = ProxyGuard { pid: None, port };
+    let out = run(sandbox
+        .command()
+        .env("PATH", path_with(&bin))
+        .env("OLLAMA_HOST", format!("127.0.0.1:{}", ollama.port))
+        .args([
+            "wrap",
+            "ollama",
+            "--port",
+            &port.to_string(),
+            "--",
+            &port.to_string(),
+        ]));
+    guard.pid = started_pid(&out.stderr);
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("instead of http://127.0.0.1:{}/v1", ollama.port)),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.contains("hello from ollama"), "{}", out.stdout);
+    let seen = ollama.seen.lock().expect("lock").clone();
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(seen[0]["model"], "llama3.2");
+    drop(guard);
+}
