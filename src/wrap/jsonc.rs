@@ -79,6 +79,12 @@ pub fn set(
     value: &Value,
 ) -> Result<Option<String>, EditError> {
     assert!(!path.is_empty(), "set needs at least one key");
+    // A file with Windows line ends throughout is edited as LF and given its CRLFs back, so
+    // the inserted lines end as the others do. (A raw line end cannot occur inside a string.)
+    if text.contains("\r\n") && !text.replace("\r\n", "").contains('\n') {
+        let edited = set(&text.replace("\r\n", "\n"), syntax, path, value)?;
+        return Ok(edited.map(|t| t.replace('\n', "\r\n")));
+    }
     let Some(root) = parse_document(text, syntax)? else {
         // An empty file (or only comments): a new document with the nested value.
         let mut out = text.trim_end().to_string();

@@ -120,3 +120,19 @@ fn values_match_serde_json_on_strict_json() {
     let theirs: Value = serde_json::from_str(text).expect("ok");
     assert_eq!(ours, theirs);
 }
+
+#[test]
+fn windows_line_ends_are_kept() {
+    let text = "{\r\n  \"a\": 1 // one\r\n}\r\n";
+    let out = set(text, Syntax::Jsonc, &["mcpServers", "svc"], &json!(1))
+        .expect("edits")
+        .expect("changes");
+    assert_eq!(
+        out,
+        "{\r\n  \"a\": 1, // one\r\n  \"mcpServers\": {\r\n    \"svc\": 1\r\n  }\r\n}\r\n"
+    );
+    assert_eq!(
+        set(&out, Syntax::Jsonc, &["mcpServers", "svc"], &json!(1)),
+        Ok(None)
+    );
+}
