@@ -22,3 +22,4 @@ pub mod tokens;
 pub mod trial;
 pub mod verification;
 pub mod witness;
+pub mod wrap;

@@ -18,6 +18,7 @@ mod serve;
 mod verify_claims;
 mod witness;
 mod workloads;
+mod wrap;
 
 use std::process::ExitCode;
 
@@ -110,6 +111,10 @@ enum Command {
     /// autotune on mined tasks (adopted only when held-out tasks agree).
     #[command(subcommand)]
     Learning(learning::LearningCommand),
+    /// Plug svc into a coding tool: launch agents run through the proxy, MCP-config agents get
+    /// the tool server merged into their config (with a .svc-backup), snippet agents get what to
+    /// paste where. Without an agent, lists them all.
+    Wrap(wrap::WrapArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -140,6 +145,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Demo(args) => demo::run(args),
         Command::VerifyClaims(args) => verify_claims::run(args),
         Command::Learning(command) => learning::run(command),
+        Command::Wrap(args) => wrap::run(args),
     }
 }
 

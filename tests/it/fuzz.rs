@@ -751,3 +751,56 @@ fn fuzz_proof_session_files() {
         }
     });
 }
+
+/// `svc wrap`'s config editor: strict JSON is read exactly as serde_json reads it (its
+/// recursion limit and a leading BOM aside), and a merge is either refused with a line and
+/// column or yields text that reads back with the svc entry in place.
+#[test]
+fn fuzz_wrap_config_merge() {
+    use svc::wrap::jsonc::{self, EditError, Syntax};
+    let entry = serde_json::json!({"command": "/usr/local/bin/svc", "args": ["serve"]});
+    let seeds = read_seeds(&files_in("fixtures/wrap", None));
+    fuzz("wrap-config", seeds, |input| {
+        let Ok(text) = std::str::from_utf8(input) else {
+            return Ok(());
+        };
+        let ours = jsonc::parse(text, Syntax::Json);
+        let theirs = serde_json::from_str::<serde_json::Value>(text);
+        match (&ours, &theirs) {
+            (Ok(Some(a)), Ok(b)) if a != b => {
+                return Err(format!("read {a} where serde_json reads {b}"));
+            }
+            (Ok(Some(_)), Err(e)) if !e.to_string().contains("recursion limit") => {
+                return Err(format!("accepted what serde_json refuses ({e})"));
+            }
+            (Err(e), Ok(_)) if !text.starts_with('\u{feff}') => {
+                return Err(format!("refused what serde_json accepts ({e})"));
+            }
+            _ => {}
+        }
+        for syntax in [Syntax::Json, Syntax::Jsonc] {
+            match jsonc::set(text, syntax, &["mcpServers", "svc"], &entry) {
+                Ok(None) => {}
+                Ok(Some(edited)) => {
+                    let value = jsonc::parse(&edited, syntax)
+                        .map_err(|e| format!("the edited text does not parse: {e}"))?
+                        .ok_or("the edited text is empty")?;
+                    if value["mcpServers"]["svc"] != entry {
+                        return Err(format!("the entry is not in the edited text: {edited}"));
+                    }
+                }
+                Err(EditError::Parse(e)) if e.line == 0 || e.column == 0 => {
+                    return Err(format!("a syntax error without a position: {e}"));
+                }
+                Err(EditError::Unverified(message)) => {
+                    return Err(format!("an edit failed its own read-back: {message}"));
+                }
+                Err(error) if !locates(&error.to_string()) => {
+                    return Err(format!("an error that does not say where: {error}"));
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(())
+    });
+}

@@ -22,3 +22,6 @@ mod run;
 mod state;
 mod via_proxy;
 mod witness;
+// The MCP-config paths under a temporary HOME are the Linux ones.
+#[cfg(target_os = "linux")]
+mod wrap;
