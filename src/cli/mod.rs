@@ -6,6 +6,7 @@ mod compress;
 mod context;
 mod daemon;
 mod demo;
+mod evolution;
 mod proof;
 mod proxy;
 mod records;
@@ -105,6 +106,14 @@ enum Command {
     /// budget, selection latency, byte-exact recovery, deterministic witness) and write
     /// .svc_verification.json; exit 1 when a claim fails.
     VerifyClaims(verify_claims::VerifyClaimsArgs),
+    /// Files selection keeps missing: recovered by the proof-guided loop in at least
+    /// --threshold recorded runs (world-model ledger and pgs_ sessions).
+    Gaps(evolution::GapsArgs),
+    /// The skills made from gaps (draft or promoted); `export` prints them as JSON.
+    Skills(evolution::SkillsArgs),
+    /// Run one dream cycle: detect gaps, synthesize skills, benchmark them on held-out recorded
+    /// queries, promote those that pass, account the learning spend; notify the chats.
+    Dream(evolution::DreamArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -134,6 +143,9 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::VerifyClaims(args) => verify_claims::run(args),
+        Command::Gaps(args) => evolution::run_gaps(args),
+        Command::Skills(args) => evolution::run_skills(args),
+        Command::Dream(args) => evolution::run_dream(args),
     }
 }
 

@@ -25,6 +25,7 @@ pub mod bot;
 pub mod evolution;
 pub mod federation;
 pub mod notify;
+pub mod service;
 
 use serde::{Deserialize, Serialize};
 
