@@ -371,6 +371,7 @@ pub async fn dashboard(State(state): State<Arc<DashboardState>>) -> Html<String>
         "<section><h2>Ranking weights</h2><p class=\"empty\">{}</p></section>",
         escape(&learning.message)
     );
+    body.push_str(&super::evolution::section(&state.settings.state_home));
     Html(html::page("Dashboard", Nav::Dashboard, &body))
 }
 

@@ -479,4 +479,4 @@ pub fn dream(home: &Path, settings: DreamSettings) -> Result<DreamReport, Evolut
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

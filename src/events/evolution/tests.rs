@@ -49,9 +49,9 @@ pub(crate) fn record_run(home: &Path, query: &str, budget: usize) -> Vec<String>
 /// Sends the bridge and tunnel sections in full and leaves the parks section out (it shares
 /// no term with these queries): the garden's year has to be recovered. Pinning the parks
 /// section still leaves both bridge sections in full.
-const BUDGET: usize = 85;
+pub(crate) const BUDGET: usize = 85;
 
-const BRIDGE_QUERIES: [&str; 4] = [
+pub(crate) const BRIDGE_QUERIES: [&str; 4] = [
     "When did the bridge open to traffic?",
     "What year did the bridge open?",
     "Which year did the bridge open to traffic?",
