@@ -351,6 +351,38 @@ pub fn render_table(figures: &[Figure]) -> String {
     out
 }
 
+/// A repository's history to mine: a directory as it is, a `.bundle` file cloned bare to a
+/// temporary directory (kept alive by the returned guard), and the revision to walk.
+pub(crate) fn open_history(
+    repo: &std::path::Path,
+    own: &std::path::Path,
+) -> anyhow::Result<(Option<tempfile::TempDir>, PathBuf, &'static str)> {
+    if repo.is_file() {
+        // A bundle is cloned bare (log, diff and ls-tree need no work tree).
+        let clone = tempfile::tempdir()?;
+        eprintln!("cloning {}…", repo.display());
+        let output = std::process::Command::new("git")
+            .args(["clone", "--quiet", "--bare"])
+            .arg(repo)
+            .arg(clone.path())
+            .output()?;
+        if !output.status.success() {
+            anyhow::bail!(
+                "git clone {} failed ({}); pass a git repository or bundle",
+                repo.display(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+        }
+        // A bundle holds one branch, which need not be what HEAD names.
+        let path = clone.path().to_path_buf();
+        Ok((Some(clone), path, "--all"))
+    } else if repo == own {
+        Ok((None, repo.to_path_buf(), "--all"))
+    } else {
+        Ok((None, repo.to_path_buf(), "HEAD"))
+    }
+}
+
 /// The localisation figures of every `--localize-repo` (svc, and the baselines when asked).
 fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
     use svc::context::localize::{SelectFn, Sent};
@@ -391,29 +423,7 @@ fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| repo.display().to_string());
-        // A bundle is cloned bare (log, diff and ls-tree need no work tree).
-        let clone = tempfile::tempdir()?;
-        let (path, revision) = if repo.is_file() {
-            eprintln!("bench: cloning {}…", repo.display());
-            let output = std::process::Command::new("git")
-                .args(["clone", "--quiet", "--bare"])
-                .arg(repo)
-                .arg(clone.path())
-                .output()?;
-            if !output.status.success() {
-                anyhow::bail!(
-                    "git clone {} failed ({}); pass a git repository or bundle to --localize-repo",
-                    repo.display(),
-                    String::from_utf8_lossy(&output.stderr).trim()
-                );
-            }
-            // A bundle holds one branch, which need not be what HEAD names.
-            (clone.path().to_path_buf(), "--all")
-        } else if *repo == own {
-            (repo.clone(), "--all")
-        } else {
-            (repo.clone(), "HEAD")
-        };
+        let (_clone, path, revision) = open_history(repo, &own)?;
         eprintln!(
             "bench: file localisation on {} history ({} tasks)…",
             repo.display(),

@@ -185,13 +185,19 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
     lap("index", &mut phases);
     index.prepare();
     lap("terms", &mut phases);
+    let home = state::home()?;
+    let (weights, broken) = svc::daemon::learning::active_weights(&home);
+    if let Some(error) = broken {
+        eprintln!("warning: {error}; selecting with the default weights");
+    }
     let options = SelectOptions {
         pinned: args.pins.clone(),
+        weights,
         ..SelectOptions::default()
     };
     let selection = select::select(&index, &args.query, args.budget, &options)?;
     lap("select", &mut phases);
-    let store = CommitStore::new(&state::home()?);
+    let store = CommitStore::new(&home);
     let receipt = select::commit_selection(&index, &selection, &options, &store)
         .context("committing the selection")?;
     lap("commit", &mut phases);

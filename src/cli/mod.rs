@@ -7,6 +7,7 @@ mod context;
 mod daemon;
 mod demo;
 mod evolution;
+mod learning;
 mod proof;
 mod proxy;
 mod records;
@@ -106,6 +107,10 @@ enum Command {
     /// budget, selection latency, byte-exact recovery, deterministic witness) and write
     /// .svc_verification.json; exit 1 when a claim fails.
     VerifyClaims(verify_claims::VerifyClaimsArgs),
+    /// The selector's ranking weights: show, reset, learn from recorded fixed-point outcomes,
+    /// autotune on mined tasks (adopted only when held-out tasks agree).
+    #[command(subcommand)]
+    Learning(learning::LearningCommand),
     /// Files selection keeps missing: recovered by the proof-guided loop in at least
     /// --threshold recorded runs (world-model ledger and pgs_ sessions).
     Gaps(evolution::GapsArgs),
@@ -143,6 +148,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Serve(args) => serve::run(args),
         Command::Demo(args) => demo::run(args),
         Command::VerifyClaims(args) => verify_claims::run(args),
+        Command::Learning(command) => learning::run(command),
         Command::Gaps(args) => evolution::run_gaps(args),
         Command::Skills(args) => evolution::run_skills(args),
         Command::Dream(args) => evolution::run_dream(args),

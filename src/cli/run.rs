@@ -70,6 +70,12 @@ pub struct RunArgs {
     /// (`oracle-evidence`, an upper bound). Recorded in the manifest (`selector`).
     #[arg(long, value_enum, default_value_t)]
     selector: SelectorName,
+    /// Ranking weights of the `svc` selector: a weights file (`svc learning show --json`, or
+    /// the state home's learning/weights.json) or a JSON object of weight names and values.
+    /// Recorded in the manifest (`ranking_weights`); compare runs with `svc report
+    /// --compare-runs`.
+    #[arg(long, value_name = "FILE")]
+    ranking_weights: Option<PathBuf>,
     /// When stderr is not a terminal, print a progress line every this many seconds (0: never).
     #[arg(long, default_value_t = 30)]
     progress_every: u64,
@@ -154,7 +160,24 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         out_dir: PathBuf::new(),
         max_error_rate: args.max_error_rate,
         seed: args.seed,
-        selector: selector::build(args.selector, args.seed),
+        selector: match &args.ranking_weights {
+            None => selector::build(args.selector, args.seed),
+            Some(path) => {
+                if args.selector != SelectorName::Svc {
+                    anyhow::bail!(
+                        "--ranking-weights sets the weights of the svc selector; drop --selector {}",
+                        args.selector
+                    );
+                }
+                let weights = svc::daemon::learning::store::read_weights(path)?;
+                std::sync::Arc::new(svc::harness::condition::EngineSelector {
+                    options: svc::context::select::SelectOptions {
+                        weights,
+                        ..Default::default()
+                    },
+                })
+            }
+        },
         claim_checker: scorer::default_claim_checker(),
         state_home,
         threads: args.threads,

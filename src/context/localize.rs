@@ -195,13 +195,7 @@ pub fn svc_selector(
     query: &str,
     budget: usize,
 ) -> Result<Sent, String> {
-    let selection = select::select(index, query, budget, &SelectOptions::default())
-        .map_err(|e| e.to_string())?;
-    Ok(selection
-        .manifest
-        .iter()
-        .filter_map(|entry| Some((entry.chunk_id.clone(), entry.resolution?)))
-        .collect())
+    svc_selector_with(&SelectOptions::default(), index, query, budget)
 }
 
 /// Runs every task at every budget with svc's selector.
@@ -217,6 +211,72 @@ pub fn run_localisation(
         .collect())
 }
 
+/// A task with its parent tree read and indexed, ready to be selected from many times.
+pub struct PreparedTask {
+    pub task: LocalisationTask,
+    pub documents: Vec<(String, String)>,
+    pub index: Index,
+}
+
+impl PreparedTask {
+    /// Reads the task's parent tree from `repo` and indexes it.
+    pub fn new(repo: &Path, task: &LocalisationTask) -> Result<PreparedTask, LocalizeError> {
+        let documents = tree_documents(repo, &task.parent)?;
+        let index = Index::from_documents(&documents);
+        index.prepare();
+        Ok(PreparedTask {
+            task: task.clone(),
+            documents,
+            index,
+        })
+    }
+
+    /// Runs one selector at one budget and scores what it sent.
+    pub fn evaluate(
+        &self,
+        name: &str,
+        selector: &SelectFn,
+        budget: usize,
+    ) -> Result<LocalisationOutcome, LocalizeError> {
+        let lines_of: HashMap<&str, (usize, usize, &str)> = self
+            .index
+            .fragments
+            .iter()
+            .map(|f| {
+                (
+                    f.chunk_id.as_str(),
+                    (f.lines.0, f.lines.1, self.index.path(f)),
+                )
+            })
+            .collect();
+        let start = std::time::Instant::now();
+        let sent = selector(&self.index, &self.documents, &self.task.query, budget).map_err(
+            |message| LocalizeError::Selector {
+                selector: name.to_string(),
+                commit: self.task.commit.clone(),
+                message,
+            },
+        )?;
+        let seconds = start.elapsed().as_secs_f64();
+        Ok(score(&self.task, &lines_of, &sent, budget, seconds))
+    }
+}
+
+/// svc's selector with the given options (e.g. other ranking weights).
+pub fn svc_selector_with(
+    options: &SelectOptions,
+    index: &Index,
+    query: &str,
+    budget: usize,
+) -> Result<Sent, String> {
+    let selection = select::select(index, query, budget, options).map_err(|e| e.to_string())?;
+    Ok(selection
+        .manifest
+        .iter()
+        .filter_map(|entry| Some((entry.chunk_id.clone(), entry.resolution?)))
+        .collect())
+}
+
 /// Runs every task at every budget with every named selector; outcomes are tagged with the
 /// selector's name. The parent tree is read and indexed once per task.
 pub fn run_localisation_with(
@@ -227,26 +287,10 @@ pub fn run_localisation_with(
 ) -> Result<Vec<(String, LocalisationOutcome)>, LocalizeError> {
     let mut outcomes = Vec::new();
     for task in tasks {
-        let docs = tree_documents(repo, &task.parent)?;
-        let index = Index::from_documents(&docs);
-        index.prepare();
-        let lines_of: HashMap<&str, (usize, usize, &str)> = index
-            .fragments
-            .iter()
-            .map(|f| (f.chunk_id.as_str(), (f.lines.0, f.lines.1, index.path(f))))
-            .collect();
+        let prepared = PreparedTask::new(repo, task)?;
         for &(name, selector) in selectors {
             for &budget in budgets {
-                let start = std::time::Instant::now();
-                let sent = selector(&index, &docs, &task.query, budget).map_err(|message| {
-                    LocalizeError::Selector {
-                        selector: name.to_string(),
-                        commit: task.commit.clone(),
-                        message,
-                    }
-                })?;
-                let seconds = start.elapsed().as_secs_f64();
-                let outcome = score(task, &lines_of, &sent, budget, seconds);
+                let outcome = prepared.evaluate(name, selector, budget)?;
                 outcomes.push((name.to_string(), outcome));
             }
         }

@@ -12,5 +12,6 @@ pub mod select;
 pub mod skeleton;
 pub mod store;
 pub mod terms;
+pub mod weights;
 
 pub use commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};

@@ -27,13 +27,14 @@ use serde::Serialize;
 
 use super::commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};
 use super::index::{Fragment, Index, PieceKind};
-use super::terms::{score, sort_by_score};
+use super::terms::{score_with, sort_by_score};
+use super::weights::{Feature, RankingWeights};
 use crate::tokens::{Encoding, Tokenizer};
 
 /// Largest DP table width; costs are scaled to fit.
 pub const DP_CAPACITY: usize = 4096;
-/// Value of a resolution relative to sending the fragment in full.
-const SKELETON_VALUE: f64 = 0.4;
+/// Value of a reference relative to sending the fragment in full (a skeleton's is the
+/// [`Feature::SkeletonValue`] weight).
 const REFERENCE_VALUE: f64 = 0.08;
 /// A fragment's value grows with this power of its score relative to the best. On tasks mined
 /// from this repository's history, the share of a commit's changed lines found in a fragment
@@ -46,10 +47,9 @@ const RELEVANCE_POWER: i32 = 4;
 /// 1,500-token fragment holds 6.5 times what a 50-token one does), so big fragments of the
 /// best files are sent whole rather than as skeletons.
 const SIZE_OFFSET: f64 = 50.0;
-/// The best fragment of each file also carries the value of showing that file at all (sent
-/// full or as a skeleton): this share of its relative score squared. The fourth power alone
-/// leaves files ranked lower invisible and lost gold-file recall.
-const PRESENCE_VALUE: f64 = 0.1;
+// The best fragment of each file also carries the value of showing that file at all (sent
+// full or as a skeleton): the [`Feature::PresenceValue`] share of its relative score squared.
+// The fourth power alone leaves files ranked lower invisible and lost gold-file recall.
 /// Fragments scoring below this share of the best score stay out of the knapsack.
 const MIN_RELATIVE: f64 = 0.03;
 
@@ -60,6 +60,8 @@ pub struct SelectOptions {
     pub pinned: Vec<String>,
     /// How many of the best-scoring fragments enter the knapsack.
     pub max_candidates: usize,
+    /// Ranking weights (the hand-tuned defaults, or learned ones).
+    pub weights: RankingWeights,
 }
 
 impl Default for SelectOptions {
@@ -67,6 +69,7 @@ impl Default for SelectOptions {
         Self {
             pinned: Vec::new(),
             max_candidates: 300,
+            weights: RankingWeights::default(),
         }
     }
 }
@@ -238,7 +241,9 @@ pub fn select(
     }
     let tokenizer = Tokenizer::new(index.encoding);
     let pinned = pinned_fragments(index, &options.pinned)?;
-    let scores = score(index, query);
+    let scores = score_with(index, query, &options.weights);
+    let skeleton_value = options.weights.get(Feature::SkeletonValue);
+    let presence_value = options.weights.get(Feature::PresenceValue);
     let mut ranked: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
     sort_by_score(index, &mut ranked);
     let max_score = ranked.first().map_or(1.0, |r| r.1).max(1e-9);
@@ -287,7 +292,7 @@ pub fn select(
         let size_factor = ((f.text_tokens as f64 + SIZE_OFFSET) / 100.0).sqrt();
         let weight = relative.powi(RELEVANCE_POWER) * 1000.0;
         let present = if carriers.contains(&fragment) {
-            PRESENCE_VALUE * relative * relative * 1000.0
+            presence_value * relative * relative * 1000.0
         } else {
             0.0
         };
@@ -300,7 +305,7 @@ pub fn select(
             choices.push(Choice {
                 kind: PieceKind::Skeleton,
                 cost: f.header_tokens + skeleton_word + f.skeleton_tokens,
-                value: weight * SKELETON_VALUE + present,
+                value: weight * skeleton_value + present,
             });
         }
         choices.push(Choice {
@@ -552,13 +557,18 @@ pub fn commit_selection(
         .root
         .as_ref()
         .map(|root| root.canonicalize().unwrap_or_else(|_| root.clone()));
-    let parameters = serde_json::json!({
+    let mut parameters = serde_json::json!({
         "query": selection.query,
         "budget": selection.budget,
         "root": root.map(|r| r.display().to_string()),
         "pinned": options.pinned,
         "encoding": index.encoding.as_str(),
     });
+    // Only weights other than the defaults are named, so commits made with the defaults keep
+    // the ids they always had.
+    if options.weights != RankingWeights::default() {
+        parameters["ranking_weights"] = serde_json::to_value(options.weights).unwrap_or_default();
+    }
     store.commit(
         &selection.chunk_inputs(),
         parameters,

@@ -17,6 +17,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use rayon::prelude::*;
 
 use super::index::{Fragment, Index};
+use super::weights::{Feature, RankingWeights};
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -32,7 +33,7 @@ const STOPWORDS: &[&str] = &[
 
 /// Words programmers use interchangeably for one concept. A query word from a group also
 /// searches for the group's other words (multi-word entries as all their parts) at
-/// [`SYNONYM_WEIGHT`] of their usual weight, so a query phrased in other words than the code
+/// [`Feature::Synonym`] of their usual weight, so a query phrased in other words than the code
 /// (`find the position … by bisection` for `binary_search_index`) still meets it.
 const SYNONYMS: &[&[&str]] = &[
     &["find", "search", "lookup", "locate"],
@@ -51,7 +52,9 @@ const SYNONYMS: &[&[&str]] = &[
     &["compare", "cmp"],
 ];
 
-/// Weight of a synonym's match relative to a word of the query itself.
+/// Weight of a synonym's match relative to a word of the query itself (the default of
+/// [`Feature::Synonym`]).
+#[cfg(test)]
 const SYNONYM_WEIGHT: f64 = 0.5;
 
 /// Passes 64-bit hashes through unchanged (keys are already FNV hashes).
@@ -298,10 +301,63 @@ impl TermIndex {
 pub struct Scored {
     pub score: f64,
     pub reason: Vec<String>,
+    /// The same, as numbers per weight: what learning from feedback moves weights along.
+    pub evidence: Evidence,
+}
+
+/// The unweighted evidence behind a score: `score = prior × (bm25 + Σ weight × evidence)`,
+/// with `prior` the [`Feature::RecordPrior`] for record files and 1 otherwise.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Evidence {
+    /// BM25 of the query's own words (weight 1: the anchor).
+    pub bm25: f64,
+    /// BM25 of synonyms of query words, before their weight.
+    pub synonym: f64,
+    /// Boost of the best definition made of queried words, before its weight.
+    pub definition: f64,
+    /// The query's largest IDF when it names a defined symbol verbatim, else 0.
+    pub named_symbol: f64,
+    /// Boost for being in a file the query names, before its weight.
+    pub named_file: f64,
+    /// Score of the top fragment that lent to this one, by the kind of link (one link counts).
+    pub caller: f64,
+    pub callee: f64,
+    pub same_file: f64,
+    /// In a changelog, licence or contributor list.
+    pub record_file: bool,
+}
+
+impl Evidence {
+    /// The evidence a weight multiplies (the record prior's is the score it scales, signed by
+    /// whether it applies).
+    pub fn along(&self, feature: Feature) -> f64 {
+        match feature {
+            Feature::Definition => self.definition,
+            Feature::NamedSymbol => self.named_symbol,
+            Feature::NamedFile => self.named_file,
+            Feature::Synonym => self.synonym,
+            Feature::Caller => self.caller,
+            Feature::Callee => self.callee,
+            Feature::SameFile => self.same_file,
+            Feature::RecordPrior => {
+                if self.record_file {
+                    self.bm25 + self.synonym + self.definition + self.named_file
+                } else {
+                    0.0
+                }
+            }
+            Feature::SkeletonValue | Feature::PresenceValue => 0.0,
+        }
+    }
+}
+
+/// Scores every fragment that matches `query` with the default weights.
+pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
+    score_with(index, query, &RankingWeights::default())
 }
 
 /// Scores every fragment that matches `query` (fragments not in the map score 0).
-pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
+pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashMap<u32, Scored> {
     let terms = index.terms();
     let mut query_terms: Vec<u64> = Vec::new();
     let mut query_identifiers: HashSet<u64> = HashSet::new();
@@ -321,7 +377,7 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
     }
     query_terms.sort_unstable();
     query_terms.dedup();
-    let weights = synonym_weights(&query_terms, &mut buffer);
+    let weights = synonym_weights(&query_terms, &mut buffer, ranking.get(Feature::Synonym));
     let mut scores: HashMap<u32, Scored> = HashMap::new();
     let mut idfs: HashMap<u64, f64> = HashMap::new();
     for (term, weight) in &weights {
@@ -335,7 +391,13 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
             let length = f64::from(terms.lengths[fragment as usize]);
             let bm25 = idf * tf * (K1 + 1.0)
                 / (tf + K1 * (1.0 - B + B * length / terms.average_length.max(1.0)));
-            scores.entry(fragment).or_default().score += bm25;
+            let scored = scores.entry(fragment).or_default();
+            scored.score += bm25;
+            if query_terms.binary_search(term).is_ok() {
+                scored.evidence.bm25 += bm25;
+            } else if *weight > 0.0 {
+                scored.evidence.synonym += bm25 / weight;
+            }
         }
     }
     let max_idf = idfs.values().copied().fold(1.0, f64::max);
@@ -349,6 +411,7 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
         // Structure: a definition whose name is made of queried words, or named verbatim.
         let mut best: f64 = 0.0;
         let mut best_symbol = None;
+        let mut best_evidence = (0.0, 0.0);
         for (symbol, parts) in definition.symbols.iter().zip(&terms.symbol_parts[number]) {
             if parts.is_empty() {
                 continue;
@@ -357,46 +420,51 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
             let coverage = matched.len() as f64 / parts.len() as f64;
             // One matched word is weak evidence (`run`, `new`); two or more name the thing.
             let strength = (matched.len().min(2) as f64) / 2.0;
-            let mut boost = matched.iter().sum::<f64>() * coverage * strength;
+            let base = matched.iter().sum::<f64>() * coverage * strength;
+            let mut boost = ranking.get(Feature::Definition) * base;
+            let mut verbatim = 0.0;
             if query_identifiers.contains(&term_hash(symbol)) {
-                boost += 2.0 * max_idf;
+                boost += ranking.get(Feature::NamedSymbol) * max_idf;
+                verbatim = max_idf;
             }
             if boost > best {
                 best = boost;
                 best_symbol = Some(symbol.as_str());
+                best_evidence = (base, verbatim);
             }
         }
         if let Some(symbol) = best_symbol {
             scored.score += best;
+            scored.evidence.definition += best_evidence.0;
+            scored.evidence.named_symbol += best_evidence.1;
             scored.reason.push(format!("defines {symbol} +{best:.2}"));
         }
     }
     for (file, share) in named_files(index, query) {
-        let boost = max_idf * share;
+        let unweighted = max_idf * share;
+        let boost = unweighted * ranking.get(Feature::NamedFile);
         let path = &index.files[file].path;
         for fragment in index.files[file].fragments.clone() {
             let scored = scores.entry(fragment as u32).or_default();
             scored.score += boost;
+            scored.evidence.named_file += unweighted;
             scored
                 .reason
                 .push(format!("in {path}, named in the query +{boost:.2}"));
         }
     }
-    graph_boost(index, &mut scores);
+    graph_boost(index, &mut scores, ranking);
+    let prior = ranking.get(Feature::RecordPrior);
     for (fragment, scored) in scores.iter_mut() {
         let path = index.path(&index.fragments[*fragment as usize]);
         if is_record_file(path) {
-            scored.score *= RECORD_PRIOR;
-            scored
-                .reason
-                .push(format!("changelog or licence ×{RECORD_PRIOR}"));
+            scored.score *= prior;
+            scored.evidence.record_file = true;
+            scored.reason.push(format!("changelog or licence ×{prior}"));
         }
     }
     scores
 }
-
-/// Score factor of [`is_record_file`] files.
-const RECORD_PRIOR: f64 = 0.5;
 
 /// Changelogs, licences and contributor lists: they name every feature and identifier of a
 /// project (a changelog entry reads like the question) without defining any behaviour, so
@@ -474,7 +542,7 @@ fn named_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
 
 /// Query term hashes with their weights: the query's own terms at 1, and the other words of a
 /// [`SYNONYMS`] group one of them belongs to at [`SYNONYM_WEIGHT`]. Sorted by hash.
-fn synonym_weights(query_terms: &[u64], buffer: &mut String) -> Vec<(u64, f64)> {
+fn synonym_weights(query_terms: &[u64], buffer: &mut String, synonym: f64) -> Vec<(u64, f64)> {
     let mut weights: HashMap<u64, f64> = query_terms.iter().map(|t| (*t, 1.0)).collect();
     for group in SYNONYMS {
         let members: Vec<Vec<u64>> = group
@@ -494,7 +562,7 @@ fn synonym_weights(query_terms: &[u64], buffer: &mut String) -> Vec<(u64, f64)> 
             continue;
         }
         for part in members.iter().flatten() {
-            weights.entry(*part).or_insert(SYNONYM_WEIGHT);
+            weights.entry(*part).or_insert(synonym);
         }
     }
     let mut weights: Vec<(u64, f64)> = weights.into_iter().collect();
@@ -504,17 +572,21 @@ fn synonym_weights(query_terms: &[u64], buffer: &mut String) -> Vec<(u64, f64)> 
 
 /// The best fragments lend score to their neighbours in the reference graph: what they use
 /// (definitions of identifiers they mention), what uses them, and their own file.
-fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>) {
+fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>, ranking: &RankingWeights) {
     const SEEDS: usize = 8;
     let terms = index.terms();
     let mut seeds: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
     sort_by_score(index, &mut seeds);
     seeds.truncate(SEEDS);
-    let mut extra: HashMap<u32, (f64, String)> = HashMap::new();
-    let mut lend = |target: u32, amount: f64, why: &dyn Fn() -> String| {
-        let slot = extra.entry(target).or_insert((0.0, String::new()));
+    // target → (amount, why, link kind, lender's score): one link, the strongest, counts.
+    let mut extra: HashMap<u32, (f64, String, Feature, f64)> = HashMap::new();
+    let mut lend = |target: u32, kind: Feature, seed_score: f64, why: &dyn Fn() -> String| {
+        let amount = ranking.get(kind) * seed_score;
+        let slot = extra
+            .entry(target)
+            .or_insert((0.0, String::new(), kind, 0.0));
         if amount > slot.0 {
-            *slot = (amount, why());
+            *slot = (amount, why(), kind, seed_score);
         }
     };
     for &(seed, seed_score) in &seeds {
@@ -526,7 +598,7 @@ fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>) {
             {
                 for &caller in callers {
                     if caller != seed {
-                        lend(caller, 0.15 * seed_score, &|| {
+                        lend(caller, Feature::Caller, seed_score, &|| {
                             format!("uses {symbol} from {}", seed_fragment.chunk_id)
                         });
                     }
@@ -540,7 +612,7 @@ fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>) {
             {
                 for &definer in definers {
                     if definer != seed {
-                        lend(definer, 0.25 * seed_score, &|| {
+                        lend(definer, Feature::Callee, seed_score, &|| {
                             let name = index.fragments[definer as usize]
                                 .symbols
                                 .iter()
@@ -557,16 +629,21 @@ fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>) {
         for other in file.fragments.clone() {
             let other = other as u32;
             if other != seed {
-                lend(other, 0.05 * seed_score, &|| {
+                lend(other, Feature::SameFile, seed_score, &|| {
                     format!("same file as {}", seed_fragment.chunk_id)
                 });
             }
         }
     }
-    for (target, (amount, why)) in extra {
+    for (target, (amount, why, kind, seed_score)) in extra {
         let scored = scores.entry(target).or_default();
         scored.score += amount;
         scored.reason.push(format!("{why} +{amount:.2}"));
+        match kind {
+            Feature::Caller => scored.evidence.caller += seed_score,
+            Feature::Callee => scored.evidence.callee += seed_score,
+            _ => scored.evidence.same_file += seed_score,
+        }
     }
 }
 
@@ -635,7 +712,7 @@ mod tests {
             identifier_parts(w, &mut parts);
             term_hash(&parts[0])
         };
-        let weights = synonym_weights(&[hash("position")], &mut buffer);
+        let weights = synonym_weights(&[hash("position")], &mut buffer, SYNONYM_WEIGHT);
         let weight_of = |w: &str| weights.iter().find(|t| t.0 == hash(w)).map(|t| t.1);
         assert_eq!(weight_of("position"), Some(1.0));
         assert_eq!(weight_of("index"), Some(SYNONYM_WEIGHT));

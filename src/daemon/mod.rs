@@ -9,6 +9,7 @@
 //! SIGINT, SIGTERM and `POST /api/control/stop` shut everything down cleanly.
 
 pub mod bench;
+pub mod learning;
 pub mod pidfile;
 pub mod ports;
 pub mod watcher;
@@ -327,6 +328,16 @@ pub async fn run(
     }
 
     {
+        let state = state.clone();
+        let home = settings.state_home.clone();
+        tasks.spawn(async move {
+            supervise(state.clone(), "learning", || {
+                learning::run(state.clone(), home.clone())
+            })
+            .await;
+        });
+    }
+    {
         // Event delivery, the chat bot and the periodic dream cycle (crate::events::service).
         let state = state.clone();
         let home = settings.state_home.clone();
@@ -346,6 +357,7 @@ pub async fn run(
             .await;
         });
     }
+
     state.log("daemon", format!("started, pid {}", std::process::id()));
     on_started(
         &Started {

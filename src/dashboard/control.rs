@@ -16,7 +16,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{DashboardState, Quality, RepoStatus};
-use crate::witness::store::FeedbackTotals;
 
 /// The OpenAPI 3.1 document of the control API.
 pub const OPENAPI_JSON: &str = include_str!("assets/openapi.json");
@@ -30,7 +29,16 @@ pub fn routes() -> Router<Arc<DashboardState>> {
         .route("/api/control/optimization/enable", post(enable))
         .route("/api/control/quality", post(quality))
         .route("/api/control/repos/reindex", post(reindex))
-        .route("/api/control/learning", get(learning))
+        .route("/api/control/learning", get(super::learning::get_learning))
+        .route("/api/control/learning/reset", post(super::learning::reset))
+        .route(
+            "/api/control/learning/update",
+            post(super::learning::update),
+        )
+        .route(
+            "/api/control/learning/autotune",
+            post(super::learning::start_autotune),
+        )
         .route("/api/control/log", get(log))
         .route("/api/control/stop", post(stop))
         .route(OPENAPI_PATH, get(openapi))
@@ -220,41 +228,6 @@ async fn reindex(State(state): State<Arc<DashboardState>>, body: axum::body::Byt
         Err(join) => error(
             StatusCode::INTERNAL_SERVER_ERROR,
             "index_error",
-            join.to_string(),
-        ),
-    }
-}
-
-/// `GET /api/control/learning`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Learning {
-    /// `not_learned` until a learning loop has produced weights.
-    pub status: String,
-    /// The learned ranking weights; null while there are none.
-    pub weights: Option<Value>,
-    /// Feedback recorded on witness certificates: the learning loop's input.
-    pub feedback_totals: Option<FeedbackTotals>,
-    pub message: String,
-}
-
-pub fn learning_of(state: &DashboardState) -> Learning {
-    let store = crate::witness::store::Store::at(state.settings.state_home.join("witness"));
-    Learning {
-        status: "not_learned".into(),
-        weights: None,
-        feedback_totals: store.feedback_totals().ok(),
-        message: "no learned weights yet: selection uses its built-in ranking; the learning loop is not part of this version".into(),
-    }
-}
-
-async fn learning(State(state): State<Arc<DashboardState>>) -> Response {
-    let worker = state.clone();
-    match tokio::task::spawn_blocking(move || learning_of(&worker)).await {
-        Ok(learning) => Json(learning).into_response(),
-        Err(join) => error(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "store_error",
             join.to_string(),
         ),
     }

@@ -16,6 +16,7 @@ pub mod control;
 pub mod evolution;
 pub mod guard;
 pub mod html;
+pub mod learning;
 pub mod pages;
 pub mod runs;
 pub mod viewer;
@@ -186,6 +187,7 @@ pub struct DashboardState {
     repos: Mutex<Vec<RepoStatus>>,
     log: Mutex<VecDeque<LogLine>>,
     viewer: viewer::ViewerCache,
+    pub(crate) autotune: learning::AutotuneSlot,
 }
 
 /// A lock whose holder panicked still guards consistent data here (every write is one
@@ -223,6 +225,7 @@ impl DashboardState {
             repos: Mutex::new(repos),
             log: Mutex::new(VecDeque::new()),
             viewer: viewer::ViewerCache::default(),
+            autotune: learning::AutotuneSlot::default(),
             settings,
         })
     }

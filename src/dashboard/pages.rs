@@ -11,8 +11,9 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{Html, IntoResponse, Response};
 
-use super::control::{Status, learning_of, status_of};
+use super::control::{Status, status_of};
 use super::html::{self, Bar, Nav, count, escape};
+use super::learning::learning_of;
 use super::{DashboardState, Quality};
 use crate::proxy::stats::CountersSnapshot;
 use crate::witness::certificate::CertificateStatus;
@@ -366,11 +367,7 @@ pub async fn dashboard(State(state): State<Arc<DashboardState>>) -> Html<String>
     let mut body = overview_cards(&status);
     body.push_str(&traffic_section(&status));
     body.push_str(&witness_section(&view, &status));
-    let _ = write!(
-        body,
-        "<section><h2>Ranking weights</h2><p class=\"empty\">{}</p></section>",
-        escape(&learning.message)
-    );
+    body.push_str(&super::learning::weights_html(&learning, false));
     body.push_str(&super::evolution::section(&state.settings.state_home));
     Html(html::page("Dashboard", Nav::Dashboard, &body))
 }
@@ -436,15 +433,11 @@ pub async fn controls(State(state): State<Arc<DashboardState>>) -> Html<String> 
         body.push_str("</tbody></table></div>");
     }
     body.push_str("<form id=\"reindex-form\" class=\"inline\"><input id=\"reindex-path\" name=\"path\" placeholder=\"a directory to add (empty: re-index all)\" size=\"44\"> <button id=\"reindex\" type=\"submit\">Re-index</button></form></section>");
-    let _ = write!(
-        body,
-        "<section><h2>Ranking weights</h2><p class=\"empty\">{}</p><button disabled title=\"nothing learned to reset\">Reset</button> <button disabled title=\"no learning loop in this version\">Autotune</button></section>",
-        escape(&learning.message)
-    );
+    body.push_str(&super::learning::weights_html(&learning, true));
     let federation = std::env::var("SVC_FEDERATION").ok().as_deref() == Some("1");
     let _ = write!(
         body,
-        "<section><h2>Federation</h2><p>Anonymous weight sharing is opt-in with <code>SVC_FEDERATION=1</code> in the daemon's environment (now: <strong>{}</strong>). Nothing is shared by this version: there are no learned weights to share, and code is never shared.</p></section>",
+        "<section><h2>Federation</h2><p>Anonymous weight sharing is opt-in with <code>SVC_FEDERATION=1</code> in the daemon's environment (now: <strong>{}</strong>). Code, paths and text are never shared.</p></section>",
         if federation { "opted in" } else { "opted out" }
     );
     body.push_str("<section><h2>Log</h2><pre id=\"log\" class=\"log\">");

@@ -17,6 +17,7 @@ use serde_json::json;
 use super::workload::{Task, TaskContext, Turn, render_turns};
 use crate::context::index::Index;
 use crate::context::select::{self, SelectOptions};
+use crate::context::weights::RankingWeights;
 use crate::context::{ChunkInput, CommitStore};
 use crate::digest;
 use crate::tokens::Tokenizer;
@@ -56,6 +57,11 @@ pub trait ContextSelector: Send + Sync {
     fn name(&self) -> &'static str {
         "svc"
     }
+
+    /// Ranking weights other than the defaults, recorded in the manifest (`ranking_weights`).
+    fn ranking_weights(&self) -> Option<RankingWeights> {
+        None
+    }
 }
 
 /// The selector trials use: the context engine's selector over an in-memory index of the
@@ -85,6 +91,10 @@ impl ContextSelector for EngineSelector {
             chunks: selection.chunk_inputs(),
             rendered: selection.rendered,
         })
+    }
+
+    fn ranking_weights(&self) -> Option<RankingWeights> {
+        (self.options.weights != RankingWeights::default()).then_some(self.options.weights)
     }
 }
 

@@ -240,6 +240,9 @@ impl Toolbox {
         )?;
         let options = SelectOptions {
             pinned: args.pins,
+            // Learned weights when there are any; a broken weights file falls back to the
+            // defaults (`svc learning show` names the problem).
+            weights: crate::daemon::learning::active_weights(&self.home).0,
             ..SelectOptions::default()
         };
         let selection = select::select(&index, &args.query, args.budget, &options)?;

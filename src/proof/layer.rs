@@ -147,7 +147,12 @@ impl VerifiedEfficiencyLayer {
             return Err(ProofError::NoSources);
         }
         let index = Index::from_documents(sources);
-        let options = SelectOptions::default();
+        // Learned ranking weights when the state directory has any (the defaults otherwise,
+        // also when the weights file is broken: `svc learning show` names the problem).
+        let options = SelectOptions {
+            weights: crate::daemon::learning::active_weights(&self.state_dir).0,
+            ..SelectOptions::default()
+        };
         let selection = select::select(&index, query, token_budget, &options)?;
         let receipt = select::commit_selection(&index, &selection, &options, &self.commits)?;
         let bundle = self.commits.bundle(&receipt.ctx_id)?;

@@ -168,7 +168,9 @@ async fn control_api_switches_the_proxy_of_the_same_process() {
     .await;
     assert_eq!(code, 200);
     assert_eq!(learning["status"], "not_learned");
-    assert_eq!(learning["weights"], Value::Null);
+    assert_eq!(learning["version"], 0);
+    assert_eq!(learning["weights"], learning["defaults"]);
+    assert_eq!(learning["autotune"]["state"], "idle");
 
     let (code, log) = json_of(
         http.get(format!("{url}/api/control/log?limit=50"))
@@ -304,6 +306,9 @@ async fn the_openapi_document_describes_every_control_route() {
         ("post", "/api/control/quality"),
         ("post", "/api/control/repos/reindex"),
         ("get", "/api/control/learning"),
+        ("post", "/api/control/learning/reset"),
+        ("post", "/api/control/learning/update"),
+        ("post", "/api/control/learning/autotune"),
         ("get", "/api/control/log"),
         ("post", "/api/control/stop"),
         ("get", "/api/openapi.json"),

@@ -11,6 +11,7 @@ mod demo;
 mod events;
 mod fuzz;
 mod harness;
+mod learning;
 mod mcp;
 mod proof;
 mod proof_harness;

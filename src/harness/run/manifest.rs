@@ -44,6 +44,9 @@ pub struct Manifest {
     /// the setting used the context engine.
     #[serde(default = "default_selector_name")]
     pub selector: String,
+    /// Ranking weights of the `svc` selector when not the defaults (`--ranking-weights`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranking_weights: Option<crate::context::weights::RankingWeights>,
     /// The runner's sampling temperature (from its file).
     #[serde(default)]
     pub temperature: f64,
@@ -115,6 +118,13 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         "svc" => material,
         selector => format!("{material}|selector={selector}"),
     };
+    let material = match settings.selector.ranking_weights() {
+        None => material,
+        Some(weights) => format!(
+            "{material}|ranking_weights={}",
+            serde_json::to_string(&weights).unwrap_or_default()
+        ),
+    };
     let material = match settings.fixed_point {
         None => material,
         Some(setting) => format!("{material}|fixed_point={setting}"),
@@ -171,6 +181,7 @@ pub(super) fn new_manifest(settings: &RunSettings, started_at: String) -> Manife
         replicates: settings.replicates,
         scorer: settings.scorer.as_str().to_string(),
         selector: settings.selector.name().to_string(),
+        ranking_weights: settings.selector.ranking_weights(),
         temperature: settings.runner.spec.temperature,
         seed: settings.seed,
         shard: settings.shard.to_string(),

@@ -175,6 +175,13 @@ pub fn identity(manifest: &Manifest) -> Vec<(&'static str, String)> {
         ("native compaction", manifest.native_compaction.to_string()),
         ("selector", manifest.selector.clone()),
         (
+            "ranking weights",
+            manifest.ranking_weights.map_or_else(
+                || "default".to_string(),
+                |w| serde_json::to_string(&w).unwrap_or_default(),
+            ),
+        ),
+        (
             "fixed point",
             manifest
                 .fixed_point

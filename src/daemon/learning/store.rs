@@ -1,0 +1,280 @@
+//! The learned weights file (`learning/weights.json` under the state home): the weights in
+//! use, a version that grows with every change, where each version came from, and a bounded
+//! history, so a reset or a bad update can be undone by hand.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use serde::{Deserialize, Serialize};
+
+use crate::context::weights::RankingWeights;
+
+pub const WEIGHTS_FILE: &str = "learning/weights.json";
+pub const WEIGHTS_FORMAT: &str = "svc.ranking-weights.v1";
+/// Versions kept in `history` (older ones are dropped).
+pub const HISTORY_LIMIT: usize = 50;
+
+/// What produced a version of the weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WeightsSource {
+    /// The hand-tuned defaults (nothing learned yet).
+    Default,
+    /// Online updates from recorded fixed-point outcomes.
+    Feedback,
+    /// Adopted by `autotune` after its held-out comparison.
+    Autotune,
+    /// Put back to the defaults by a user.
+    Reset,
+}
+
+/// One past version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    pub version: u64,
+    pub updated_at: String,
+    pub source: WeightsSource,
+    pub weights: RankingWeights,
+}
+
+/// How far the feedback loop has read its inputs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeedbackCursor {
+    /// Ledger entries with `sequence` below this were learned from.
+    pub next_ledger_sequence: u64,
+    /// Ledger entries read, and recovered chunks that moved the weights.
+    pub outcomes_seen: u64,
+    pub recovered_chunks_used: u64,
+    /// Recovered chunks that could not be used (commit gone, chunk not re-found).
+    pub recovered_chunks_skipped: u64,
+}
+
+/// The file's content.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WeightsFile {
+    pub format: String,
+    pub version: u64,
+    pub updated_at: String,
+    pub source: WeightsSource,
+    pub weights: RankingWeights,
+    #[serde(default)]
+    pub feedback: FeedbackCursor,
+    /// Previous versions, oldest first.
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+impl Default for WeightsFile {
+    fn default() -> Self {
+        Self {
+            format: WEIGHTS_FORMAT.to_string(),
+            version: 0,
+            updated_at: crate::clock::rfc3339_seconds(SystemTime::now()),
+            source: WeightsSource::Default,
+            weights: RankingWeights::default(),
+            feedback: FeedbackCursor::default(),
+            history: Vec::new(),
+        }
+    }
+}
+
+impl WeightsFile {
+    /// Moves to `weights` as a new version from `source`, keeping the old one in the history.
+    pub fn advance(&mut self, weights: RankingWeights, source: WeightsSource) {
+        self.history.push(HistoryEntry {
+            version: self.version,
+            updated_at: self.updated_at.clone(),
+            source: self.source,
+            weights: self.weights,
+        });
+        if self.history.len() > HISTORY_LIMIT {
+            let excess = self.history.len() - HISTORY_LIMIT;
+            self.history.drain(..excess);
+        }
+        self.version += 1;
+        self.updated_at = crate::clock::rfc3339_seconds(SystemTime::now());
+        self.source = source;
+        self.weights = weights;
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error(
+        "{path}:{line}:{column}: not a valid weights file: {message}; fix it, or run `svc learning reset` to start from the defaults (the broken file is kept as {path}.broken)"
+    )]
+    Corrupt {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{path}: format {found}, expected {WEIGHTS_FORMAT}")]
+    Format { path: PathBuf, found: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write the weights: {0}")]
+    Write(#[from] crate::state::StateError),
+}
+
+pub fn path_of(home: &Path) -> PathBuf {
+    home.join(WEIGHTS_FILE)
+}
+
+/// The file, or `None` when nothing was learned yet.
+pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
+    let path = path_of(home);
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => return Err(StoreError::Read { path, source }),
+    };
+    let file: WeightsFile = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+        path: path.clone(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    })?;
+    if file.format != WEIGHTS_FORMAT {
+        return Err(StoreError::Format {
+            path,
+            found: file.format,
+        });
+    }
+    Ok(Some(file))
+}
+
+/// The file, or a fresh default one when nothing was learned yet.
+pub fn load_or_default(home: &Path) -> Result<WeightsFile, StoreError> {
+    Ok(load(home)?.unwrap_or_default())
+}
+
+/// Writes the file atomically.
+pub fn save(home: &Path, file: &WeightsFile) -> Result<(), StoreError> {
+    let mut bytes = serde_json::to_vec_pretty(file).unwrap_or_default();
+    bytes.push(b'\n');
+    crate::state::atomic_write(&path_of(home), &bytes)?;
+    Ok(())
+}
+
+/// Weights from a file given by a user (`svc run --ranking-weights FILE`): a weights file as
+/// `svc learning` writes it, or a plain JSON object of weight names and values (missing names
+/// keep their defaults).
+pub fn read_weights(path: &Path) -> Result<RankingWeights, StoreError> {
+    let text = std::fs::read_to_string(path).map_err(|source| StoreError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
+        path: path.to_path_buf(),
+        line: e.line(),
+        column: e.column(),
+        message: e.to_string(),
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
+    if value.get("format").is_some() {
+        let file: WeightsFile = serde_json::from_value(value).map_err(corrupt)?;
+        return Ok(file.weights);
+    }
+    serde_json::from_value(value).map_err(corrupt)
+}
+
+/// The weights selection should use: the learned ones, or the defaults when there are none.
+/// A broken file never stops serving: the defaults are used and the error is returned beside
+/// them for the caller to show.
+pub fn active_weights(home: &Path) -> (RankingWeights, Option<StoreError>) {
+    match load(home) {
+        Ok(Some(file)) => (file.weights, None),
+        Ok(None) => (RankingWeights::default(), None),
+        Err(error) => (RankingWeights::default(), Some(error)),
+    }
+}
+
+/// Puts the defaults back as a new version. A file too broken to read is kept beside as
+/// `weights.json.broken` rather than lost.
+pub fn reset(home: &Path) -> Result<WeightsFile, StoreError> {
+    let mut file = match load(home) {
+        Ok(file) => file.unwrap_or_default(),
+        Err(StoreError::Corrupt { .. } | StoreError::Format { .. }) => {
+            let path = path_of(home);
+            let broken = path.with_extension("json.broken");
+            std::fs::rename(&path, &broken).map_err(|source| StoreError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            WeightsFile::default()
+        }
+        Err(other) => return Err(other),
+    };
+    let cursor = file.feedback.clone();
+    file.advance(RankingWeights::default(), WeightsSource::Reset);
+    // What was already learned from stays read: a reset must not replay old feedback.
+    file.feedback = cursor;
+    save(home, &file)?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::context::weights::Feature;
+
+    #[test]
+    fn versions_grow_history_is_bounded_and_reset_keeps_the_cursor() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(load(dir.path()).expect("load").is_none());
+        let mut file = load_or_default(dir.path()).expect("default");
+        for i in 0..(HISTORY_LIMIT + 5) {
+            let mut weights = file.weights;
+            weights.set_clamped(Feature::Caller, 0.01 * i as f64);
+            file.advance(weights, WeightsSource::Feedback);
+        }
+        file.feedback.next_ledger_sequence = 7;
+        save(dir.path(), &file).expect("save");
+        let back = load(dir.path()).expect("load").expect("some");
+        assert_eq!(back.version, (HISTORY_LIMIT + 5) as u64);
+        assert_eq!(back.history.len(), HISTORY_LIMIT);
+        let reset = reset(dir.path()).expect("reset");
+        assert_eq!(reset.weights, RankingWeights::default());
+        assert_eq!(reset.source, WeightsSource::Reset);
+        assert_eq!(reset.feedback.next_ledger_sequence, 7);
+        assert_eq!(reset.version, back.version + 1);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_reported_with_its_place_serving_uses_defaults_and_reset_keeps_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = path_of(dir.path());
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+        std::fs::write(
+            &path,
+            "{\n  \"format\": \"svc.ranking-weights.v1\",\n  oops\n}",
+        )
+        .expect("write");
+        let error = load(dir.path()).expect_err("corrupt");
+        let message = error.to_string();
+        assert!(message.contains("weights.json:3:"), "{message}");
+        let (weights, warning) = active_weights(dir.path());
+        assert_eq!(weights, RankingWeights::default());
+        assert!(warning.is_some());
+        reset(dir.path()).expect("reset");
+        assert!(path.with_extension("json.broken").exists(), "nothing lost");
+        assert!(load(dir.path()).expect("load").is_some());
+
+        // Out-of-bounds values are refused by name, not clamped silently.
+        std::fs::write(
+            &path,
+            r#"{"format":"svc.ranking-weights.v1","version":1,"updated_at":"x","source":"feedback","weights":{"caller":3.0}}"#,
+        )
+        .expect("write");
+        let message = load(dir.path()).expect_err("bounds").to_string();
+        assert!(message.contains("`caller` = 3"), "{message}");
+    }
+}

@@ -1,0 +1,232 @@
+//! Learning the ranking weights: from recorded fixed-point outcomes through the ledger, the
+//! `svc learning` commands, and the control API's learning routes.
+
+use std::path::Path;
+
+use serde_json::Value;
+use svc::context::weights::{Feature, RankingWeights};
+use svc::daemon::learning::{feedback, store};
+use svc::dashboard::{DashboardSettings, DashboardState, Role};
+use svc::proof::{ContextRiskMode, OutcomeSignal, VerifiedEfficiencyLayer};
+
+use crate::harness::{run, svc};
+
+const QUERY: &str = "When did the bridge open to traffic?";
+/// Needs the park section, which a 30-token budget leaves out.
+const NEEDS_PARK: &str = "The bridge opened to traffic in 1932. The botanic garden was founded in 1816 beside the harbour.";
+
+fn docs() -> Vec<(String, String)> {
+    vec![
+        (
+            "harbour.md".to_string(),
+            "# Harbour\n\nThe harbour has two ferry wharves and a long sea wall built of sandstone.\n\n## Bridge\n\nThe bridge across the harbour opened to traffic in 1932 after eight years of work.\n\n## Tunnel\n\nA tunnel under the harbour opened in 1992 to relieve traffic on the bridge.\n".to_string(),
+        ),
+        (
+            "city.md".to_string(),
+            "# City\n\nThe city lies on the eastern coast. Its population passed five million in 2018.\n\n## Parks\n\nThe botanic garden was founded in 1816 beside the harbour.\n".to_string(),
+        ),
+    ]
+}
+
+/// Runs the loop once with a draft that needs an omitted chunk and records the outcome.
+fn record_one_recovery(home: &Path) -> Vec<String> {
+    let layer = VerifiedEfficiencyLayer::new(home, ContextRiskMode::Audit);
+    let prepared = layer.prepare(&docs(), QUERY, 30).expect("prepare");
+    let result = layer
+        .run_fixed_point(&prepared, |_| Ok(NEEDS_PARK.to_string()), 3, 200, 2)
+        .expect("run");
+    let entry = layer
+        .record_verified_outcome(
+            &result,
+            &OutcomeSignal {
+                name: "user_accepted".into(),
+                value: 1.0,
+                detail: None,
+            },
+        )
+        .expect("record");
+    entry.recovered_chunk_ids
+}
+
+#[test]
+fn recorded_outcomes_teach_the_weights_once_and_stay_in_bounds() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let recovered = record_one_recovery(home.path());
+    assert!(!recovered.is_empty(), "the loop recovered the park section");
+
+    let report = feedback::learn_from_ledger(home.path()).expect("learn");
+    assert_eq!(report.outcomes_read, 1);
+    assert_eq!(
+        report.recovered_chunks_used,
+        recovered.len() as u64,
+        "every recovered chunk is found again in the rebuilt commit: {:?}",
+        report.skipped
+    );
+    assert_eq!(report.recovered_chunks_skipped, 0);
+    let file = store::load(home.path()).expect("load").expect("written");
+    assert_eq!(file.feedback.next_ledger_sequence, 1);
+    assert_eq!(file.feedback.outcomes_seen, 1);
+    for feature in Feature::ALL {
+        let (low, high) = feature.bounds();
+        let value = file.weights.get(feature);
+        assert!(
+            low <= value && value <= high,
+            "{} in bounds",
+            feature.name()
+        );
+    }
+    assert_eq!(
+        file.version > 0,
+        file.weights != RankingWeights::default(),
+        "a version is made exactly when the weights moved"
+    );
+    // The sections that out-ranked the park section earned part of their score as headed
+    // definitions; the park section earned none that way, so that weight goes down.
+    assert!(
+        file.weights.get(Feature::Definition) < Feature::Definition.default_value(),
+        "{:?}",
+        file.weights
+    );
+
+    // Read once: a second pass finds nothing new and writes no new version.
+    let again = feedback::learn_from_ledger(home.path()).expect("learn again");
+    assert_eq!(again.outcomes_read, 0);
+    assert_eq!(again.version_after, file.version);
+
+    // A new outcome is read, and only it.
+    record_one_recovery(home.path());
+    let third = feedback::learn_from_ledger(home.path()).expect("learn third");
+    assert_eq!(third.outcomes_read, 1);
+}
+
+#[test]
+fn learning_commands_show_reset_and_refuse_a_broken_file_without_losing_it() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let shown = run(svc(home.path()).args(["learning", "show"]));
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+    assert!(
+        shown.stdout.contains("no learned weights yet"),
+        "{}",
+        shown.stdout
+    );
+    assert!(shown.stdout.contains("caller"), "{}", shown.stdout);
+
+    let path = home.path().join(store::WEIGHTS_FILE);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("dir");
+    std::fs::write(
+        &path,
+        "{\"format\": \"svc.ranking-weights.v1\",\n \"version\": }",
+    )
+    .expect("write");
+    let broken = run(svc(home.path()).args(["learning", "show"]));
+    assert_eq!(broken.code, 2);
+    assert!(
+        broken.stderr.contains("weights.json:2:"),
+        "{}",
+        broken.stderr
+    );
+    assert!(
+        broken.stderr.contains("svc learning reset"),
+        "{}",
+        broken.stderr
+    );
+
+    // Selection keeps working on the defaults and says why.
+    let dir = tempfile::tempdir().expect("corpus");
+    std::fs::write(
+        dir.path().join("a.md"),
+        "# A\n\nThe bridge opened in 1932.\n",
+    )
+    .expect("doc");
+    let selected = run(svc(home.path()).args([
+        "context",
+        "select",
+        dir.path().to_str().expect("utf-8"),
+        "--query",
+        "bridge",
+        "--budget",
+        "200",
+    ]));
+    assert_eq!(selected.code, 0, "{}", selected.stderr);
+    assert!(
+        selected.stderr.contains("default weights"),
+        "{}",
+        selected.stderr
+    );
+
+    let reset = run(svc(home.path()).args(["learning", "reset"]));
+    assert_eq!(reset.code, 0, "{}", reset.stderr);
+    assert!(
+        path.with_extension("json.broken").exists(),
+        "the broken file is kept"
+    );
+    let json = run(svc(home.path()).args(["learning", "show", "--json"]));
+    let value: Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(value["source"], "reset");
+    assert_eq!(value["weights"]["caller"], 0.15);
+}
+
+#[tokio::test]
+async fn the_control_api_resets_learns_and_refuses_autotune_without_history() {
+    let home = tempfile::tempdir().expect("tempdir");
+    record_one_recovery(home.path());
+    let state = DashboardState::new(
+        DashboardSettings::new(Role::Dashboard, home.path().to_path_buf()),
+        None,
+    );
+    let url = crate::dashboard::serve(state).await;
+    svc::witness::nli::install_crypto_provider();
+    let http = reqwest::Client::new();
+    let post = |path: &str| http.post(format!("{url}{path}")).send();
+
+    let update: Value = post("/api/control/learning/update")
+        .await
+        .expect("update")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(update["outcomes_read"], 1);
+    let learning: Value = http
+        .get(format!("{url}/api/control/learning"))
+        .send()
+        .await
+        .expect("get")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(learning["feedback"]["outcomes_seen"], 1);
+
+    let reset = post("/api/control/learning/reset").await.expect("reset");
+    assert_eq!(reset.status(), 200);
+    let reset: Value = reset.json().await.expect("json");
+    assert_eq!(reset["status"], "learned");
+    assert_eq!(reset["source"], "reset");
+    assert_eq!(reset["weights"], reset["defaults"]);
+
+    let autotune = post("/api/control/learning/autotune")
+        .await
+        .expect("autotune");
+    assert_eq!(autotune.status(), 409);
+    let body: Value = autotune.json().await.expect("json");
+    assert_eq!(body["error"]["type"], "no_repository");
+
+    // State-changing learning routes refuse other origins like every control route.
+    let foreign = http
+        .post(format!("{url}/api/control/learning/reset"))
+        .header("origin", "https://evil.example")
+        .send()
+        .await
+        .expect("foreign");
+    assert_eq!(foreign.status(), 403);
+
+    let page = http
+        .get(format!("{url}/controls"))
+        .send()
+        .await
+        .expect("controls")
+        .text()
+        .await
+        .expect("html");
+    assert!(page.contains("id=\"weights-reset\""));
+    assert!(page.contains("data-weight=\"callee\""));
+}
