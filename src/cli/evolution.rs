@@ -1,5 +1,5 @@
 //! `svc gaps`, `svc skills [list|export]`, `svc dream`: the evolution loop from the command
-//! line. Exit codes: 0 ok; 2 bad input or unreadable state. `svc dream` delivers its events to
+//! line; `svc federation [show|send]`: the opt-in weight sharing. Exit codes: 0 ok; 2 bad input or unreadable state. `svc dream` delivers its events to
 //! the configured webhooks (and bot chat) before it exits, waiting up to --deliver-timeout.
 
 use std::path::PathBuf;
@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use svc::events::evolution::{self, DreamSettings, skills};
+use svc::events::federation;
 use svc::events::notify::{Notifier, NotifySettings};
 use svc::state;
 
@@ -211,6 +212,43 @@ pub fn run_dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
                 evolution::spend::TAU * report.lifetime_savings.tokens_saved as f64,
                 report.lifetime_savings.tokens_saved,
                 report.lifetime_savings.commits
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FederationCommand {
+    /// Print the anonymous payload that would be shared (JSON) and whether sharing is on.
+    Show,
+    /// Share the payload now; refused (exit 2) without SVC_FEDERATION=1 and SVC_FEDERATION_URL.
+    Send,
+}
+
+pub fn run_federation(command: FederationCommand) -> anyhow::Result<ExitCode> {
+    let home = state::home()?;
+    let settings = federation::settings_from_env()?;
+    let payload = federation::payload(&home)?;
+    match command {
+        FederationCommand::Show => {
+            match &settings {
+                Some(s) => eprintln!("svc: federation is on: payloads go to {}", s.url),
+                None => eprintln!(
+                    "svc: federation is off (set SVC_FEDERATION=1 and SVC_FEDERATION_URL to share); nothing is sent"
+                ),
+            }
+            println!("{}", serde_json::to_string_pretty(&payload)?);
+        }
+        FederationCommand::Send => {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            runtime.block_on(federation::send(settings.as_ref(), &payload))?;
+            eprintln!(
+                "svc: shared weights version {} ({} weights)",
+                payload.weights_version,
+                payload.weights.len()
             );
         }
     }

@@ -119,6 +119,10 @@ enum Command {
     /// Run one dream cycle: detect gaps, synthesize skills, benchmark them on held-out recorded
     /// queries, promote those that pass, account the learning spend; notify the chats.
     Dream(evolution::DreamArgs),
+    /// Opt-in anonymous sharing of the learned ranking weights (SVC_FEDERATION=1 and
+    /// SVC_FEDERATION_URL): show the payload, or send it.
+    #[command(subcommand)]
+    Federation(evolution::FederationCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -152,6 +156,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Gaps(args) => evolution::run_gaps(args),
         Command::Skills(args) => evolution::run_skills(args),
         Command::Dream(args) => evolution::run_dream(args),
+        Command::Federation(command) => evolution::run_federation(command),
     }
 }
 

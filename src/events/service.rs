@@ -1,8 +1,10 @@
 //! The daemon's events task: the delivery workers, the chat bot (when `SVC_BOT_TOKEN` is set)
 //! and a dream cycle every `SVC_DREAM_INTERVAL` seconds (default one hour, `0` turns the
 //! periodic cycle off; the first runs a minute after start, or sooner with a shorter
-//! interval). One supervised task: if the bot's token is refused, the task fails and the
-//! supervisor restarts it with its back-off.
+//! interval). After a cycle, with the federation opt-in (`SVC_FEDERATION=1`,
+//! `SVC_FEDERATION_URL`), a new version of the learned weights is shared (see
+//! [`super::federation`]). One supervised task: if the bot's token is refused, the task fails
+//! and the supervisor restarts it with its back-off.
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -10,6 +12,7 @@ use std::time::Duration;
 
 use super::bot::{self, BotSettings};
 use super::evolution::{self, DEFAULT_DREAM_INTERVAL, DreamSettings};
+use super::federation::{self, FederationSettings};
 use super::notify::{Log, Notifier, NotifySettings};
 
 /// Resolved settings of the events task.
@@ -21,6 +24,8 @@ pub struct ServiceSettings {
     pub interval: Option<Duration>,
     pub notify: NotifySettings,
     pub bot: Option<BotSettings>,
+    /// `None` without the opt-in.
+    pub federation: Option<FederationSettings>,
 }
 
 impl ServiceSettings {
@@ -45,6 +50,7 @@ impl ServiceSettings {
             interval,
             notify: NotifySettings::from_env()?,
             bot: BotSettings::from_env(home, dream),
+            federation: federation::settings_from_env().map_err(|e| e.to_string())?,
         })
     }
 }
@@ -68,6 +74,37 @@ pub async fn dream_once(home: &Path, dream: DreamSettings, notifier: &Notifier) 
         }
         Ok(Err(e)) => Some(format!("dream cycle failed: {e}")),
         Err(e) => Some(format!("dream cycle failed: {e}")),
+    }
+}
+
+/// Shares the learned weights when opted in and their version is new (not `last_sent`, not
+/// the defaults). Returns the version sent and a log line.
+pub async fn share_weights(
+    home: &Path,
+    settings: Option<&FederationSettings>,
+    last_sent: Option<u64>,
+) -> (Option<u64>, Option<String>) {
+    let Some(settings) = settings else {
+        return (last_sent, None);
+    };
+    let owned = home.to_path_buf();
+    let payload = match tokio::task::spawn_blocking(move || federation::payload(&owned)).await {
+        Ok(Ok(payload)) => payload,
+        Ok(Err(e)) => return (last_sent, Some(format!("federation: not sent: {e}"))),
+        Err(e) => return (last_sent, Some(format!("federation: not sent: {e}"))),
+    };
+    if payload.weights_version == 0 || Some(payload.weights_version) == last_sent {
+        return (last_sent, None);
+    }
+    match federation::send(Some(settings), &payload).await {
+        Ok(()) => (
+            Some(payload.weights_version),
+            Some(format!(
+                "federation: shared weights version {}",
+                payload.weights_version
+            )),
+        ),
+        Err(e) => (last_sent, Some(format!("federation: {e}"))),
     }
 }
 
@@ -97,8 +134,15 @@ pub async fn run(
             return std::future::pending().await;
         };
         tokio::time::sleep(interval.min(Duration::from_secs(60))).await;
+        let mut shared = None;
         loop {
             if let Some(line) = dream_once(&settings.home, settings.dream, &notifier).await {
+                log(line);
+            }
+            let (version, line) =
+                share_weights(&settings.home, settings.federation.as_ref(), shared).await;
+            shared = version;
+            if let Some(line) = line {
                 log(line);
             }
             tokio::time::sleep(interval).await;

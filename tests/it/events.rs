@@ -601,3 +601,213 @@ fn gaps_dream_and_skills_export_from_the_command_line() {
         out.stdout
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Federation
+
+/// Every string a learning corpus could leak: file names, chunk ids, words and stems of the
+/// documents and queries, and the ids learning made (commits, skills).
+fn corpus_strings(home: &std::path::Path) -> Vec<String> {
+    let mut strings: Vec<String> = Vec::new();
+    for (name, text) in docs() {
+        strings.push(name.clone());
+        strings.push(name.trim_end_matches(".md").to_string());
+        strings.extend(svc::proof::planner::terms(&text));
+        strings.extend(
+            text.split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase),
+        );
+    }
+    for query in QUERIES {
+        strings.extend(svc::proof::planner::terms(query));
+        strings.extend(
+            query
+                .split(|c: char| !c.is_alphanumeric())
+                .map(str::to_lowercase),
+        );
+    }
+    for entry in svc::proof::ledger::verify_chain(home).expect("ledger") {
+        strings.push(entry.ctx_id.clone());
+        strings.extend(entry.recovered_chunk_ids.clone());
+    }
+    for skill in skills::SkillStore::load(home).expect("skills").all() {
+        strings.push(skill.skill_id.clone());
+        strings.extend(skill.trigger.terms.clone());
+    }
+    strings.retain(|s| s.len() >= 4);
+    strings.sort();
+    strings.dedup();
+    strings
+}
+
+/// Every string leaf and key of `value`.
+fn strings_of(value: &Value, leaves: &mut Vec<String>, keys: &mut Vec<String>) {
+    match value {
+        Value::String(s) => leaves.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings_of(v, leaves, keys)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                keys.push(k.clone());
+                strings_of(v, leaves, keys);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn federation_payload_after_learning_holds_no_corpus_string() {
+    let state = tempfile::tempdir().expect("state");
+    record_runs(state.path());
+    // Learn on the corpus: the weights from its recovered chunks, and a skill from its gap.
+    let learned = svc::daemon::learning::feedback::learn_from_ledger(state.path()).expect("learn");
+    assert_eq!(learned.outcomes_read, 4);
+    svc::events::evolution::dream(state.path(), DreamSettings::default()).expect("dream");
+
+    let payload = svc::events::federation::payload(state.path()).expect("payload");
+    assert_eq!(payload.weights_version, learned.version_after);
+    assert_eq!(payload.counts.outcomes_seen, 4);
+    assert_eq!(payload.counts.skills_promoted, 1);
+    let json = serde_json::to_string(&payload).expect("json");
+    // Structurally: the only strings are the format tag and names of the closed feature set.
+    let value: Value = serde_json::from_str(&json).expect("json");
+    let (mut leaves, mut keys) = (Vec::new(), Vec::new());
+    strings_of(&value, &mut leaves, &mut keys);
+    for leaf in &leaves {
+        assert!(
+            leaf == "svc.federation.v1"
+                || svc::context::weights::Feature::from_name(leaf).is_some(),
+            "a free-text string in the payload: {leaf:?}"
+        );
+    }
+    // And no corpus string anywhere else: with that closed vocabulary taken out, what is left
+    // is numbers and punctuation. ("eight" is inside "weights": the vocabulary is not a leak.)
+    let mut vocabulary: Vec<&String> = leaves.iter().chain(keys.iter()).collect();
+    vocabulary.sort_by_key(|w| std::cmp::Reverse(w.len()));
+    let mut rest = json.to_lowercase();
+    for word in vocabulary {
+        rest = rest.replace(&format!("\"{word}\""), "\"\"");
+    }
+    let corpus = corpus_strings(state.path());
+    assert!(corpus.len() > 40, "a real corpus: {corpus:?}");
+    for string in &corpus {
+        assert!(
+            !rest.contains(&string.to_lowercase()),
+            "{string:?} leaked into {json}"
+        );
+        assert!(
+            !leaves.contains(string) && !keys.contains(string),
+            "{string:?}"
+        );
+    }
+    assert!(
+        rest.chars().all(|c| !c.is_alphabetic() || c == 'e'),
+        "only numbers (1e-5 style) remain: {rest}"
+    );
+    keys.sort();
+    keys.dedup();
+    assert_eq!(
+        keys,
+        [
+            "counts",
+            "default",
+            "delta",
+            "feature",
+            "format",
+            "gaps",
+            "outcomes_seen",
+            "recorded_runs",
+            "recovered_chunks_used",
+            "skills_draft",
+            "skills_promoted",
+            "value",
+            "weights",
+            "weights_version"
+        ]
+    );
+}
+
+#[test]
+fn federation_sends_nothing_without_the_opt_in() {
+    let state = tempfile::tempdir().expect("state");
+    record_runs(state.path());
+    svc::daemon::learning::feedback::learn_from_ledger(state.path()).expect("learn");
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let endpoint = Hook::default();
+    let url = runtime.block_on(serve_hook(endpoint.clone()));
+
+    // An endpoint alone is not an opt-in: show prints the payload, send refuses.
+    let out = run(svc(state.path())
+        .args(["federation", "show"])
+        .env("SVC_FEDERATION_URL", &url));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(out.stderr.contains("federation is off"), "{}", out.stderr);
+    let shown: svc::events::federation::Payload =
+        serde_json::from_str(&out.stdout).expect("payload");
+    let out = run(svc(state.path())
+        .args(["federation", "send"])
+        .env("SVC_FEDERATION_URL", &url)
+        .env("SVC_FEDERATION", "0"));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr
+            .contains("federation is off: set SVC_FEDERATION=1"),
+        "{}",
+        out.stderr
+    );
+    let (sent, _) = runtime.block_on(svc::events::service::share_weights(
+        state.path(),
+        None,
+        None,
+    ));
+    assert_eq!(sent, None);
+    assert_eq!(
+        endpoint.calls.load(Ordering::SeqCst),
+        0,
+        "nothing left the machine"
+    );
+
+    // Opted in: one payload, exactly what `show` printed.
+    let out = run(svc(state.path())
+        .args(["federation", "send"])
+        .env("SVC_FEDERATION_URL", &url)
+        .env("SVC_FEDERATION", "1"));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let bodies = endpoint.bodies.lock().expect("lock").clone();
+    assert_eq!(bodies.len(), 1);
+    let received: svc::events::federation::Payload =
+        serde_json::from_value(bodies[0].clone()).expect("payload");
+    assert_eq!(received, shown);
+
+    // The daemon's path shares a new version once, and never the untouched defaults.
+    let settings = svc::events::federation::FederationSettings { url: url.clone() };
+    let (sent, line) = runtime.block_on(svc::events::service::share_weights(
+        state.path(),
+        Some(&settings),
+        None,
+    ));
+    if shown.weights_version > 0 {
+        assert_eq!(sent, Some(shown.weights_version), "{line:?}");
+        let (again, _) = runtime.block_on(svc::events::service::share_weights(
+            state.path(),
+            Some(&settings),
+            sent,
+        ));
+        assert_eq!(again, sent);
+        assert_eq!(
+            endpoint.calls.load(Ordering::SeqCst),
+            2,
+            "the same version is not re-sent"
+        );
+    }
+    let fresh = tempfile::tempdir().expect("fresh state");
+    let (sent, _) = runtime.block_on(svc::events::service::share_weights(
+        fresh.path(),
+        Some(&settings),
+        None,
+    ));
+    assert_eq!(
+        sent, None,
+        "version 0 is the defaults: nothing learned to share"
+    );
+}
