@@ -10,6 +10,7 @@ pub mod daemon;
 pub mod dashboard;
 pub mod demo;
 pub mod digest;
+pub mod events;
 pub mod git;
 pub mod harness;
 pub mod mcp;

@@ -6,6 +6,7 @@ mod compress;
 mod context;
 mod daemon;
 mod demo;
+mod evolution;
 mod learning;
 mod proof;
 mod proxy;
@@ -115,6 +116,18 @@ enum Command {
     /// the tool server merged into their config (with a .svc-backup), snippet agents get what to
     /// paste where. Without an agent, lists them all.
     Wrap(wrap::WrapArgs),
+    /// Files selection keeps missing: recovered by the proof-guided loop in at least
+    /// --threshold recorded runs (world-model ledger and pgs_ sessions).
+    Gaps(evolution::GapsArgs),
+    /// The skills made from gaps (draft or promoted); `export` prints them as JSON.
+    Skills(evolution::SkillsArgs),
+    /// Run one dream cycle: detect gaps, synthesize skills, benchmark them on held-out recorded
+    /// queries, promote those that pass, account the learning spend; notify the chats.
+    Dream(evolution::DreamArgs),
+    /// Opt-in anonymous sharing of the learned ranking weights (SVC_FEDERATION=1 and
+    /// SVC_FEDERATION_URL): show the payload, or send it.
+    #[command(subcommand)]
+    Federation(evolution::FederationCommand),
 }
 
 /// Parses the command line and runs the command.
@@ -146,6 +159,10 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::VerifyClaims(args) => verify_claims::run(args),
         Command::Learning(command) => learning::run(command),
         Command::Wrap(args) => wrap::run(args),
+        Command::Gaps(args) => evolution::run_gaps(args),
+        Command::Skills(args) => evolution::run_skills(args),
+        Command::Dream(args) => evolution::run_dream(args),
+        Command::Federation(command) => evolution::run_federation(command),
     }
 }
 

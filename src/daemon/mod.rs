@@ -1,5 +1,5 @@
 //! The daemon (SPEC §1.5): one process supervising the proxy, the dashboard and control API,
-//! the tool server and the file watcher.
+//! the tool server, the file watcher and the events task (notifications, chat bot, dream cycle).
 //!
 //! Each part is a task under [`supervise`]: a task that fails is restarted after a back-off
 //! (1 s, doubling to 30 s), and its state shows on the dashboard and in
@@ -333,6 +333,26 @@ pub async fn run(
         tasks.spawn(async move {
             supervise(state.clone(), "learning", || {
                 learning::run(state.clone(), home.clone())
+            })
+            .await;
+        });
+    }
+    {
+        // Event delivery, the chat bot and the periodic dream cycle (crate::events::service).
+        let state = state.clone();
+        let home = settings.state_home.clone();
+        tasks.spawn(async move {
+            supervise(state.clone(), "events", || {
+                let weak = Arc::downgrade(&state);
+                let log: crate::events::notify::Log = Arc::new(move |line: String| {
+                    if let Some(state) = weak.upgrade() {
+                        state.log("events", line);
+                    }
+                });
+                let stopping = state.clone();
+                crate::events::service::run_from_env(home.clone(), log, async move {
+                    stopping.stopped().await
+                })
             })
             .await;
         });

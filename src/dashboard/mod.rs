@@ -13,6 +13,7 @@
 
 pub mod bench;
 pub mod control;
+pub mod evolution;
 pub mod guard;
 pub mod html;
 pub mod learning;

@@ -368,6 +368,7 @@ pub async fn dashboard(State(state): State<Arc<DashboardState>>) -> Html<String>
     body.push_str(&traffic_section(&status));
     body.push_str(&witness_section(&view, &status));
     body.push_str(&super::learning::weights_html(&learning, false));
+    body.push_str(&super::evolution::section(&state.settings.state_home));
     Html(html::page("Dashboard", Nav::Dashboard, &body))
 }
 
@@ -433,11 +434,15 @@ pub async fn controls(State(state): State<Arc<DashboardState>>) -> Html<String> 
     }
     body.push_str("<form id=\"reindex-form\" class=\"inline\"><input id=\"reindex-path\" name=\"path\" placeholder=\"a directory to add (empty: re-index all)\" size=\"44\"> <button id=\"reindex\" type=\"submit\">Re-index</button></form></section>");
     body.push_str(&super::learning::weights_html(&learning, true));
-    let federation = std::env::var("SVC_FEDERATION").ok().as_deref() == Some("1");
+    let federation = match crate::events::federation::settings_from_env() {
+        Ok(Some(_)) => "opted in".to_string(),
+        Ok(None) => "opted out".to_string(),
+        Err(e) => format!("misconfigured: {e}"),
+    };
     let _ = write!(
         body,
-        "<section><h2>Federation</h2><p>Anonymous weight sharing is opt-in with <code>SVC_FEDERATION=1</code> in the daemon's environment (now: <strong>{}</strong>). Code, paths and text are never shared.</p></section>",
-        if federation { "opted in" } else { "opted out" }
+        "<section><h2>Federation</h2><p>Anonymous weight sharing is opt-in with <code>SVC_FEDERATION=1</code> and an endpoint in <code>SVC_FEDERATION_URL</code> in the daemon's environment (now: <strong>{}</strong>). Only weight names of a closed set, numbers and counts are shared; code, paths and text never are (<code>svc federation show</code> prints the payload).</p></section>",
+        escape(&federation)
     );
     body.push_str("<section><h2>Log</h2><pre id=\"log\" class=\"log\">");
     for line in state.log_tail(100) {

@@ -149,11 +149,25 @@ impl VerifiedEfficiencyLayer {
         let index = Index::from_documents(sources);
         // Learned ranking weights when the state directory has any (the defaults otherwise,
         // also when the weights file is broken: `svc learning show` names the problem).
-        let options = SelectOptions {
+        let plain = SelectOptions {
             weights: crate::daemon::learning::active_weights(&self.state_dir).0,
             ..SelectOptions::default()
         };
-        let selection = select::select(&index, query, token_budget, &options)?;
+        // Promoted skills (chunks the loop kept having to recover for queries like this one)
+        // are pinned when this corpus has them; if they cannot fit, the plain selection runs.
+        let options = crate::events::evolution::skills::SkillStore::load(&self.state_dir)
+            .map(|skills| {
+                skills.apply_promoted(query, &plain, &|chunk| {
+                    index.fragments.iter().any(|f| f.chunk_id == chunk)
+                })
+            })
+            .unwrap_or_else(|_| plain.clone());
+        let (selection, options) = match select::select(&index, query, token_budget, &options) {
+            Err(select::SelectError::PinnedOverBudget { .. }) if options.pinned != plain.pinned => {
+                (select::select(&index, query, token_budget, &plain)?, plain)
+            }
+            other => (other?, options),
+        };
         let receipt = select::commit_selection(&index, &selection, &options, &self.commits)?;
         let bundle = self.commits.bundle(&receipt.ctx_id)?;
         let texts: std::collections::HashMap<String, String> = selection

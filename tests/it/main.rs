@@ -8,6 +8,7 @@ mod compress;
 mod context;
 mod dashboard;
 mod demo;
+mod events;
 mod fuzz;
 mod harness;
 mod learning;
