@@ -152,6 +152,7 @@ impl<'a> TrialLoop<'a> {
         task: &'a Task,
         units: &[(String, String)],
         budget: usize,
+        weights: crate::context::weights::RankingWeights,
         commit_id: Option<String>,
         tokenizer: &'a Tokenizer,
     ) -> Result<Self, Box<LoopTrial>> {
@@ -159,8 +160,13 @@ impl<'a> TrialLoop<'a> {
             AnswerKind::Span => Profile::Qa,
             AnswerKind::Files => Profile::Code,
         };
-        let layer =
-            VerifiedEfficiencyLayer::new(state_home, ContextRiskMode::Strict).with_profile(profile);
+        // The run's own selection settings, never the state home's learned weights or skills.
+        let layer = VerifiedEfficiencyLayer::new(state_home, ContextRiskMode::Strict)
+            .with_profile(profile)
+            .with_select_options(crate::context::select::SelectOptions {
+                weights,
+                ..Default::default()
+            });
         let prepared = layer
             .prepare(units, &task.question, budget)
             .map_err(|error| {

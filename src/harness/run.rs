@@ -890,6 +890,7 @@ impl TrialContext<'_> {
             task,
             &units,
             shaped.cell.budget,
+            self.settings.selector.ranking_weights().unwrap_or_default(),
             built.context_commit_id.clone(),
             &self.tokenizer,
         ))

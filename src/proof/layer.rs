@@ -93,6 +93,8 @@ pub struct VerifiedEfficiencyLayer {
     mode: ContextRiskMode,
     profile: Profile,
     commits: CommitStore,
+    /// Selection settings fixed by the caller: no learned weights, no skills.
+    fixed_options: Option<SelectOptions>,
 }
 
 impl VerifiedEfficiencyLayer {
@@ -105,7 +107,15 @@ impl VerifiedEfficiencyLayer {
             state_dir,
             mode: context_risk_mode,
             profile: Profile::Rag,
+            fixed_options: None,
         }
+    }
+
+    /// Prepare with exactly these selection settings, ignoring the state directory's learned
+    /// weights and promoted skills (experiments must be reproducible from their settings).
+    pub fn with_select_options(mut self, options: SelectOptions) -> Self {
+        self.fixed_options = Some(options);
+        self
     }
 
     /// Verify drafts under `profile` (its support threshold) instead of `rag`.
@@ -149,19 +159,22 @@ impl VerifiedEfficiencyLayer {
         let index = Index::from_documents(sources);
         // Learned ranking weights when the state directory has any (the defaults otherwise,
         // also when the weights file is broken: `svc learning show` names the problem).
-        let plain = SelectOptions {
+        let plain = self.fixed_options.clone().unwrap_or_else(|| SelectOptions {
             weights: crate::daemon::learning::active_weights(&self.state_dir).0,
             ..SelectOptions::default()
-        };
+        });
         // Promoted skills (chunks the loop kept having to recover for queries like this one)
         // are pinned when this corpus has them; if they cannot fit, the plain selection runs.
-        let options = crate::events::evolution::skills::SkillStore::load(&self.state_dir)
-            .map(|skills| {
-                skills.apply_promoted(query, &plain, &|chunk| {
-                    index.fragments.iter().any(|f| f.chunk_id == chunk)
+        let options = match &self.fixed_options {
+            Some(_) => plain.clone(),
+            None => crate::events::evolution::skills::SkillStore::load(&self.state_dir)
+                .map(|skills| {
+                    skills.apply_promoted(query, &plain, &|chunk| {
+                        index.fragments.iter().any(|f| f.chunk_id == chunk)
+                    })
                 })
-            })
-            .unwrap_or_else(|_| plain.clone());
+                .unwrap_or_else(|_| plain.clone()),
+        };
         let (selection, options) = match select::select(&index, query, token_budget, &options) {
             Err(select::SelectError::PinnedOverBudget { .. }) if options.pinned != plain.pinned => {
                 (select::select(&index, query, token_budget, &plain)?, plain)

@@ -290,3 +290,27 @@ fn a_run_with_other_ranking_weights_records_them_and_is_another_experiment() {
         refused.stderr
     );
 }
+
+#[test]
+fn learned_weights_reach_serving_but_never_an_experiment_with_fixed_settings() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut file = store::load_or_default(home.path()).expect("default");
+    let mut weights = RankingWeights::default();
+    weights.set(Feature::SameFile, 0.3).expect("in bounds");
+    file.advance(weights, store::WeightsSource::Autotune);
+    store::save(home.path(), &file).expect("save");
+
+    let serving = VerifiedEfficiencyLayer::new(home.path(), ContextRiskMode::Audit);
+    let prepared = serving.prepare(&docs(), QUERY, 30).expect("prepare");
+    assert_eq!(
+        prepared.receipt.parameters["ranking_weights"]["same_file"], 0.3,
+        "the commit names the learned weights it was selected with"
+    );
+    let experiment = VerifiedEfficiencyLayer::new(home.path(), ContextRiskMode::Audit)
+        .with_select_options(svc::context::select::SelectOptions::default());
+    let prepared = experiment.prepare(&docs(), QUERY, 30).expect("prepare");
+    assert!(
+        prepared.receipt.parameters.get("ranking_weights").is_none(),
+        "fixed settings ignore the state home's learning"
+    );
+}
