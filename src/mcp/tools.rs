@@ -169,7 +169,9 @@ impl Toolbox {
     pub fn new(home: &Path) -> Self {
         Self {
             home: home.to_path_buf(),
-            store: CommitStore::new(home),
+            // Group-committed: each call's new blobs, receipt and bundle are appended to this
+            // process's pack with one fsync, synced before the call answers with a ctx_ id.
+            store: CommitStore::grouped(home),
             indexes: IndexCache::new(home),
             tokenizer: Tokenizer::default(),
         }
@@ -206,6 +208,7 @@ impl Toolbox {
             &self.store,
             &self.tokenizer,
         )?;
+        self.store.sync()?;
         Ok(to_value(&result))
     }
 
@@ -224,6 +227,7 @@ impl Toolbox {
             .collect::<Result<Vec<_>, _>>()?;
         let result =
             compress::compress_messages(&messages, args.budget, &self.store, &self.tokenizer)?;
+        self.store.sync()?;
         Ok(to_value(&result))
     }
 
@@ -247,6 +251,7 @@ impl Toolbox {
         };
         let selection = select::select(&index, &args.query, args.budget, &options)?;
         let receipt = select::commit_selection(&index, &selection, &options, &self.store)?;
+        self.store.sync()?;
         let sent: Vec<&ManifestEntry> = selection.sent().collect();
         let omitted_count = selection.manifest.len() - sent.len();
         let omitted: Vec<&ManifestEntry> = selection
