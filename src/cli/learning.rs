@@ -19,8 +19,8 @@ pub enum LearningCommand {
     },
     /// Put the default weights back (as a new version; the old one stays in the history).
     Reset,
-    /// Learn from fixed-point outcomes recorded since the last update (the world-model ledger:
-    /// chunks the loop had to recover were ranked too low).
+    /// Learn from fixed-point runs recorded since the last update (world-model ledger outcomes
+    /// and pgs_ sessions: chunks the loop had to recover were ranked too low).
     Update {
         #[arg(long)]
         json: bool,
@@ -112,7 +112,7 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LearningCommand::Update { json } => {
-            let report = feedback::learn_from_ledger(&home)?;
+            let report = feedback::learn_from_runs(&home)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {

@@ -183,7 +183,7 @@ pub async fn reset(State(state): State<Arc<DashboardState>>) -> Response {
 pub async fn update(State(state): State<Arc<DashboardState>>) -> Response {
     let worker = state.clone();
     let result = blocking(move || {
-        feedback::learn_from_ledger(&worker.settings.state_home).map_err(|e| e.to_string())
+        feedback::learn_from_runs(&worker.settings.state_home).map_err(|e| e.to_string())
     })
     .await;
     match result {

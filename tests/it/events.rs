@@ -527,6 +527,15 @@ fn gaps_dream_and_skills_export_from_the_command_line() {
     for query in QUERIES {
         prepare_and_advance(state.path(), work.path(), query);
     }
+    // The sessions' recovered chunks teach the ranking weights too (no ledger entry needed).
+    let out = run(svc(state.path()).args(["learning", "update", "--json"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let learned: Value = serde_json::from_str(&out.stdout).expect("learning JSON");
+    assert_eq!(learned["outcomes_read"], 4, "{}", out.stdout);
+    assert_eq!(learned["recovered_chunks_used"], 4, "{}", out.stdout);
+    let again = run(svc(state.path()).args(["learning", "update", "--json"]));
+    let again: Value = serde_json::from_str(&again.stdout).expect("learning JSON");
+    assert_eq!(again["outcomes_read"], 0, "each session is read once");
 
     let out = run(svc(state.path()).args(["gaps"]));
     assert_eq!(out.code, 0, "{}", out.stderr);
@@ -660,7 +669,7 @@ fn federation_payload_after_learning_holds_no_corpus_string() {
     let state = tempfile::tempdir().expect("state");
     record_runs(state.path());
     // Learn on the corpus: the weights from its recovered chunks, and a skill from its gap.
-    let learned = svc::daemon::learning::feedback::learn_from_ledger(state.path()).expect("learn");
+    let learned = svc::daemon::learning::feedback::learn_from_runs(state.path()).expect("learn");
     assert_eq!(learned.outcomes_read, 4);
     svc::events::evolution::dream(state.path(), DreamSettings::default()).expect("dream");
 
@@ -731,7 +740,7 @@ fn federation_payload_after_learning_holds_no_corpus_string() {
 fn federation_sends_nothing_without_the_opt_in() {
     let state = tempfile::tempdir().expect("state");
     record_runs(state.path());
-    svc::daemon::learning::feedback::learn_from_ledger(state.path()).expect("learn");
+    svc::daemon::learning::feedback::learn_from_runs(state.path()).expect("learn");
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let endpoint = Hook::default();
     let url = runtime.block_on(serve_hook(endpoint.clone()));

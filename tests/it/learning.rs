@@ -54,7 +54,7 @@ fn recorded_outcomes_teach_the_weights_once_and_stay_in_bounds() {
     let recovered = record_one_recovery(home.path());
     assert!(!recovered.is_empty(), "the loop recovered the park section");
 
-    let report = feedback::learn_from_ledger(home.path()).expect("learn");
+    let report = feedback::learn_from_runs(home.path()).expect("learn");
     assert_eq!(report.outcomes_read, 1);
     assert_eq!(
         report.recovered_chunks_used,
@@ -64,7 +64,7 @@ fn recorded_outcomes_teach_the_weights_once_and_stay_in_bounds() {
     );
     assert_eq!(report.recovered_chunks_skipped, 0);
     let file = store::load(home.path()).expect("load").expect("written");
-    assert_eq!(file.feedback.next_ledger_sequence, 1);
+    assert_eq!(file.feedback.learned.len(), 1);
     assert_eq!(file.feedback.outcomes_seen, 1);
     for feature in Feature::ALL {
         let (low, high) = feature.bounds();
@@ -89,13 +89,13 @@ fn recorded_outcomes_teach_the_weights_once_and_stay_in_bounds() {
     );
 
     // Read once: a second pass finds nothing new and writes no new version.
-    let again = feedback::learn_from_ledger(home.path()).expect("learn again");
+    let again = feedback::learn_from_runs(home.path()).expect("learn again");
     assert_eq!(again.outcomes_read, 0);
     assert_eq!(again.version_after, file.version);
 
     // A new outcome is read, and only it.
     record_one_recovery(home.path());
-    let third = feedback::learn_from_ledger(home.path()).expect("learn third");
+    let third = feedback::learn_from_runs(home.path()).expect("learn third");
     assert_eq!(third.outcomes_read, 1);
 }
 

@@ -1,4 +1,4 @@
-//! Online learning from fixed-point outcomes: a chunk the loop had to recover was evidence the
+//! Online learning from fixed-point runs: a chunk the loop had to recover was evidence the
 //! selection needed and ranked too low. Each one is a pairwise preference (the recovered chunk
 //! over the fully sent chunks that out-ranked it), and the weights take one bounded
 //! perceptron step towards ranking it higher:
@@ -17,7 +17,7 @@ use crate::context::commit::{CommitError, CommitStore, Resolution};
 use crate::context::index::Index;
 use crate::context::terms::{Evidence, score_with};
 use crate::context::weights::{Feature, RankingWeights};
-use crate::proof::ledger::{self, LedgerError};
+use crate::events::evolution::gaps::{self, GapError};
 
 use super::store::{self, StoreError, WeightsFile, WeightsSource};
 
@@ -27,7 +27,7 @@ pub const RATE: f64 = 0.02;
 #[derive(Debug, thiserror::Error)]
 pub enum FeedbackError {
     #[error(transparent)]
-    Ledger(#[from] LedgerError),
+    Runs(#[from] GapError),
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -71,54 +71,57 @@ pub fn step(
     }
 }
 
-/// Reads the ledger entries not learned from yet, takes a step per usable recovered chunk, and
-/// saves the weights as a new version when anything moved.
-pub fn learn_from_ledger(home: &Path) -> Result<FeedbackReport, FeedbackError> {
+/// Reads the recorded runs not learned from yet (fixed-point outcomes in the world-model
+/// ledger, and `pgs_` sessions, the same run counted once), takes a step per usable recovered
+/// chunk, and saves the weights as a new version when anything moved. A session still running
+/// is learned from again only for the chunks it recovered since.
+pub fn learn_from_runs(home: &Path) -> Result<FeedbackReport, FeedbackError> {
     let mut file = store::load_or_default(home)?;
-    let entries = ledger::verify_chain(home)?;
+    let observed = gaps::observations(home)?;
     let commits = CommitStore::new(home);
     let mut report = FeedbackReport {
         version_before: file.version,
         weights_before: file.weights,
         ..FeedbackReport::default()
     };
+    report.skipped.extend(observed.warnings);
     let mut weights = file.weights;
-    for entry in entries
-        .iter()
-        .filter(|e| e.sequence >= file.feedback.next_ledger_sequence)
-    {
+    let mut learned = file.feedback.learned.clone();
+    for run in &observed.observations {
+        let done = match learned.get(&run.id) {
+            Some(&read) if read >= run.recovered.len() => continue,
+            Some(&read) => read,
+            None => 0,
+        };
         report.outcomes_read += 1;
-        if entry.recovered_chunk_ids.is_empty() {
+        learned.insert(run.id.clone(), run.recovered.len());
+        let new: Vec<String> = run.recovered[done..]
+            .iter()
+            .map(|(chunk, _)| chunk.clone())
+            .collect();
+        if new.is_empty() {
             continue;
         }
-        match learn_from_commit(
-            &commits,
-            &entry.ctx_id,
-            &entry.recovered_chunk_ids,
-            &mut weights,
-        ) {
+        match learn_from_commit(&commits, &run.ctx_id, &new, &mut weights) {
             Ok((used, missing)) => {
                 report.recovered_chunks_used += used;
                 report.recovered_chunks_skipped += missing.len() as u64;
                 report.skipped.extend(
                     missing
                         .into_iter()
-                        .map(|c| format!("{} {c}: not found again in the commit", entry.ctx_id)),
+                        .map(|c| format!("{} {c}: not found again in the commit", run.ctx_id)),
                 );
             }
             Err(error) => {
-                report.recovered_chunks_skipped += entry.recovered_chunk_ids.len() as u64;
-                report.skipped.push(format!("{}: {error}", entry.ctx_id));
+                report.recovered_chunks_skipped += new.len() as u64;
+                report.skipped.push(format!("{}: {error}", run.ctx_id));
             }
         }
     }
-    let Some(last) = entries.last() else {
-        return Ok(finish(report, &file));
-    };
     if report.outcomes_read == 0 {
         return Ok(finish(report, &file));
     }
-    file.feedback.next_ledger_sequence = last.sequence + 1;
+    file.feedback.learned = learned;
     file.feedback.outcomes_seen += report.outcomes_read;
     file.feedback.recovered_chunks_used += report.recovered_chunks_used;
     file.feedback.recovered_chunks_skipped += report.recovered_chunks_skipped;

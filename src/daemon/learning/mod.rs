@@ -21,20 +21,27 @@ use crate::dashboard::DashboardState;
 /// How often the daemon's learning task looks for new fixed-point outcomes.
 pub const POLL: Duration = Duration::from_secs(30);
 
-/// The daemon's learning task: whenever the world-model ledger changed, learn from its new
-/// entries. Errors are logged and retried at the next change; it ends when the daemon stops.
+/// The daemon's learning task: whenever the world-model ledger or the sessions changed, learn
+/// from the new runs. Errors are logged and retried at the next change; it ends when the daemon
+/// stops.
 pub async fn run(state: Arc<DashboardState>, home: PathBuf) -> Result<(), String> {
     let ledger = home.join(crate::proof::ledger::LEDGER_FILE);
-    let mut seen: Option<(u64, SystemTime)> = None;
-    loop {
-        let stamp = std::fs::metadata(&ledger)
+    let sessions = home.join(crate::proof::session::SESSION_DIR);
+    let modified = |path: &std::path::Path| {
+        std::fs::metadata(path)
             .ok()
-            .and_then(|m| Some((m.len(), m.modified().ok()?)));
-        if stamp.is_some() && stamp != seen {
+            .and_then(|m| Some((m.len(), m.modified().ok()?)))
+    };
+    type Stamp = Option<(u64, SystemTime)>;
+    let mut seen: (Stamp, Stamp) = (None, None);
+    loop {
+        // A session is replaced by a rename into its folder, which changes the folder's mtime.
+        let stamp = (modified(&ledger), modified(&sessions));
+        if (stamp.0.is_some() || stamp.1.is_some()) && stamp != seen {
             seen = stamp;
             let worker = home.clone();
             let outcome =
-                tokio::task::spawn_blocking(move || feedback::learn_from_ledger(&worker)).await;
+                tokio::task::spawn_blocking(move || feedback::learn_from_runs(&worker)).await;
             match outcome {
                 Ok(Ok(report)) if report.outcomes_read > 0 => state.log(
                     "learning",

@@ -42,8 +42,10 @@ pub struct HistoryEntry {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackCursor {
-    /// Ledger entries with `sequence` below this were learned from.
-    pub next_ledger_sequence: u64,
+    /// Runs learned from (`ledger:<sequence>` or a session id) and how many of their recovered
+    /// chunks were read.
+    #[serde(default)]
+    pub learned: std::collections::BTreeMap<String, usize>,
     /// Ledger entries read, and recovered chunks that moved the weights.
     pub outcomes_seen: u64,
     pub recovered_chunks_used: u64,
@@ -236,7 +238,7 @@ mod tests {
             weights.set_clamped(Feature::Caller, 0.01 * i as f64);
             file.advance(weights, WeightsSource::Feedback);
         }
-        file.feedback.next_ledger_sequence = 7;
+        file.feedback.learned.insert("ledger:0".into(), 1);
         save(dir.path(), &file).expect("save");
         let back = load(dir.path()).expect("load").expect("some");
         assert_eq!(back.version, (HISTORY_LIMIT + 5) as u64);
@@ -244,7 +246,7 @@ mod tests {
         let reset = reset(dir.path()).expect("reset");
         assert_eq!(reset.weights, RankingWeights::default());
         assert_eq!(reset.source, WeightsSource::Reset);
-        assert_eq!(reset.feedback.next_ledger_sequence, 7);
+        assert_eq!(reset.feedback.learned["ledger:0"], 1);
         assert_eq!(reset.version, back.version + 1);
     }
 
