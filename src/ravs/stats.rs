@@ -2,7 +2,7 @@
 //! [0, 1] and is honest at small n and at rates near 0 or 1, which is where a routing gate must
 //! be careful.
 
-use statrs::distribution::{ContinuousCDF, Normal};
+use statrs::distribution::{Beta, ContinuousCDF, Normal};
 
 /// Two-sided z of a confidence level (0.95 → 1.959964).
 pub fn z_of(confidence: f64) -> f64 {
@@ -31,6 +31,25 @@ pub fn wilson95(successes: u64, n: u64) -> Option<(f64, f64)> {
     wilson(successes, n, Z95)
 }
 
+/// The exact (Clopper–Pearson) one-sided upper confidence bound of a success rate at level
+/// `1 - alpha`; `None` when `n` is 0. Unlike Wilson's it never claims more than the data
+/// shows at tiny n (0 of 1 gives 0.95 at 95%, not 0.79), which matters for a decision that,
+/// once taken, is not revisited.
+pub fn upper_bound_exact(successes: u64, n: u64, alpha: f64) -> Option<f64> {
+    if n == 0 {
+        return None;
+    }
+    if successes >= n {
+        return Some(1.0);
+    }
+    let a = successes as f64 + 1.0;
+    let b = (n - successes) as f64;
+    // Shape parameters are positive here, so the distribution exists.
+    Beta::new(a, b)
+        .ok()
+        .map(|beta| beta.inverse_cdf(1.0 - alpha))
+}
+
 /// z of a two-sided 95% interval.
 pub const Z95: f64 = 1.959_963_984_540_054;
 
@@ -49,5 +68,11 @@ mod tests {
         assert!((high - 0.434_48).abs() < 1e-4, "{high}");
         assert!(wilson95(0, 0).is_none());
         assert!((z_of(0.95) - Z95).abs() < 1e-9);
+        // scipy.stats.beta.ppf(0.95, s + 1, n - s).
+        let upper = |s, n| upper_bound_exact(s, n, 0.05).expect("n > 0");
+        assert!((upper(0, 1) - 0.95).abs() < 1e-6);
+        assert!((upper(0, 2) - 0.776_393).abs() < 1e-5);
+        assert!((upper(1, 4) - 0.751_395).abs() < 1e-5);
+        assert_eq!(upper(3, 3), 1.0);
     }
 }

@@ -12,17 +12,18 @@
 //! 6. the Wilson 95% lower bound of the class's success rate is at least `min_lower_bound`
 //!    (`low_confidence`);
 //! 7. the cheaper model's own record on the class (its labelled answers, each escalation a
-//!    failure) is not evidently worse: the Wilson 95% upper bound of its success rate is at
-//!    least `min_lower_bound` (`cheap_model_failing`). One failed routed answer with nothing
-//!    else is already evidence enough (the upper bound of 0 of 1 is 0.79), so a cheap model
-//!    that rarely succeeds on a class stops being used for it after a few requests, however
-//!    well the original model does there.
+//!    failure) is not evidently worse: the exact one-sided 95% upper bound of its success rate
+//!    is at least `min_lower_bound` (`cheap_model_failing`). A cheap model that rarely succeeds
+//!    on a class stops being used for it after a few requests (two failures in a row, or one
+//!    success in four, are under 0.8), however well the original model does there; one unlucky
+//!    failure of a good cheap model is not enough. This stop is not revisited by itself (no
+//!    more routed answers arrive): remove the class's events or the mapping to try again.
 
 use serde::Serialize;
 
 use super::config::RoutingConfig;
 use crate::proxy::provider::Provider;
-use crate::ravs::stats::wilson95;
+use crate::ravs::stats::{upper_bound_exact, wilson95};
 use crate::ravs::{ClassStats, Decision, Reason};
 
 /// Where the config stands.
@@ -110,7 +111,7 @@ pub fn evidence_fails(config: &RoutingConfig, stats: &ClassStats) -> Option<Reas
         return Some(Reason::LowConfidence);
     }
     let (routed_successes, routed_observations) = stats.routed_evidence();
-    if let Some((_, upper)) = wilson95(routed_successes, routed_observations)
+    if let Some(upper) = upper_bound_exact(routed_successes, routed_observations, 0.05)
         && upper < config.min_lower_bound
     {
         return Some(Reason::CheapModelFailing);
@@ -236,12 +237,12 @@ mod tests {
                 }),
                 Reason::LowConfidence,
             ),
-            // The class does well, but the cheap model failed its only routed answer.
+            // The class does well, but the cheap model failed its two routed answers.
             (
                 config(true),
                 request(ClassStats {
-                    routed_failures: 1,
-                    failures: 3,
+                    routed_failures: 2,
+                    failures: 4,
                     ..good_stats()
                 }),
                 Reason::CheapModelFailing,
@@ -250,6 +251,8 @@ mod tests {
             (
                 config(true),
                 request(ClassStats {
+                    routed_failures: 1,
+                    failures: 3,
                     escalations: 1,
                     ..good_stats()
                 }),
@@ -262,6 +265,16 @@ mod tests {
             assert_eq!(verdict.decision, Decision::Original);
             assert_eq!(verdict.cheap_model, None);
         }
+    }
+
+    #[test]
+    fn one_failed_routed_answer_alone_does_not_stop_a_good_class() {
+        let stats = ClassStats {
+            routed_failures: 1,
+            failures: 3,
+            ..good_stats()
+        };
+        assert_eq!(reason(&config(true), &request(stats)), Reason::GatePassed);
     }
 
     #[test]
