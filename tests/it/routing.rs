@@ -622,7 +622,19 @@ mod report {
         assert_eq!(value["skipped_lines"], 1);
         assert_eq!(value["rows"].as_array().map(Vec::len), Some(3));
 
-        let none = run(svc(home.path()).args(["ravs", "report", "--since", "30m"]));
+        // Only old events: the window is empty, and the message says so.
+        let old = tempfile::tempdir().expect("temp dir");
+        write_log(
+            &old.path().join("ravs/events.jsonl"),
+            &[Entry::at(
+                SystemTime::now() - Duration::from_secs(3_600),
+                "a",
+                Event::Retry {
+                    seconds_since_previous: 1.0,
+                },
+            )],
+        );
+        let none = run(svc(old.path()).args(["ravs", "report", "--since", "30m"]));
         assert_eq!(none.code, 0);
         assert!(
             none.stdout.contains("No RAVS events in the last 30m"),
