@@ -140,10 +140,13 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let address = listener.local_addr()?;
         let upstreams = &state.settings.upstreams;
         eprintln!(
-            "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens)",
-            upstreams.anthropic, upstreams.openai, upstreams.gemini, state.settings.budget
+            "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens; {})",
+            upstreams.anthropic,
+            upstreams.openai,
+            upstreams.gemini,
+            state.settings.budget,
+            state.routing.status()
         );
-        eprintln!("svc proxy: {}", state.routing.status());
         for skipped in &state.routing.skipped_at_start {
             eprintln!("svc proxy: warning: RAVS log {skipped}");
         }

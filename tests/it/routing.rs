@@ -446,6 +446,42 @@ async fn the_same_request_again_is_logged_as_a_retry() {
     assert_eq!(setup.state.routing.stats(CLASS).retries, 1);
 }
 
+#[test]
+fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
+    use std::io::{BufRead, BufReader};
+    let state = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        state.path().join("routing.toml"),
+        "enabled = true\nmin_lower_bound = 2\n",
+    )
+    .expect("config");
+    let mut child = crate::harness::svc(state.path())
+        .args([
+            "proxy",
+            "--port",
+            "0",
+            "--upstream-openai",
+            "http://127.0.0.1:9",
+        ])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("svc proxy starts");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("first line");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.starts_with("svc proxy: listening on http://127.0.0.1:"),
+        "{line}"
+    );
+    assert!(
+        line.contains("routing off: ")
+            && line.contains("routing.toml: field min_lower_bound: 2 is outside (0, 1]"),
+        "{line}"
+    );
+}
+
 fn write_log(path: &Path, entries: &[Entry]) {
     EventLog::at(path).append(entries).expect("write log");
 }
