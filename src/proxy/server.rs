@@ -353,11 +353,6 @@ async fn prepare(
         }
     };
     let texts = optimize::texts(&request, &units);
-    let plan = Some(
-        state
-            .routing
-            .plan(route, parts.uri.path(), text, &request, Some(&texts)),
-    );
     let evidence = Evidence {
         context: texts.join("\n\n"),
         question: units
@@ -368,6 +363,9 @@ async fn prepare(
     };
     if state.paused() {
         let tokens = texts.iter().map(|text| state.tokenizer.count(text)).sum();
+        let plan = state
+            .routing
+            .plan(route, parts.uri.path(), text, &request, Some(&texts));
         return Ok(Prepared {
             outcome: Outcome::Unchanged {
                 reason: Unchanged::Paused,
@@ -376,27 +374,39 @@ async fn prepare(
             body,
             evidence,
             stream,
-            plan,
+            plan: Some(plan),
         });
     }
     let worker_state = state.clone();
     let worker_body = body.clone();
-    // Tokenising and compressing a large request is CPU work: keep it off the async workers.
-    let outcome = tokio::task::spawn_blocking(move || {
+    let path = parts.uri.path().to_string();
+    // Classifying (a keyword scan, a fingerprint), tokenising and compressing a large request
+    // is CPU work: keep it off the async workers. A failed worker routes nothing.
+    let (outcome, plan) = tokio::task::spawn_blocking(move || {
         // The body was decoded above; decoding again cannot fail.
         let text = std::str::from_utf8(&worker_body).unwrap_or_default();
-        optimize::optimize(
+        let texts = optimize::texts(&request, &units);
+        let plan = worker_state
+            .routing
+            .plan(route, &path, text, &request, Some(&texts));
+        let outcome = optimize::optimize(
             text,
             &request,
             &units,
             worker_state.budget(),
             &worker_state.commits,
             &worker_state.tokenizer,
-        )
+        );
+        (outcome, Some(plan))
     })
     .await
-    .unwrap_or_else(|error| Outcome::Skipped {
-        reason: format!("optimiser_failed ({error})"),
+    .unwrap_or_else(|error| {
+        (
+            Outcome::Skipped {
+                reason: format!("optimiser_failed ({error})"),
+            },
+            None,
+        )
     });
     let body = match &outcome {
         Outcome::Rewritten { body, .. } => Bytes::from(body.clone()),
