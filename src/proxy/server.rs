@@ -490,6 +490,7 @@ async fn forward(
     optimisation_headers(&prepared.outcome, &mut headers);
     if let Some(plan) = &prepared.plan {
         routing_headers(plan, &mut headers);
+        log.routing = Some(plan.header());
     }
     let event_stream = headers
         .get(header::CONTENT_TYPE)

@@ -449,6 +449,23 @@ async fn the_same_request_again_is_logged_as_a_retry() {
 #[test]
 fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
     use std::io::{BufRead, BufReader};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let log: Log = Arc::default();
+    let upstream = runtime.block_on(async {
+        let router = axum::Router::new().fallback(fake).with_state(log.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, router).await;
+        });
+        address
+    });
     let state = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         state.path().join("routing.toml"),
@@ -456,19 +473,33 @@ fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
     )
     .expect("config");
     let mut child = crate::harness::svc(state.path())
-        .args([
-            "proxy",
-            "--port",
-            "0",
-            "--upstream-openai",
-            "http://127.0.0.1:9",
-        ])
+        .args(["proxy", "--port", "0", "--upstream-openai"])
+        .arg(format!("http://{upstream}"))
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("svc proxy starts");
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
     let mut line = String::new();
     stderr.read_line(&mut line).expect("first line");
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_default()
+        .to_string();
+    let status = runtime.block_on(async {
+        svc::witness::nli::install_crypto_provider();
+        let body = json!({"model": "gpt-5", "messages": [{"role": "user", "content": fact(1)}]});
+        reqwest::Client::new()
+            .post(format!("http://{address}/v1/chat/completions"))
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .map(|response| response.status().as_u16())
+    });
+    let mut request_line = String::new();
+    stderr.read_line(&mut request_line).expect("request line");
     let _ = child.kill();
     let _ = child.wait();
     assert!(
@@ -479,6 +510,11 @@ fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
         line.contains("routing off: ")
             && line.contains("routing.toml: field min_lower_bound: 2 is outside (0, 1]"),
         "{line}"
+    );
+    assert_eq!(status.ok(), Some(200), "the proxy serves");
+    assert!(
+        request_line.contains(" route original; reason=config_error"),
+        "{request_line}"
     );
 }
 
