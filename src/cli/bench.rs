@@ -106,6 +106,9 @@ pub struct BenchArgs {
     /// Other seeds the routing targets are checked on (seeds 1..=N).
     #[arg(long, default_value_t = 50)]
     routing_seeds: u64,
+    /// The gate's shadow_observations in the routing simulation (0: no shadow trials).
+    #[arg(long, default_value_t = 0)]
+    routing_shadow: u64,
 }
 
 /// Parts of the context group that can run alone.
@@ -261,6 +264,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let settings = svc::routing::simulate::SimSettings {
             requests: args.routing_requests,
             seed: args.routing_seed,
+            shadow_observations: args.routing_shadow,
             ..Default::default()
         };
         let seeds: Vec<u64> = (1..=args.routing_seeds).collect();

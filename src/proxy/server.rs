@@ -727,6 +727,17 @@ async fn send_routed(
     let text = std::str::from_utf8(&prepared.body).unwrap_or_default();
     let routed = state.routing.apply(plan, route, path_and_query, text);
     record(state, plan.decision_entries()).await;
+    if let Some((shadow_path, shadow_body)) = plan.shadow_request(route, path_and_query, text) {
+        shadow_trial(
+            state,
+            route,
+            parts,
+            shadow_path,
+            shadow_body,
+            plan.clone(),
+            prepared.evidence.clone(),
+        );
+    }
     let Some((routed_path, routed_body)) = routed else {
         return send(path_and_query.to_string(), prepared.body.clone()).await;
     };
@@ -741,6 +752,67 @@ async fn send_routed(
     let entry = plan.escalate(routed_status, original_status);
     record(state, vec![entry]).await;
     original
+}
+
+/// A shadow trial (`shadow_observations`): the request also goes to the cheaper model in the
+/// background; its answer is checked by the witness (the certificate is stored like any other)
+/// and counted for the cheaper model only, never delivered. Needs the witness (without it no
+/// answer can be labelled); a shadow request that fails upstream is not counted.
+fn shadow_trial(
+    state: &Arc<ProxyState>,
+    route: Route,
+    parts: &axum::http::request::Parts,
+    path: String,
+    body: String,
+    plan: Plan,
+    evidence: Evidence,
+) {
+    let Some(settings) = state.settings.witness.clone() else {
+        return;
+    };
+    let state = state.clone();
+    let method = parts.method.clone();
+    let headers = parts.headers.clone();
+    tokio::spawn(async move {
+        let provider = route.provider();
+        let url = state.settings.upstreams.url(provider, &path);
+        let Ok(response) = upstream::send(
+            &state.client,
+            provider,
+            &url,
+            method,
+            &headers,
+            Bytes::from(body),
+        )
+        .await
+        else {
+            return;
+        };
+        if !response.status().is_success() {
+            return;
+        }
+        let event_stream = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let Ok(bytes) = response.bytes().await else {
+            return;
+        };
+        let answer = if event_stream {
+            route.stream_answer(&check::stream_events(&bytes))
+        } else {
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(value) => route.answer(&value),
+                Err(_) => return,
+            }
+        };
+        if let Ok((certificate, _, _)) =
+            check::run(&settings, &state.witness_store, &evidence, &answer, false).await
+        {
+            record(&state, vec![plan.shadow_entry(&certificate)]).await;
+        }
+    });
 }
 
 /// Sets `X-Svc-Route` and `X-Svc-Route-Class`.

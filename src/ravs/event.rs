@@ -57,6 +57,10 @@ pub enum Event {
         served_model: Option<String>,
         /// The answer came from the cheaper model.
         routed: bool,
+        /// A shadow trial: the cheaper model's answer was checked but not delivered (the
+        /// original model's answer was).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        shadow: bool,
         supported: usize,
         unsupported: usize,
         contradicted: usize,
@@ -118,6 +122,9 @@ pub enum Reason {
     CheapModelFailing,
     /// No cheaper model is configured for the requested model.
     NoCheapModel,
+    /// The class passed, but the cheaper model's record is still short: the original model
+    /// serves and the cheaper one answers the same request in the shadow, to be checked.
+    ShadowTrial,
     /// The proxy cannot rewrite the model of this request safely.
     CannotRewrite,
 }
@@ -133,6 +140,7 @@ impl Reason {
             Reason::LowConfidence => "low_confidence",
             Reason::CheapModelFailing => "cheap_model_failing",
             Reason::NoCheapModel => "no_cheap_model",
+            Reason::ShadowTrial => "shadow_trial",
             Reason::CannotRewrite => "cannot_rewrite",
         }
     }

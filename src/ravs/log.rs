@@ -190,6 +190,7 @@ mod tests {
                 certificate_id: "wit_1".into(),
                 served_model: Some("claude-haiku-4-5".into()),
                 routed: true,
+                shadow: false,
                 supported: 2,
                 unsupported: 0,
                 contradicted: 0,

@@ -160,6 +160,7 @@ mod tests {
             certificate_id: "wit_x".into(),
             served_model: None,
             routed: false,
+            shadow: false,
             supported: 1,
             unsupported: 0,
             contradicted: 0,

@@ -36,6 +36,16 @@ impl ClassStats {
                     self.routed += 1;
                 }
             }
+            // A shadow answer was never delivered: it speaks for the cheaper model only.
+            Event::Verdict {
+                label,
+                shadow: true,
+                ..
+            } => match label {
+                Label::Success => self.routed_successes += 1,
+                Label::Failure => self.routed_failures += 1,
+                Label::Unlabelled => {}
+            },
             Event::Verdict { label, routed, .. } => match label {
                 Label::Success => {
                     self.successes += 1;

@@ -6,6 +6,7 @@
 //! min_observations = 30      # labelled outcomes of a class before it may be routed
 //! min_lower_bound = 0.8      # the Wilson 95% lower bound of its success rate must reach this
 //! high_risk_keywords = ["ledger close"]   # added to the built-in list
+//! shadow_observations = 10   # try the cheap model in the shadow first (0, the default: no)
 //!
 //! [anthropic.cheap_model]
 //! "claude-opus-4-1" = "claude-haiku-4-5"
@@ -75,6 +76,8 @@ struct RoutingSpec {
     #[serde(default)]
     high_risk_keywords: Vec<String>,
     #[serde(default)]
+    shadow_observations: u64,
+    #[serde(default)]
     anthropic: StyleSpec,
     #[serde(default)]
     openai: StyleSpec,
@@ -100,6 +103,9 @@ pub struct RoutingConfig {
     pub high_risk_keywords: Vec<String>,
     /// Requested model → cheaper model, per provider style.
     pub cheap_models: BTreeMap<(ProviderKey, String), String>,
+    /// Answers of the cheaper model on a class, tried in the shadow, before it serves the
+    /// class (0: no shadow trials).
+    pub shadow_observations: u64,
 }
 
 /// A provider style as a map key.
@@ -121,6 +127,7 @@ impl Default for RoutingConfig {
             min_lower_bound: DEFAULT_MIN_LOWER_BOUND,
             high_risk_keywords: Vec::new(),
             cheap_models: BTreeMap::new(),
+            shadow_observations: 0,
         }
     }
 }
@@ -223,6 +230,7 @@ impl RoutingConfig {
             min_lower_bound,
             high_risk_keywords: spec.high_risk_keywords,
             cheap_models,
+            shadow_observations: spec.shadow_observations,
         })
     }
 }

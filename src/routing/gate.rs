@@ -18,6 +18,13 @@
 //!    success in four, are under 0.8), however well the original model does there; one unlucky
 //!    failure of a good cheap model is not enough. This stop is not revisited by itself (no
 //!    more routed answers arrive): remove the class's events or the mapping to try again.
+//!
+//! With `shadow_observations = N` (off by default: it costs a cheaper-model call per trial),
+//! a class that passes 1–7 while the cheaper model has fewer than N answers on record is not
+//! routed yet (`shadow_trial`): the original model serves, and the same request also goes to
+//! the cheaper model in the shadow; its answer is checked by the witness and counted for the
+//! cheaper model only. A cheaper model that is bad on an easy class is then found out without
+//! a client ever getting its answers.
 
 use serde::Serialize;
 
@@ -41,8 +48,11 @@ pub enum ConfigState {
 pub struct Verdict {
     pub decision: Decision,
     pub reason: Reason,
-    /// The model to send to when routed.
+    /// The model to send to when routed, or to try in the shadow.
     pub cheap_model: Option<String>,
+    /// Also send the request to `cheap_model` in the shadow (its answer is checked, never
+    /// delivered).
+    pub shadow: bool,
 }
 
 impl Verdict {
@@ -51,6 +61,7 @@ impl Verdict {
             decision: Decision::Original,
             reason,
             cheap_model: None,
+            shadow: false,
         }
     }
 }
@@ -93,10 +104,19 @@ pub fn decide(config: &ConfigState, request: &Request<'_>) -> Verdict {
     if let Some(reason) = evidence_fails(config, &request.stats) {
         return Verdict::original(reason);
     }
+    if request.stats.routed_evidence().1 < config.shadow_observations {
+        return Verdict {
+            decision: Decision::Original,
+            reason: Reason::ShadowTrial,
+            cheap_model: Some(cheap.to_string()),
+            shadow: true,
+        };
+    }
     Verdict {
         decision: Decision::Routed,
         reason: Reason::GatePassed,
         cheap_model: Some(cheap.to_string()),
+        shadow: false,
     }
 }
 
@@ -133,6 +153,7 @@ mod tests {
             min_lower_bound: 0.8,
             high_risk_keywords: Vec::new(),
             cheap_models,
+            shadow_observations: 0,
         })
     }
 

@@ -112,9 +112,13 @@ impl Plan {
                 self.verdict.cheap_model.as_deref().unwrap_or("-"),
                 self.verdict.reason.as_str()
             ),
-            (None, Decision::Original) => {
-                format!("original; reason={}", self.verdict.reason.as_str())
-            }
+            (None, Decision::Original) => match (&self.verdict.cheap_model, self.verdict.shadow) {
+                (Some(cheap), true) => format!(
+                    "original; reason={}; shadow={cheap}",
+                    self.verdict.reason.as_str()
+                ),
+                _ => format!("original; reason={}", self.verdict.reason.as_str()),
+            },
         }
     }
 
@@ -166,12 +170,63 @@ impl Plan {
                 certificate_id: certificate.id.clone(),
                 served_model: self.served_model().map(str::to_string),
                 routed: self.routed(),
+                shadow: false,
                 supported: summary.supported,
                 unsupported: summary.unsupported,
                 contradicted: summary.contradicted,
                 label: label_of(certificate.status),
             },
         )
+    }
+}
+
+impl Plan {
+    /// The path and body of the shadow trial (the request with the cheaper model), when the
+    /// gate asked for one and the request can be rewritten.
+    pub fn shadow_request(
+        &self,
+        route: Route,
+        path_and_query: &str,
+        body: &str,
+    ) -> Option<(String, String)> {
+        if !self.verdict.shadow {
+            return None;
+        }
+        let cheap = self.verdict.cheap_model.as_deref()?;
+        rewrite_for(route, path_and_query, body, cheap)
+    }
+
+    /// The event of the witness's verdict on the shadow answer.
+    pub fn shadow_entry(&self, certificate: &Certificate) -> Entry {
+        let summary = &certificate.summary;
+        Entry::now(
+            &self.class_id,
+            Event::Verdict {
+                certificate_id: certificate.id.clone(),
+                served_model: self.verdict.cheap_model.clone(),
+                routed: true,
+                shadow: true,
+                supported: summary.supported,
+                unsupported: summary.unsupported,
+                contradicted: summary.contradicted,
+                label: label_of(certificate.status),
+            },
+        )
+    }
+}
+
+/// The path and body that send `body` to `model` instead.
+fn rewrite_for(
+    route: Route,
+    path_and_query: &str,
+    body: &str,
+    model: &str,
+) -> Option<(String, String)> {
+    match route {
+        Route::GeminiGenerate => {
+            rewrite::rewrite_gemini_path(path_and_query, model).map(|path| (path, body.to_string()))
+        }
+        _ => rewrite::rewrite_body(body, model).map(|body| (path_and_query.to_string(), body)),
     }
 }
 
@@ -307,16 +362,13 @@ impl Routing {
             return None;
         }
         let cheap = plan.verdict.cheap_model.clone()?;
-        let rewritten = match route {
-            Route::GeminiGenerate => rewrite::rewrite_gemini_path(path_and_query, &cheap)
-                .map(|path| (path, body.to_string())),
-            _ => rewrite::rewrite_body(body, &cheap).map(|body| (path_and_query.to_string(), body)),
-        };
+        let rewritten = rewrite_for(route, path_and_query, body, &cheap);
         if rewritten.is_none() {
             plan.verdict = Verdict {
                 decision: Decision::Original,
                 reason: Reason::CannotRewrite,
                 cheap_model: None,
+                shadow: false,
             };
         }
         rewritten

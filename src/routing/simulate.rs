@@ -51,6 +51,8 @@ pub struct SimSettings {
     pub retry_after_failure: f64,
     /// Probability that a routed request fails upstream (then escalated).
     pub routed_upstream_error: f64,
+    /// The gate's `shadow_observations` (0: no shadow trials).
+    pub shadow_observations: u64,
 }
 
 impl Default for SimSettings {
@@ -62,6 +64,7 @@ impl Default for SimSettings {
             min_lower_bound: super::config::DEFAULT_MIN_LOWER_BOUND,
             retry_after_failure: 0.3,
             routed_upstream_error: 0.01,
+            shadow_observations: 0,
         }
     }
 }
@@ -208,6 +211,7 @@ pub fn run(
         min_lower_bound: settings.min_lower_bound,
         high_risk_keywords: Vec::new(),
         cheap_models,
+        shadow_observations: settings.shadow_observations,
     });
     let mut rng = SplitMix64::new(settings.seed);
     let mut tally = Tally::default();
@@ -296,12 +300,37 @@ pub fn run(
                 certificate_id: format!("wit_sim_{index:06}"),
                 served_model: Some(if served_cheap { "gpt-5-mini" } else { "gpt-5" }.into()),
                 routed: served_cheap,
+                shadow: false,
                 supported: usize::from(label == Label::Success),
                 unsupported: usize::from(label == Label::Failure),
                 contradicted: 0,
                 label,
             },
         ));
+        if verdict.shadow {
+            // The cheaper model answers the same request in the shadow.
+            let label = if rng.unit() < class.unlabelled_share {
+                Label::Unlabelled
+            } else if rng.unit() < class.cheap_rate {
+                Label::Success
+            } else {
+                Label::Failure
+            };
+            entries.push(Entry::at(
+                at,
+                &class.name,
+                Event::Verdict {
+                    certificate_id: format!("wit_sim_shadow_{index:06}"),
+                    served_model: Some("gpt-5-mini".into()),
+                    routed: true,
+                    shadow: true,
+                    supported: usize::from(label == Label::Success),
+                    unsupported: usize::from(label == Label::Failure),
+                    contradicted: 0,
+                    label,
+                },
+            ));
+        }
         if label == Label::Failure && rng.unit() < settings.retry_after_failure {
             entries.push(Entry::at(
                 at,
@@ -412,12 +441,13 @@ pub fn figures(
             unit: "%".into(),
             target: None,
             detail: format!(
-                "{} requests over {} classes, seed {}; gate: {} observations, 95% lower bound >= {}; {} events logged, counts re-read from the log {}",
+                "{} requests over {} classes, seed {}; gate: {} observations, 95% lower bound >= {}, {} shadow trials; {} events logged, counts re-read from the log {}",
                 simulation.requests,
                 simulation.classes.len(),
                 simulation.seed,
                 settings.min_observations,
                 settings.min_lower_bound,
+                settings.shadow_observations,
                 simulation.events,
                 if simulation.log_matches {
                     "match"

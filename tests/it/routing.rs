@@ -352,6 +352,70 @@ async fn a_routed_request_that_fails_upstream_is_escalated_to_the_original_model
 }
 
 #[tokio::test]
+async fn shadow_trials_check_the_cheap_model_before_it_serves_and_never_deliver_its_answers() {
+    let config = CONFIG.replace("enabled = true", "enabled = true\nshadow_observations = 2");
+    let setup = start(Some(&config), &[]).await;
+    for i in 0..4 {
+        setup.chat(&fact(i), &[]).await;
+    }
+    let wait_for_shadow_verdicts = |count: u64| {
+        let state = setup.state.clone();
+        async move {
+            for _ in 0..200 {
+                if state.routing.stats(CLASS).routed_successes >= count {
+                    return;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+            }
+            panic!("no shadow verdict was recorded");
+        }
+    };
+    for (i, expected) in [(4, 1), (5, 2)] {
+        let response = setup.chat(&fact(i), &[]).await;
+        assert_eq!(
+            header(&response, "x-svc-route"),
+            "original; reason=shadow_trial; shadow=gpt-5-mini"
+        );
+        let body: Value = response.json().await.expect("json");
+        assert_eq!(
+            body["model"], "gpt-5",
+            "the client gets the original model's answer"
+        );
+        wait_for_shadow_verdicts(expected).await;
+    }
+    // Two shadow answers on record: the cheap model now serves.
+    let response = setup.chat(&fact(6), &[]).await;
+    assert_eq!(
+        header(&response, "x-svc-route"),
+        "routed; model=gpt-5-mini; reason=gate_passed"
+    );
+    let models: Vec<String> = setup
+        .seen()
+        .iter()
+        .map(|s| s.model.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(models.iter().filter(|m| *m == "gpt-5-mini").count(), 3);
+    let stats = setup.state.routing.stats(CLASS);
+    // Shadow answers count for the cheap model only, not as the class's served outcomes.
+    assert_eq!((stats.successes, stats.routed), (7, 1));
+    let shadows = setup
+        .events()
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.event,
+                Event::Verdict {
+                    shadow: true,
+                    routed: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(shadows, 2);
+}
+
+#[tokio::test]
 async fn gemini_is_routed_by_rewriting_the_model_in_the_path() {
     let class = "gemini.generate_content/no_tools/small/prose";
     let seed: Vec<Entry> = (0..40)
@@ -362,6 +426,7 @@ async fn gemini_is_routed_by_rewriting_the_model_in_the_path() {
                     certificate_id: format!("wit_{i}"),
                     served_model: Some("gemini-2.5-pro".into()),
                     routed: false,
+                    shadow: false,
                     supported: 1,
                     unsupported: 0,
                     contradicted: 0,
@@ -600,6 +665,7 @@ mod report {
                         certificate_id: format!("wit_{c}_{i}"),
                         served_model: None,
                         routed: is_routed,
+                        shadow: false,
                         supported: 1,
                         unsupported: usize::from(label == Label::Failure),
                         contradicted: 0,

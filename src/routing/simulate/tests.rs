@@ -1,12 +1,15 @@
 use super::*;
 
 fn simulate(seed: u64) -> Simulation {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let log = EventLog::in_state_dir(dir.path());
-    let settings = SimSettings {
+    simulate_with(SimSettings {
         seed,
         ..SimSettings::default()
-    };
+    })
+}
+
+fn simulate_with(settings: SimSettings) -> Simulation {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let log = EventLog::in_state_dir(dir.path());
     run(&settings, &default_classes(), &log).expect("simulation runs")
 }
 
@@ -52,5 +55,26 @@ fn routing_figure_meets_its_targets_on_the_reported_seed() {
 fn routing_figure_meets_its_targets_on_other_seeds() {
     for seed in [1, 2, 3, 1_000_003, 0xDEAD_BEEF] {
         check(&simulate(seed));
+    }
+}
+
+#[test]
+fn with_shadow_trials_every_class_stays_within_one_percent() {
+    for seed in [DEFAULT_SEED, 1, 2, 3, 1_000_003, 0xDEAD_BEEF] {
+        let simulation = simulate_with(SimSettings {
+            seed,
+            shadow_observations: 30,
+            ..SimSettings::default()
+        });
+        check(&simulation);
+        for class in &simulation.classes {
+            assert!(
+                class.within_one_percent(),
+                "seed {seed}: {} wrongly routed {} of {}",
+                class.name,
+                class.wrongly_routed,
+                class.requests
+            );
+        }
     }
 }
