@@ -10,6 +10,8 @@
 //!
 //! - `routed; model=gpt-5-mini; reason=gate_passed`
 //! - `original; reason=high_risk` (or any other [`Reason`])
+//! - `original; reason=shadow_trial; shadow=gpt-5-mini` while the cheaper model answers in the
+//!   shadow (`shadow_observations`, see [`gate`])
 //! - `escalated; model=gpt-5; routed_status=500` when the routed request failed upstream and the
 //!   original model was asked instead (logged as an `escalation` event)
 //!
