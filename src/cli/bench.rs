@@ -97,6 +97,18 @@ pub struct BenchArgs {
     /// Warm select_context calls of the MCP round-trip figure.
     #[arg(long, default_value_t = 60)]
     mcp_calls: usize,
+    /// Requests of the simulated routing stream.
+    #[arg(long, default_value_t = 10_000)]
+    routing_requests: usize,
+    /// Seed of the reported routing run.
+    #[arg(long, default_value_t = svc::routing::simulate::DEFAULT_SEED)]
+    routing_seed: u64,
+    /// Other seeds the routing targets are checked on (seeds 1..=N).
+    #[arg(long, default_value_t = 50)]
+    routing_seeds: u64,
+    /// The gate's shadow_observations in the routing simulation (0: no shadow trials).
+    #[arg(long, default_value_t = 0)]
+    routing_shadow: u64,
 }
 
 /// Parts of the context group that can run alone.
@@ -128,6 +140,9 @@ enum Group {
     Daemon,
     /// MCP tool-call round trips through `svc serve` on stdio (select_context on ~1M tokens).
     Mcp,
+    /// Fail-closed routing on a simulated stream of requests over 20 task classes with known
+    /// success rates: share routed, share routed that should not have been.
+    Routing,
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
@@ -240,6 +255,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     }
     if wants(Group::Mcp) {
         figures.extend(mcp_figures(&args, &corpus_root)?);
+    }
+    if wants(Group::Routing) {
+        eprintln!(
+            "bench: routing ({} simulated requests, seed {}, then seeds 1..={})…",
+            args.routing_requests, args.routing_seed, args.routing_seeds
+        );
+        let settings = svc::routing::simulate::SimSettings {
+            requests: args.routing_requests,
+            seed: args.routing_seed,
+            shadow_observations: args.routing_shadow,
+            ..Default::default()
+        };
+        let seeds: Vec<u64> = (1..=args.routing_seeds).collect();
+        figures.extend(svc::routing::simulate::figures(&settings, &seeds)?);
     }
     print_figures(&figures, args.format)
 }

@@ -10,6 +10,7 @@ mod evolution;
 mod learning;
 mod proof;
 mod proxy;
+mod ravs;
 mod records;
 mod report;
 mod run;
@@ -86,6 +87,9 @@ enum Command {
     /// Run the local provider proxy (Anthropic, OpenAI and Gemini styles on one port): shrink
     /// long prompts, check answers with the witness, serve /witness certificates.
     Proxy(proxy::ProxyArgs),
+    /// The RAVS outcome log of routing and verification: `svc ravs report --since 7d`.
+    #[command(subcommand)]
+    Ravs(ravs::RavsCommand),
     /// Run everything in one process: proxy, dashboard and control API (127.0.0.1:9378), file
     /// watcher; restarts a failed part, stops on Ctrl-C, SIGTERM or POST /api/control/stop.
     Daemon(daemon::DaemonArgs),
@@ -150,6 +154,7 @@ pub fn run() -> anyhow::Result<ExitCode> {
         Command::Report(args) => report::run_report(args),
         Command::Gate(args) => report::run_gate(args),
         Command::Proxy(args) => proxy::run(args),
+        Command::Ravs(command) => ravs::run(command),
         Command::Daemon(args) => daemon::run_daemon(args),
         Command::Dashboard(args) => daemon::run_dashboard(args),
         Command::View(args) => daemon::run_view(args),

@@ -140,9 +140,16 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let address = listener.local_addr()?;
         let upstreams = &state.settings.upstreams;
         eprintln!(
-            "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens)",
-            upstreams.anthropic, upstreams.openai, upstreams.gemini, state.settings.budget
+            "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens; {})",
+            upstreams.anthropic,
+            upstreams.openai,
+            upstreams.gemini,
+            state.settings.budget,
+            state.routing.status()
         );
+        for skipped in &state.routing.skipped_at_start {
+            eprintln!("svc proxy: warning: RAVS log {skipped}");
+        }
         axum::serve(listener, make_service(state))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;

@@ -29,6 +29,8 @@ use super::stats::{Counters, RequestLog};
 use super::upstream::{self, Upstreams};
 use super::{gemini, openai, proof_sidecar, sidecar, sse};
 use crate::context::CommitStore;
+use crate::ravs::Entry;
+use crate::routing::{self, Plan, Routing};
 use crate::tokens::Tokenizer;
 use crate::witness::Mode;
 use crate::witness::store::Store;
@@ -89,6 +91,9 @@ pub struct ProxyState {
     budget: AtomicUsize,
     pub counters: Counters,
     logger: Option<Logger>,
+    /// Fail-closed routing and the RAVS log (`routing.toml`, `ravs/events.jsonl` under the
+    /// state directory).
+    pub routing: Routing,
 }
 
 /// Receives every request's log entry (the command prints it as one stderr line; the library
@@ -116,6 +121,7 @@ impl ProxyState {
             budget: AtomicUsize::new(settings.budget),
             counters: Counters::default(),
             logger,
+            routing: Routing::load(&settings.state_home),
             settings,
         }))
     }
@@ -265,6 +271,8 @@ struct Prepared {
     body: Bytes,
     evidence: Evidence,
     stream: bool,
+    /// The routing decision of a prompt request.
+    plan: Option<Plan>,
 }
 
 async fn prepare(
@@ -283,6 +291,7 @@ async fn prepare(
             body,
             evidence: Evidence::default(),
             stream: false,
+            plan: None,
         });
     }
     if let Some(content_type) = parts.headers.get(header::CONTENT_TYPE)
@@ -328,6 +337,9 @@ async fn prepare(
     let units = match route.units(&request) {
         Ok(units) => units,
         Err(reason) => {
+            let plan = state
+                .routing
+                .plan(route, parts.uri.path(), text, &request, None);
             return Ok(Prepared {
                 outcome: Outcome::Skipped { reason },
                 body,
@@ -336,6 +348,7 @@ async fn prepare(
                     ..Evidence::default()
                 },
                 stream,
+                plan: Some(plan),
             });
         }
     };
@@ -350,6 +363,9 @@ async fn prepare(
     };
     if state.paused() {
         let tokens = texts.iter().map(|text| state.tokenizer.count(text)).sum();
+        let plan = state
+            .routing
+            .plan(route, parts.uri.path(), text, &request, Some(&texts));
         return Ok(Prepared {
             outcome: Outcome::Unchanged {
                 reason: Unchanged::Paused,
@@ -358,26 +374,39 @@ async fn prepare(
             body,
             evidence,
             stream,
+            plan: Some(plan),
         });
     }
     let worker_state = state.clone();
     let worker_body = body.clone();
-    // Tokenising and compressing a large request is CPU work: keep it off the async workers.
-    let outcome = tokio::task::spawn_blocking(move || {
+    let path = parts.uri.path().to_string();
+    // Classifying (a keyword scan, a fingerprint), tokenising and compressing a large request
+    // is CPU work: keep it off the async workers. A failed worker routes nothing.
+    let (outcome, plan) = tokio::task::spawn_blocking(move || {
         // The body was decoded above; decoding again cannot fail.
         let text = std::str::from_utf8(&worker_body).unwrap_or_default();
-        optimize::optimize(
+        let texts = optimize::texts(&request, &units);
+        let plan = worker_state
+            .routing
+            .plan(route, &path, text, &request, Some(&texts));
+        let outcome = optimize::optimize(
             text,
             &request,
             &units,
             worker_state.budget(),
             &worker_state.commits,
             &worker_state.tokenizer,
-        )
+        );
+        (outcome, Some(plan))
     })
     .await
-    .unwrap_or_else(|error| Outcome::Skipped {
-        reason: format!("optimiser_failed ({error})"),
+    .unwrap_or_else(|error| {
+        (
+            Outcome::Skipped {
+                reason: format!("optimiser_failed ({error})"),
+            },
+            None,
+        )
     });
     let body = match &outcome {
         Outcome::Rewritten { body, .. } => Bytes::from(body.clone()),
@@ -388,6 +417,7 @@ async fn prepare(
         body,
         evidence,
         stream,
+        plan,
     })
 }
 
@@ -446,26 +476,22 @@ async fn forward(
 ) -> Result<Response, ProxyError> {
     let provider = route.provider();
     let (parts, body) = read_body(state, provider, request).await?;
-    let prepared = prepare(state, route, &parts, body).await?;
+    let mut prepared = prepare(state, route, &parts, body).await?;
     log.outcome = Some(prepared.outcome.clone());
     let path_and_query = parts.uri.path_and_query().map_or_else(
         || parts.uri.path().to_string(),
         |pq| pq.as_str().to_string(),
     );
     let url = state.settings.upstreams.url(provider, &path_and_query);
-    let upstream = upstream::send(
-        &state.client,
-        provider,
-        &url,
-        parts.method.clone(),
-        &parts.headers,
-        prepared.body.clone(),
-    )
-    .await?;
+    let upstream = send_routed(state, route, &parts, &path_and_query, &mut prepared).await?;
     let status =
         StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut headers = upstream::response_headers(upstream.headers());
     optimisation_headers(&prepared.outcome, &mut headers);
+    if let Some(plan) = &prepared.plan {
+        routing_headers(plan, &mut headers);
+        log.routing = Some(plan.header());
+    }
     let event_stream = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -482,6 +508,7 @@ async fn forward(
                 route,
                 &settings,
                 &prepared.evidence,
+                prepared.plan.as_ref(),
                 upstream,
                 &url,
                 headers,
@@ -493,7 +520,14 @@ async fn forward(
         let body = match witness {
             Some(settings) => {
                 log.witness = Some("deferred".into());
-                tee_for_witness(state.clone(), route, settings, prepared.evidence, upstream)
+                tee_for_witness(
+                    state.clone(),
+                    route,
+                    settings,
+                    prepared.evidence,
+                    prepared.plan,
+                    upstream,
+                )
             }
             None => Body::from_stream(upstream.bytes_stream()),
         };
@@ -525,6 +559,9 @@ async fn forward(
     {
         Ok(checked) => {
             checked.headers(&mut headers);
+            if let Some(plan) = &prepared.plan {
+                record(state, vec![plan.verdict_entry(&checked.certificate)]).await;
+            }
             log.witness = Some(format!(
                 "{} ({} flagged)",
                 check::status_str(&checked.certificate),
@@ -555,6 +592,7 @@ async fn verified_stream(
     route: Route,
     settings: &WitnessSettings,
     evidence: &Evidence,
+    plan: Option<&Plan>,
     upstream: reqwest::Response,
     url: &str,
     mut headers: HeaderMap,
@@ -571,6 +609,9 @@ async fn verified_stream(
     let answer = route.stream_answer(&check::stream_events(&bytes));
     let body = match check::run(settings, &state.witness_store, evidence, &answer, is_sse).await {
         Ok((certificate, mode, output)) => {
+            if let Some(plan) = plan {
+                record(state, vec![plan.verdict_entry(&certificate)]).await;
+            }
             let replaced = (output != answer.text)
                 .then(|| sse::rewrite(route, &events, &output))
                 .flatten();
@@ -600,6 +641,7 @@ fn tee_for_witness(
     route: Route,
     settings: WitnessSettings,
     evidence: Evidence,
+    plan: Option<Plan>,
     upstream: reqwest::Response,
 ) -> Body {
     let mut copy: Vec<u8> = Vec::new();
@@ -630,6 +672,9 @@ fn tee_for_witness(
         }
         let answer = route.stream_answer(&check::stream_events(&copy));
         let recorded = check::run(&settings, &state.witness_store, &evidence, &answer, false).await;
+        if let (Some(plan), Ok((certificate, _, _))) = (&plan, &recorded) {
+            record(&state, vec![plan.verdict_entry(certificate)]).await;
+        }
         state
             .counters
             .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));
@@ -649,4 +694,139 @@ where
     let (sender, mut receiver) = tokio::sync::mpsc::channel(16);
     tokio::spawn(producer(sender));
     futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
+}
+
+/// Sends the request to the model routing chose: the decision is logged first; a routed
+/// request that fails upstream (an error status or no answer) is sent once more, as received
+/// from the optimiser, to the model the client asked for, and the escalation is logged.
+async fn send_routed(
+    state: &Arc<ProxyState>,
+    route: Route,
+    parts: &axum::http::request::Parts,
+    path_and_query: &str,
+    prepared: &mut Prepared,
+) -> Result<reqwest::Response, ProxyError> {
+    let provider = route.provider();
+    let send = |path: String, body: Bytes| {
+        let url = state.settings.upstreams.url(provider, &path);
+        async move {
+            upstream::send(
+                &state.client,
+                provider,
+                &url,
+                parts.method.clone(),
+                &parts.headers,
+                body,
+            )
+            .await
+        }
+    };
+    let Some(plan) = prepared.plan.as_mut() else {
+        return send(path_and_query.to_string(), prepared.body.clone()).await;
+    };
+    let text = std::str::from_utf8(&prepared.body).unwrap_or_default();
+    let routed = state.routing.apply(plan, route, path_and_query, text);
+    record(state, plan.decision_entries()).await;
+    if let Some((shadow_path, shadow_body)) = plan.shadow_request(route, path_and_query, text) {
+        shadow_trial(
+            state,
+            route,
+            parts,
+            shadow_path,
+            shadow_body,
+            plan.clone(),
+            prepared.evidence.clone(),
+        );
+    }
+    let Some((routed_path, routed_body)) = routed else {
+        return send(path_and_query.to_string(), prepared.body.clone()).await;
+    };
+    let answer = send(routed_path, Bytes::from(routed_body)).await;
+    let routed_status = match &answer {
+        Ok(response) if response.status().as_u16() < 400 => return answer,
+        Ok(response) => Some(response.status().as_u16()),
+        Err(_) => None,
+    };
+    let original = send(path_and_query.to_string(), prepared.body.clone()).await;
+    let original_status = original.as_ref().ok().map(|r| r.status().as_u16());
+    let entry = plan.escalate(routed_status, original_status);
+    record(state, vec![entry]).await;
+    original
+}
+
+/// A shadow trial (`shadow_observations`): the request also goes to the cheaper model in the
+/// background; its answer is checked by the witness (the certificate is stored like any other)
+/// and counted for the cheaper model only, never delivered. Needs the witness (without it no
+/// answer can be labelled); a shadow request that fails upstream is not counted.
+fn shadow_trial(
+    state: &Arc<ProxyState>,
+    route: Route,
+    parts: &axum::http::request::Parts,
+    path: String,
+    body: String,
+    plan: Plan,
+    evidence: Evidence,
+) {
+    let Some(settings) = state.settings.witness.clone() else {
+        return;
+    };
+    let state = state.clone();
+    let method = parts.method.clone();
+    let headers = parts.headers.clone();
+    tokio::spawn(async move {
+        let provider = route.provider();
+        let url = state.settings.upstreams.url(provider, &path);
+        let Ok(response) = upstream::send(
+            &state.client,
+            provider,
+            &url,
+            method,
+            &headers,
+            Bytes::from(body),
+        )
+        .await
+        else {
+            return;
+        };
+        if !response.status().is_success() {
+            return;
+        }
+        let event_stream = response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let Ok(bytes) = response.bytes().await else {
+            return;
+        };
+        let answer = if event_stream {
+            route.stream_answer(&check::stream_events(&bytes))
+        } else {
+            match serde_json::from_slice::<Value>(&bytes) {
+                Ok(value) => route.answer(&value),
+                Err(_) => return,
+            }
+        };
+        if let Ok((certificate, _, _)) =
+            check::run(&settings, &state.witness_store, &evidence, &answer, false).await
+        {
+            record(&state, vec![plan.shadow_entry(&certificate)]).await;
+        }
+    });
+}
+
+/// Sets `X-Svc-Route` and `X-Svc-Route-Class`.
+fn routing_headers(plan: &Plan, headers: &mut HeaderMap) {
+    if let Ok(value) = HeaderValue::from_str(&plan.header()) {
+        headers.insert(routing::HEADER_ROUTE, value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&plan.class_id) {
+        headers.insert(routing::HEADER_ROUTE_CLASS, value);
+    }
+}
+
+/// Appends RAVS events off the async workers (a file append under a lock).
+async fn record(state: &Arc<ProxyState>, entries: Vec<Entry>) {
+    let state = state.clone();
+    let _ = tokio::task::spawn_blocking(move || state.routing.record(&entries)).await;
 }

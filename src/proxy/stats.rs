@@ -23,6 +23,8 @@ pub struct RequestLog {
     pub witness: Option<String>,
     /// A proxy-side error message.
     pub error: Option<String>,
+    /// The routing decision (the `X-Svc-Route` value) of a prompt request.
+    pub routing: Option<String>,
 }
 
 impl RequestLog {
@@ -34,6 +36,7 @@ impl RequestLog {
             outcome: None,
             witness: None,
             error: None,
+            routing: None,
         }
     }
 }
@@ -61,6 +64,9 @@ impl fmt::Display for RequestLog {
         write!(f, " {:.1} ms", self.latency.as_secs_f64() * 1000.0)?;
         if let Some(witness) = &self.witness {
             write!(f, " witness {witness}")?;
+        }
+        if let Some(routing) = &self.routing {
+            write!(f, " route {routing}")?;
         }
         if let Some(error) = &self.error {
             write!(f, " error: {error}")?;

@@ -19,6 +19,7 @@ mod proxy;
 mod proxy_proof;
 mod records;
 mod report;
+mod routing;
 mod run;
 mod state;
 mod via_proxy;

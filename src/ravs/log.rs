@@ -1,0 +1,244 @@
+//! The log file: appends under an OS lock on a file beside it (as the world-model ledger of
+//! `proof::ledger` does, so concurrent writers never interleave a line, and a crashed writer's
+//! lock is dropped by the kernel), and reads that skip a corrupt line with a warning naming
+//! `file:line` instead of losing the rest.
+//!
+//! Lines are not fsynced one by one: the log is evidence for a statistical gate, not a ledger,
+//! and an fsync per proxied request would cost more than the request's own overhead. A crash
+//! can lose the last lines or leave a torn one, which the next read skips and counts.
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use super::event::Entry;
+
+/// The log file, relative to the state directory.
+pub const EVENTS_FILE: &str = "ravs/events.jsonl";
+
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    #[error("cannot write the RAVS log {path}: {source}")]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the RAVS log {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A line that could not be read (it is skipped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Warning {
+    pub path: PathBuf,
+    pub line: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: skipped: {}",
+            self.path.display(),
+            self.line,
+            self.message
+        )
+    }
+}
+
+/// What a read found.
+#[derive(Debug, Clone, Default)]
+pub struct Read {
+    /// The file does not exist (nothing was ever logged).
+    pub missing: bool,
+    pub entries: Vec<Entry>,
+    /// Lines skipped, in file order.
+    pub warnings: Vec<Warning>,
+}
+
+/// One log file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLog {
+    path: PathBuf,
+}
+
+impl EventLog {
+    /// The log of a state directory.
+    pub fn in_state_dir(state_dir: &Path) -> EventLog {
+        EventLog::at(state_dir.join(EVENTS_FILE))
+    }
+
+    /// A log at an explicit path.
+    pub fn at(path: impl Into<PathBuf>) -> EventLog {
+        EventLog { path: path.into() }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends `entries`, one line each, in one locked write.
+    pub fn append(&self, entries: &[Entry]) -> Result<(), LogError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let error = |source| LogError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let mut bytes = Vec::new();
+        for entry in entries {
+            // Our own types always serialise.
+            bytes.extend(serde_json::to_vec(entry).unwrap_or_default());
+            bytes.push(b'\n');
+        }
+        if let Some(dir) = self.path.parent() {
+            fs::create_dir_all(dir).map_err(error)?;
+        }
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.path.with_extension("lock"))
+            .map_err(error)?;
+        lock.lock().map_err(error)?;
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            OpenOptions::new()
+                .create(true)
+                .append(true)
+                .mode(0o600)
+                .open(&self.path)
+        }
+        .map_err(error)?;
+        // A torn last line (a crash mid-write) would glue onto this one: start on a new line.
+        let length = file.metadata().map_err(error)?.len();
+        if length > 0 && !ends_with_newline(&self.path, length) {
+            bytes.insert(0, b'\n');
+        }
+        file.write_all(&bytes).map_err(error)?;
+        Ok(())
+    }
+
+    /// Reads every readable line; a line that is not an event is skipped with a warning.
+    pub fn read(&self) -> Result<Read, LogError> {
+        let text = match fs::read(&self.path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(Read {
+                    missing: true,
+                    ..Read::default()
+                });
+            }
+            Err(source) => {
+                return Err(LogError::Read {
+                    path: self.path.clone(),
+                    source,
+                });
+            }
+        };
+        let mut read = Read::default();
+        for (index, line) in text.split(|b| *b == b'\n').enumerate() {
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let warning = |message: String| Warning {
+                path: self.path.clone(),
+                line: index + 1,
+                message,
+            };
+            match std::str::from_utf8(line) {
+                Err(e) => read.warnings.push(warning(format!("not UTF-8 ({e})"))),
+                Ok(line) => match serde_json::from_str::<Entry>(line) {
+                    Ok(entry) => read.entries.push(entry),
+                    Err(e) => read
+                        .warnings
+                        .push(warning(format!("not a RAVS event ({e})"))),
+                },
+            }
+        }
+        Ok(read)
+    }
+}
+
+fn ends_with_newline(path: &Path, length: u64) -> bool {
+    use std::io::{Read as _, Seek, SeekFrom};
+    let Ok(mut file) = fs::File::open(path) else {
+        return true;
+    };
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(length - 1)).is_ok()
+        && file.read_exact(&mut last).is_ok()
+        && last[0] == b'\n'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ravs::event::{Event, Label};
+
+    fn verdict(label: Label) -> Entry {
+        Entry::now(
+            "anthropic.messages/no_tools/small/prose",
+            Event::Verdict {
+                certificate_id: "wit_1".into(),
+                served_model: Some("claude-haiku-4-5".into()),
+                routed: true,
+                shadow: false,
+                supported: 2,
+                unsupported: 0,
+                contradicted: 0,
+                label,
+            },
+        )
+    }
+
+    #[test]
+    fn a_corrupt_line_is_skipped_with_its_line_number_and_the_rest_is_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = EventLog::in_state_dir(dir.path());
+        assert!(log.read().expect("read").missing);
+        log.append(&[verdict(Label::Success)]).expect("append");
+        // A torn write: half a line, no newline.
+        let mut file = OpenOptions::new()
+            .append(true)
+            .open(log.path())
+            .expect("open");
+        file.write_all(br#"{"recorded_at":"2026"#).expect("write");
+        log.append(&[verdict(Label::Failure), verdict(Label::Unlabelled)])
+            .expect("append");
+        let read = log.read().expect("read");
+        assert_eq!(read.entries.len(), 3);
+        assert_eq!(read.warnings.len(), 1);
+        assert_eq!(read.warnings[0].line, 2);
+        let shown = read.warnings[0].to_string();
+        assert!(
+            shown.contains("events.jsonl:2: skipped: not a RAVS event"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn concurrent_appends_never_interleave_lines() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = EventLog::in_state_dir(dir.path());
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| {
+                    for _ in 0..50 {
+                        log.append(&[verdict(Label::Success)]).expect("append");
+                    }
+                });
+            }
+        });
+        let read = log.read().expect("read");
+        assert_eq!(read.entries.len(), 200);
+        assert!(read.warnings.is_empty());
+    }
+}
