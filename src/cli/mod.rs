@@ -134,9 +134,30 @@ enum Command {
     Federation(evolution::FederationCommand),
 }
 
+/// A command that prints and exits ends quietly when its reader goes away (`svc … | head`),
+/// as Unix tools do; Rust ignores SIGPIPE, so `println!` would panic instead. Servers keep
+/// ignoring it (their sockets never raise it, and a closed log pipe must not stop them).
+fn default_sigpipe() {
+    #[cfg(unix)]
+    sigpipe::reset();
+}
+
 /// Parses the command line and runs the command.
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
+    let serves = matches!(
+        cli.command,
+        Command::Proxy(_)
+            | Command::Daemon(_)
+            | Command::Dashboard(_)
+            | Command::View(_)
+            | Command::Go(_)
+            | Command::Serve(_)
+            | Command::Wrap(_)
+    );
+    if !serves {
+        default_sigpipe();
+    }
     match cli.command {
         Command::Benchmark(args) => benchmark::run(args),
         Command::Records(command) => records::run(command),

@@ -103,7 +103,7 @@ pub fn learning_of(state: &DashboardState) -> Learning {
         Ok(None) => (
             "not_learned",
             store::WeightsFile::default(),
-            "no learned weights yet: selection uses the default weights; fixed-point outcomes (svc proof … record_verified_outcome) and autotune teach it".to_string(),
+            "no learned weights yet: selection uses the default weights; fixed-point runs (proof sessions, recorded outcomes) and autotune teach it".to_string(),
         ),
         Err(e) => (
             "broken",

@@ -314,3 +314,27 @@ fn learned_weights_reach_serving_but_never_an_experiment_with_fixed_settings() {
         "fixed settings ignore the state home's learning"
     );
 }
+
+/// Regression: `svc learning show | head -1` panicked in `println!` ("failed printing to
+/// stdout: Broken pipe"); a command that prints and exits now ends quietly, as Unix tools do.
+#[cfg(unix)]
+#[test]
+fn a_closed_pipe_ends_a_printing_command_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut child = svc(home.path())
+        .args(["learning", "show"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        output.status.success() || output.status.signal() == Some(13),
+        "{:?}",
+        output.status
+    );
+}
