@@ -317,6 +317,9 @@ pub async fn run(
                 let _ = tokio::task::spawn_blocking(move || worker.reindex(&repo)).await;
             }
         });
+    }
+    {
+        // Runs with no repository too: one added from the repository manager is watched.
         let state = state.clone();
         let repos = settings.repos.clone();
         tasks.spawn(async move {

@@ -51,10 +51,18 @@ impl Watched {
     }
 }
 
-/// Watches `repos` until the state asks to stop. Returns an error (the supervisor restarts the
-/// task after a back-off) when a repository cannot be watched, e.g. because it vanished.
+/// Watches `repos`, and every repository added to the state's list later (the repository
+/// manager), until the state asks to stop. Returns an error (the supervisor restarts the task
+/// after a back-off) when a repository cannot be watched, e.g. because it vanished.
 pub async fn run(state: Arc<DashboardState>, repos: Vec<PathBuf>) -> Result<(), String> {
-    let watched: Vec<Watched> = repos.iter().map(|r| Watched::new(r)).collect();
+    let mut watched: Vec<Watched> = repos.iter().map(|r| Watched::new(r)).collect();
+    // Repositories already in the list (added before a restart of this task) are watched too.
+    for repo in state.repos() {
+        let candidate = Watched::new(&repo.path);
+        if candidate.root.is_dir() && !watched.iter().any(|w| w.root == candidate.root) {
+            watched.push(candidate);
+        }
+    }
     let (sender, mut receiver) = tokio::sync::mpsc::unbounded_channel::<Vec<PathBuf>>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         if let Ok(event) = event
@@ -72,19 +80,37 @@ pub async fn run(state: Arc<DashboardState>, repos: Vec<PathBuf>) -> Result<(), 
     }
     state.log(
         "watcher",
-        format!(
-            "watching {}",
-            watched
-                .iter()
-                .map(|w| w.root.display().to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+        if watched.is_empty() {
+            "no repository to watch yet; one added from the repository manager will be".into()
+        } else {
+            format!(
+                "watching {}",
+                watched
+                    .iter()
+                    .map(|w| w.root.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        },
     );
     let mut stop = Box::pin(state.stopped());
     loop {
         let paths = tokio::select! {
             _ = &mut stop => return Ok(()),
+            _ = state.repo_added() => {
+                for repo in state.repos() {
+                    let candidate = Watched::new(&repo.path);
+                    if watched.iter().any(|w| w.root == candidate.root) || !candidate.root.is_dir() {
+                        continue;
+                    }
+                    watcher
+                        .watch(&candidate.root, RecursiveMode::Recursive)
+                        .map_err(|e| format!("cannot watch {}: {e}", candidate.root.display()))?;
+                    state.log("watcher", format!("watching {}", candidate.root.display()));
+                    watched.push(candidate);
+                }
+                continue;
+            }
             paths = receiver.recv() => match paths {
                 Some(paths) => paths,
                 None => return Err("the file watcher stopped delivering events".into()),
@@ -147,5 +173,47 @@ mod tests {
         assert!(!watched.relevant(&root.join("target/debug/svc")));
         assert!(!watched.relevant(&root.join("build.log")));
         assert!(!watched.relevant(Path::new("/elsewhere/file.rs")));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_repository_added_later_is_watched_too() {
+        use crate::dashboard::{DashboardSettings, Role};
+        let home = tempfile::tempdir().expect("home");
+        let repo = tempfile::tempdir().expect("repo");
+        std::fs::write(repo.path().join("a.rs"), "fn a() {}\n").expect("write");
+        let state = DashboardState::new(
+            DashboardSettings::new(Role::Daemon, home.path().to_path_buf()),
+            None,
+        );
+        let task = tokio::spawn(run(state.clone(), Vec::new()));
+        // Added from the repository manager, after the watcher started with nothing to watch.
+        let worker = state.clone();
+        let root = repo.path().to_path_buf();
+        let first = tokio::task::spawn_blocking(move || worker.reindex(&root))
+            .await
+            .expect("reindex");
+        assert_eq!(first.files, 1);
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let watching = |state: &DashboardState| {
+            state
+                .log_tail(50)
+                .iter()
+                .any(|l| l.source == "watcher" && l.message.starts_with("watching /"))
+        };
+        while !watching(&state) {
+            assert!(std::time::Instant::now() < deadline, "never watched");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        std::fs::write(repo.path().join("b.rs"), "fn b() {}\n").expect("write");
+        while state.repos()[0].files != 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the change was not indexed: {:?}",
+                state.repos()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        state.request_stop();
+        task.await.expect("join").expect("clean stop");
     }
 }

@@ -188,6 +188,8 @@ pub struct DashboardState {
     log: Mutex<VecDeque<LogLine>>,
     viewer: viewer::ViewerCache,
     pub(crate) autotune: learning::AutotuneSlot,
+    /// Woken when the repository list grows (the watcher starts watching the new one).
+    repo_added: tokio::sync::Notify,
 }
 
 /// A lock whose holder panicked still guards consistent data here (every write is one
@@ -226,6 +228,7 @@ impl DashboardState {
             log: Mutex::new(VecDeque::new()),
             viewer: viewer::ViewerCache::default(),
             autotune: learning::AutotuneSlot::default(),
+            repo_added: tokio::sync::Notify::new(),
             settings,
         })
     }
@@ -341,20 +344,35 @@ impl DashboardState {
             ),
             Some(error) => self.log("index", format!("{}: {error}", path.display())),
         }
-        let mut repos = lock(&self.repos);
-        match repos.iter_mut().find(|r| r.path == path) {
-            Some(slot) => {
-                if status.last_error.is_some() {
-                    // Keep the last good figures next to the error.
-                    slot.last_error = status.last_error.clone();
-                    slot.duration_ms = status.duration_ms;
-                } else {
-                    *slot = status.clone();
+        let added = {
+            let mut repos = lock(&self.repos);
+            match repos.iter_mut().find(|r| r.path == path) {
+                Some(slot) => {
+                    if status.last_error.is_some() {
+                        // Keep the last good figures next to the error.
+                        slot.last_error = status.last_error.clone();
+                        slot.duration_ms = status.duration_ms;
+                    } else {
+                        *slot = status.clone();
+                    }
+                    false
+                }
+                None => {
+                    repos.push(status.clone());
+                    true
                 }
             }
-            None => repos.push(status.clone()),
+        };
+        if added {
+            // A permit is kept if the watcher is busy, so the addition is never missed.
+            self.repo_added.notify_one();
         }
         status
+    }
+
+    /// Resolves when a repository joined the list (see [`Self::reindex`]).
+    pub async fn repo_added(&self) {
+        self.repo_added.notified().await;
     }
 }
 
