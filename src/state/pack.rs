@@ -286,6 +286,20 @@ impl Packs {
         Ok(index.entries.contains_key(&key))
     }
 
+    /// Every packed path (relative to the state directory) starting with `prefix`, sorted, by
+    /// the index as it is on disk now.
+    pub fn keys_with_prefix(&self, prefix: &str) -> Result<Vec<String>, StateError> {
+        let index = self.reload()?;
+        let mut keys: Vec<String> = index
+            .entries
+            .keys()
+            .filter(|k| k.starts_with(prefix))
+            .cloned()
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
     /// Index lines skipped by the last load, each naming its file, line and why (damaged or
     /// torn lines do not make the rest of the packed state unreadable).
     pub fn skipped(&self) -> Vec<String> {

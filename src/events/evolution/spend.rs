@@ -2,12 +2,12 @@
 //! [`TAU`] × lifetime savings.
 //!
 //! **Lifetime savings** are the tokens selection kept out of prompts, as the context commits
-//! under the state directory record them: per commit (`commits/<ctx_id>/receipt.json`) the
+//! under the state directory record them (loose or packed): per commit (its receipt) the
 //! tokens of every chunk's exact bytes minus the tokens actually sent. Every selection the
 //! proxy forwards, `svc context select` and the proof-guided `prepare` commit one; the
 //! proxy's in-memory counters (`GET /svc/status`) are the same figure for its requests but
-//! are not persisted. Trial runs' packed commits are experiments, not savings, and are not
-//! counted; a commit id made twice counts once (conservative).
+//! are not persisted. Trial runs' commits (they name a condition and a task) are experiments,
+//! not savings, and are not counted; a commit id made twice counts once (conservative).
 //!
 //! **Learning spend** is the sum of the `tokens` of allowed `spend` steps in the trace.
 //! [`authorize`] refuses any spend that would break the invariant; structural synthesis
@@ -41,18 +41,33 @@ pub fn lifetime_savings(home: &Path) -> (Savings, usize) {
     let store = CommitStore::new(home);
     let mut savings = Savings::default();
     let mut unreadable = 0;
-    let Ok(entries) = fs::read_dir(home.join("commits")) else {
-        return (savings, 0);
-    };
-    for entry in entries.filter_map(Result::ok) {
-        let Some(ctx_id) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
-        };
-        if !ctx_id.starts_with("ctx_") {
-            continue;
-        }
+    let mut ids: std::collections::BTreeSet<String> = fs::read_dir(home.join("commits"))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .filter(|id| id.starts_with("ctx_"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // `svc context select` and the MCP tools group-commit into packs; so do trial runs, whose
+    // commits name their condition and task and are left out below.
+    let packs = crate::state::Packs::new(home);
+    if let Ok(keys) = packs.keys_with_prefix("commits/ctx_") {
+        ids.extend(keys.iter().filter_map(|key| {
+            key.strip_prefix("commits/")?
+                .strip_suffix("/receipt.json")
+                .map(str::to_string)
+        }));
+    }
+    for ctx_id in ids {
         match store.receipt(&ctx_id) {
             Ok(receipt) => {
+                let trial = receipt.parameters.get("condition").is_some()
+                    && receipt.parameters.get("task_id").is_some();
+                if trial {
+                    continue;
+                }
                 let full: u64 = receipt
                     .chunks
                     .iter()
@@ -144,6 +159,56 @@ pub fn spend_step(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression: `svc context select` and the MCP tools pack their commits; savings must
+    /// count them (and still leave trial runs' commits out).
+    #[test]
+    fn packed_and_loose_commits_count_and_trial_commits_do_not() {
+        use crate::context::commit::{ChunkInput, Resolution};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tokenizer = crate::tokens::Tokenizer::default();
+        let chunks = vec![
+            ChunkInput {
+                chunk_id: "a.md#L1-1".into(),
+                source: "a.md".into(),
+                full_text: "sent text\n".into(),
+                resolution: Some(Resolution::Full),
+                sent_tokens: 2,
+                full_tokens: None,
+            },
+            ChunkInput {
+                chunk_id: "a.md#L2-2".into(),
+                source: "a.md".into(),
+                full_text: "omitted text that nobody had to read\n".into(),
+                resolution: None,
+                sent_tokens: 0,
+                full_tokens: None,
+            },
+        ];
+        let packed = CommitStore::grouped(dir.path());
+        let commit = |store: &CommitStore, parameters: serde_json::Value| {
+            store
+                .commit(&chunks, parameters, "sent text\n", &tokenizer)
+                .expect("commit")
+        };
+        commit(&packed, serde_json::json!({"query": "q", "budget": 10}));
+        commit(
+            &packed,
+            serde_json::json!({"condition": "svc", "task_id": "t1", "query": "q", "budget": 10}),
+        );
+        packed.sync().expect("sync");
+        commit(
+            &CommitStore::new(dir.path()),
+            serde_json::json!({"query": "q", "budget": 20}),
+        );
+        let (savings, unreadable) = lifetime_savings(dir.path());
+        assert_eq!(unreadable, 0);
+        assert_eq!(
+            savings.commits, 2,
+            "the packed and the loose selection, not the trial"
+        );
+        assert!(savings.tokens_saved > 0);
+    }
 
     #[test]
     fn spend_beyond_five_percent_of_savings_is_refused() {
