@@ -134,30 +134,31 @@ enum Command {
     Federation(evolution::FederationCommand),
 }
 
-/// A command that prints and exits ends quietly when its reader goes away (`svc … | head`),
-/// as Unix tools do; Rust ignores SIGPIPE, so `println!` would panic instead. Servers keep
-/// ignoring it (their sockets never raise it, and a closed log pipe must not stop them).
-fn default_sigpipe() {
-    #[cfg(unix)]
-    sigpipe::reset();
+/// A command ends quietly when the reader of its standard output goes away (`svc … | head`),
+/// as Unix tools do, instead of panicking in `println!` ("failed printing to stdout: Broken
+/// pipe"). SIGPIPE itself stays ignored: in-process servers and HTTP clients (`svc bench`,
+/// `svc run` with an HTTP runner) write to sockets, and a peer that hangs up must not kill the
+/// process. Exit status 141 is what a shell reports for a process a closed pipe ended.
+fn quiet_on_closed_stdout() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        default(info);
+    }));
 }
 
 /// Parses the command line and runs the command.
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();
-    let serves = matches!(
-        cli.command,
-        Command::Proxy(_)
-            | Command::Daemon(_)
-            | Command::Dashboard(_)
-            | Command::View(_)
-            | Command::Go(_)
-            | Command::Serve(_)
-            | Command::Wrap(_)
-    );
-    if !serves {
-        default_sigpipe();
-    }
+    quiet_on_closed_stdout();
     match cli.command {
         Command::Benchmark(args) => benchmark::run(args),
         Command::Records(command) => records::run(command),
