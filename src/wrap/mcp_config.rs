@@ -211,6 +211,10 @@ pub fn plan(edit: &FileEdit) -> Result<Plan, WrapError> {
             }
         }
     }
+    // A file svc creates ends with a newline, as editors write them.
+    if changed && before.is_none() && !text.ends_with('\n') {
+        text.push('\n');
+    }
     Ok(Plan {
         path: edit.path.clone(),
         write_to,

@@ -326,6 +326,14 @@ fn wrap_mcp_config_agents_create_a_missing_file() {
         let path = sandbox.home().join(case.file);
         let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", case.slug));
         let value: Value = serde_json::from_str(&text).expect("a new file is strict JSON");
+        assert!(text.ends_with("}\n"), "{}: ends with a newline", case.slug);
+        let again = sandbox.wrap(&[case.slug]);
+        assert!(
+            again.stdout.contains("nothing changed"),
+            "{}: {}",
+            case.slug,
+            again.stdout
+        );
         let mut expected = json!({});
         expected[case.container]["svc"] = case.entry.clone();
         assert_eq!(value, expected, "{}", case.slug);
