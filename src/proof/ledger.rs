@@ -6,8 +6,8 @@
 //! empty string; `previous_sha256` is the previous entry's `entry_sha256` (64 zeros for the
 //! first). Appends are serialised by an OS lock on a file beside the ledger and fsynced.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -141,19 +141,7 @@ pub fn append(
         path: path.clone(),
         source,
     };
-    if let Some(dir) = path.parent() {
-        fs::create_dir_all(dir).map_err(io_error)?;
-    }
-    // An OS lock on a file beside the ledger serialises appends; the kernel drops it when its
-    // holder dies, so a crash never leaves the ledger locked.
-    let lock_path = path.with_extension("lock");
-    let lock = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&lock_path)
-        .map_err(io_error)?;
-    lock.lock().map_err(io_error)?;
+    let held = crate::state::append::lock(&path).map_err(io_error)?;
     let existing = verify_chain(state_dir)?;
     let previous = existing
         .last()
@@ -182,17 +170,7 @@ pub fn append(
     entry.entry_sha256 = entry_hash(&entry);
     let mut line = serde_json::to_vec(&entry).unwrap_or_default();
     line.push(b'\n');
-    let mut file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(&path)
-    }
-    .map_err(io_error)?;
-    file.write_all(&line).map_err(io_error)?;
-    file.sync_all().map_err(io_error)?;
+    crate::state::append::append(&held, &path, &line, true).map_err(io_error)?;
     Ok(entry)
 }
 

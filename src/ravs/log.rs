@@ -7,8 +7,8 @@
 //! and an fsync per proxied request would cost more than the request's own overhead. A crash
 //! can lose the last lines or leave a torn one, which the next read skips and counts.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use super::event::Entry;
@@ -98,31 +98,9 @@ impl EventLog {
             bytes.extend(serde_json::to_vec(entry).unwrap_or_default());
             bytes.push(b'\n');
         }
-        if let Some(dir) = self.path.parent() {
-            fs::create_dir_all(dir).map_err(error)?;
-        }
-        let lock = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(self.path.with_extension("lock"))
-            .map_err(error)?;
-        lock.lock().map_err(error)?;
-        let mut file = {
-            use std::os::unix::fs::OpenOptionsExt;
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&self.path)
-        }
-        .map_err(error)?;
-        // A torn last line (a crash mid-write) would glue onto this one: start on a new line.
-        let length = file.metadata().map_err(error)?.len();
-        if length > 0 && !ends_with_newline(&self.path, length) {
-            bytes.insert(0, b'\n');
-        }
-        file.write_all(&bytes).map_err(error)?;
+        let held = crate::state::append::lock(&self.path).map_err(error)?;
+        // Lines are not fsynced one by one (documented): the log is statistics, not state.
+        crate::state::append::append(&held, &self.path, &bytes, false).map_err(error)?;
         Ok(())
     }
 
@@ -167,17 +145,6 @@ impl EventLog {
     }
 }
 
-fn ends_with_newline(path: &Path, length: u64) -> bool {
-    use std::io::{Read as _, Seek, SeekFrom};
-    let Ok(mut file) = fs::File::open(path) else {
-        return true;
-    };
-    let mut last = [0u8; 1];
-    file.seek(SeekFrom::Start(length - 1)).is_ok()
-        && file.read_exact(&mut last).is_ok()
-        && last[0] == b'\n'
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,11 +173,11 @@ mod tests {
         assert!(log.read().expect("read").missing);
         log.append(&[verdict(Label::Success)]).expect("append");
         // A torn write: half a line, no newline.
-        let mut file = OpenOptions::new()
+        let mut file = fs::OpenOptions::new()
             .append(true)
             .open(log.path())
             .expect("open");
-        file.write_all(br#"{"recorded_at":"2026"#).expect("write");
+        std::io::Write::write_all(&mut file, br#"{"recorded_at":"2026"#).expect("write");
         log.append(&[verdict(Label::Failure), verdict(Label::Unlabelled)])
             .expect("append");
         let read = log.read().expect("read");

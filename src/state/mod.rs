@@ -8,6 +8,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+pub mod append;
 pub mod group;
 pub mod pack;
 pub use group::GroupCommit;

@@ -172,7 +172,7 @@ fn mcp_cases() -> Vec<McpCase> {
             file: ".claude.json",
             container: "mcpServers",
             entry: with_env,
-            existing: "{\"numStartups\":42,\"projects\":{\"/home/user/project\":{\"allowedTools\":[]}},\"mcpServers\":{\"github\":{\"type\":\"stdio\",\"command\":\"npx\",\"args\":[],\"env\":{}}}}",
+            existing: "{\"numStartups\":42,\"projects\":{\"~/project\":{\"allowedTools\":[]}},\"mcpServers\":{\"github\":{\"type\":\"stdio\",\"command\":\"npx\",\"args\":[],\"env\":{}}}}",
             malformed: "{\"numStartups\":42,}",
         },
         McpCase {

@@ -5,8 +5,8 @@
 //! spend (SPEC §6.2); [`CycleTrace::append`] refuses a step that would go back in that order,
 //! so a trace out of order cannot be written.
 
-use std::fs::{self, OpenOptions};
-use std::io::{self, Write};
+use std::fs;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -199,18 +199,9 @@ impl CycleTrace {
             path: path.clone(),
             source,
         };
-        if let Some(dir) = path.parent() {
-            fs::create_dir_all(dir).map_err(io_error)?;
-        }
         // Serialises appends of concurrent cycles (the daemon's and a `svc dream`), so sequence
-        // numbers stay unique; the kernel drops the lock if its holder dies.
-        let lock = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path.with_extension("lock"))
-            .map_err(io_error)?;
-        lock.lock().map_err(io_error)?;
+        // numbers stay unique.
+        let held = crate::state::append::lock(&path).map_err(io_error)?;
         let sequence = match fs::read_to_string(&path) {
             Ok(text) => text.lines().filter(|l| !l.trim().is_empty()).count() as u64,
             Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
@@ -226,17 +217,7 @@ impl CycleTrace {
         // Strings, integers, booleans and finite floats serialise infallibly.
         let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
         bytes.push(b'\n');
-        let mut file = {
-            use std::os::unix::fs::OpenOptionsExt;
-            OpenOptions::new()
-                .create(true)
-                .append(true)
-                .mode(0o600)
-                .open(&path)
-        }
-        .map_err(io_error)?;
-        file.write_all(&bytes).map_err(io_error)?;
-        file.sync_all().map_err(io_error)?;
+        crate::state::append::append(&held, &path, &bytes, true).map_err(io_error)?;
         self.last = Some(kind);
         let index = self.lines.len();
         self.lines.push(line);

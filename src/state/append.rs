@@ -1,0 +1,79 @@
+//! Append-only JSON Lines files written by several processes at once (the world-model ledger,
+//! the RAVS outcome log, the evolution trace): an OS lock on a file beside the log serialises
+//! writers, and the kernel drops it when its holder dies, so a crash never leaves a log locked.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// Held while a writer reads what it needs (a sequence number, the last hash) and appends.
+#[derive(Debug)]
+pub struct AppendLock {
+    _lock: File,
+}
+
+/// Creates the log's folder and takes the lock `<log>.lock`, waiting for other writers.
+pub fn lock(log: &Path) -> io::Result<AppendLock> {
+    if let Some(dir) = log.parent() {
+        fs::create_dir_all(dir)?;
+    }
+    let lock = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(log.with_extension("lock"))?;
+    lock.lock()?;
+    Ok(AppendLock { _lock: lock })
+}
+
+/// Appends `bytes` (whole lines) to `log`, created private to the user; fsynced when `durable`.
+/// A torn last line (a crash mid-write) would glue onto the new one, so the new text starts on
+/// a line of its own. Call it holding the [`lock`].
+pub fn append(_held: &AppendLock, log: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
+    let mut file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(log)?
+    };
+    let length = file.metadata()?.len();
+    if length > 0 && !ends_with_newline(log, length) {
+        file.write_all(b"\n")?;
+    }
+    file.write_all(bytes)?;
+    if durable {
+        file.sync_all()?;
+    }
+    Ok(())
+}
+
+fn ends_with_newline(path: &Path, length: u64) -> bool {
+    let Ok(mut file) = File::open(path) else {
+        return true;
+    };
+    let mut last = [0u8; 1];
+    file.seek(SeekFrom::Start(length - 1)).is_ok()
+        && file.read_exact(&mut last).is_ok()
+        && last[0] == b'\n'
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn appends_start_on_their_own_line_after_a_torn_one() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("logs/events.jsonl");
+        let held = lock(&log).expect("lock");
+        append(&held, &log, b"{\"a\":1}\n", true).expect("append");
+        fs::write(&log, b"{\"a\":1}\n{\"torn\":").expect("tear");
+        append(&held, &log, b"{\"b\":2}\n", false).expect("append");
+        assert_eq!(
+            fs::read_to_string(&log).expect("read"),
+            "{\"a\":1}\n{\"torn\":\n{\"b\":2}\n"
+        );
+    }
+}
