@@ -91,6 +91,19 @@ pub fn run(command: ContextCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn build(walk: &WalkArgs) -> anyhow::Result<Index> {
+    let options = IndexOptions {
+        max_file_bytes: walk.max_file_bytes,
+        persist: !walk.no_cache,
+        ..IndexOptions::default()
+    };
+    index_with_progress(&walk.path, options)
+}
+
+/// Indexes `path` with a progress bar on a terminal (`svc context`, `svc go`).
+pub(crate) fn index_with_progress(
+    path: &std::path::Path,
+    mut options: IndexOptions,
+) -> anyhow::Result<Index> {
     let bar = std::io::stderr().is_terminal().then(|| {
         let bar = indicatif::ProgressBar::new(0);
         bar.set_style(
@@ -99,20 +112,14 @@ fn build(walk: &WalkArgs) -> anyhow::Result<Index> {
         );
         bar
     });
-    let progress = bar.clone().map(|bar| {
+    options.progress = bar.clone().map(|bar| {
         Arc::new(move |done: usize, total: usize| {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         }) as svc::context::index::ProgressFn
     });
-    let options = IndexOptions {
-        max_file_bytes: walk.max_file_bytes,
-        persist: !walk.no_cache,
-        progress,
-        ..IndexOptions::default()
-    };
-    let index = Index::build(&walk.path, &options)
-        .with_context(|| format!("indexing {}", walk.path.display()))?;
+    let index =
+        Index::build(path, &options).with_context(|| format!("indexing {}", path.display()))?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

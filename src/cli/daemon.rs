@@ -3,7 +3,6 @@
 //! Exit codes: 0 stopped cleanly (signal or `POST /api/control/stop`); 2 could not start (a port
 //! in use, another daemon on the same state directory, bad flags).
 
-use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -330,31 +329,11 @@ fn open_browser(url: &str) -> bool {
 }
 
 fn index_with_progress(dir: &Path, state_home: &Path) -> anyhow::Result<Index> {
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("indexing {pos}/{len} files {wide_bar} {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        bar
-    });
-    let progress = bar.clone().map(|bar| {
-        Arc::new(move |done: usize, total: usize| {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        }) as svc::context::index::ProgressFn
-    });
     let options = IndexOptions {
         state_home: Some(state_home.to_path_buf()),
-        progress,
         ..IndexOptions::default()
     };
-    let index =
-        Index::build(dir, &options).with_context(|| format!("indexing {}", dir.display()))?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
-    Ok(index)
+    super::context::index_with_progress(dir, options)
 }
 
 pub fn run_go(mut args: GoArgs) -> anyhow::Result<ExitCode> {

@@ -142,6 +142,20 @@ struct Proxy {
     _home: tempfile::TempDir,
 }
 
+/// Serves the proxy app (with connection addresses, as `svc proxy` does) on a free port of
+/// 127.0.0.1; returns its base URL.
+pub async fn serve_proxy(state: Arc<ProxyState>) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let service = make_service(state);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, service).await;
+    });
+    format!("http://{address}")
+}
+
 impl Proxy {
     async fn start(upstream: &str, configure: impl FnOnce(&mut ProxySettings)) -> Proxy {
         let home = tempfile::tempdir().expect("test step");
@@ -153,16 +167,8 @@ impl Proxy {
         };
         configure(&mut settings);
         let state = ProxyState::new(settings, None).expect("test step");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("test step");
-        let address = listener.local_addr().expect("test step");
-        let service = make_service(state.clone());
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, service).await;
-        });
         Proxy {
-            base: format!("http://{address}"),
+            base: serve_proxy(state.clone()).await,
             state,
             client: reqwest::Client::new(),
             _home: home,

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use svc::proxy::check::WitnessSettings;
 use svc::proxy::upstream::Upstreams;
-use svc::proxy::{ProxySettings, ProxyState, make_service};
+use svc::proxy::{ProxySettings, ProxyState};
 use svc::ravs::{Decision, Entry, Event, EventLog, Label, Reason};
 use svc::witness::{Mode, Profile};
 
@@ -112,16 +112,8 @@ async fn start(config: Option<&str>, seed: &[Entry]) -> Setup {
         nli: None,
     });
     let state = ProxyState::new(settings, None).expect("proxy state");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    let service = make_service(state.clone());
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, service).await;
-    });
     Setup {
-        base: format!("http://{address}"),
+        base: crate::proxy::serve_proxy(state.clone()).await,
         log,
         state,
         client: reqwest::Client::new(),
