@@ -190,6 +190,8 @@ pub enum CommitError {
     },
     #[error("recovered bytes of {chunk_id} are not UTF-8")]
     NotText { chunk_id: String },
+    #[error("chunk {chunk_id} of {ctx_id} is not a line range of a file (path#Lfirst-last)")]
+    NotAFragment { ctx_id: String, chunk_id: String },
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -452,11 +454,7 @@ impl CommitStore {
                 )
             } else {
                 let mut ids = same.clone();
-                ids.sort_by_key(|id| {
-                    id.rsplit_once("#L")
-                        .and_then(|(_, l)| l.split('-').next()?.parse::<usize>().ok())
-                        .unwrap_or(0)
-                });
+                ids.sort_by_key(|id| line_range(id).map_or(0, |(first, _)| first));
                 let shown = ids.iter().take(12).copied().collect::<Vec<_>>().join(", ");
                 let more = ids.len().saturating_sub(12);
                 if more > 0 {
@@ -488,6 +486,66 @@ impl CommitStore {
             chunk_id: chunk_id.to_string(),
         })
     }
+}
+
+impl CommitStore {
+    /// The documents a commit was selected from, rebuilt from its exact chunks: each source is
+    /// its chunks put back at their lines (`path#L{first}-{last}`), with an empty line for any
+    /// line no chunk holds, so the rebuilt documents index into the same chunk ids. Every chunk
+    /// is checked as [`Self::recover`] checks it; the bundle is read once.
+    pub fn documents(
+        &self,
+        receipt: &ContextReceipt,
+    ) -> Result<Vec<(String, String)>, CommitError> {
+        let ctx_id = receipt.ctx_id.as_str();
+        let bundle = self.checked_bundle(receipt)?;
+        let mut by_source: std::collections::BTreeMap<&str, Vec<(usize, usize, String)>> =
+            std::collections::BTreeMap::new();
+        for (chunk, entry) in receipt.chunks.iter().zip(&bundle.entries) {
+            let (first, last) =
+                line_range(&chunk.chunk_id).ok_or_else(|| CommitError::NotAFragment {
+                    ctx_id: ctx_id.to_string(),
+                    chunk_id: chunk.chunk_id.clone(),
+                })?;
+            let bytes = self.blobs.get(&entry.content_hash)?;
+            if fingerprint(&chunk.chunk_id, &bytes) != chunk.fingerprint {
+                return Err(CommitError::FingerprintMismatch {
+                    ctx_id: ctx_id.to_string(),
+                    chunk_id: chunk.chunk_id.clone(),
+                });
+            }
+            let text = String::from_utf8(bytes).map_err(|_| CommitError::NotText {
+                chunk_id: chunk.chunk_id.clone(),
+            })?;
+            by_source
+                .entry(chunk.source.as_str())
+                .or_default()
+                .push((first, last, text));
+        }
+        Ok(by_source
+            .into_iter()
+            .map(|(source, mut chunks)| {
+                chunks.sort_by_key(|c| c.0);
+                let mut body = String::new();
+                let mut next_line = 1;
+                for (first, last, text) in chunks {
+                    for _ in next_line..first {
+                        body.push('\n');
+                    }
+                    body.push_str(&text);
+                    next_line = next_line.max(last + 1);
+                }
+                (source.to_string(), body)
+            })
+            .collect())
+    }
+}
+
+/// `(first, last)` lines of a fragment chunk id `path#L{first}-{last}`.
+pub fn line_range(chunk_id: &str) -> Option<(usize, usize)> {
+    let (_, lines) = chunk_id.rsplit_once("#L")?;
+    let (first, last) = lines.split_once('-')?;
+    Some((first.parse().ok()?, last.parse().ok()?))
 }
 
 /// The commit id: a digest of everything the receipt says (parameters, encoding, the sent
@@ -673,6 +731,46 @@ mod tests {
             receipt.chunks[1].receipt_token_count,
             tokenizer.count(&inputs[1].full_text)
         );
+    }
+
+    #[test]
+    fn documents_are_rebuilt_at_their_lines_and_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = CommitStore::new(dir.path());
+        let chunk = |id: &str, text: &str| ChunkInput {
+            chunk_id: id.into(),
+            source: "a.md".into(),
+            full_text: text.into(),
+            resolution: None,
+            sent_tokens: 0,
+            full_tokens: None,
+        };
+        // Line 3 is in no chunk; the chunks come best score first.
+        let chunks = vec![
+            chunk("a.md#L4-4", "four\n"),
+            chunk("a.md#L1-2", "one\ntwo\n"),
+        ];
+        let receipt = store
+            .commit(&chunks, serde_json::json!({}), "", &Tokenizer::default())
+            .expect("commit");
+        let documents = store.documents(&receipt).expect("documents");
+        assert_eq!(
+            documents,
+            vec![("a.md".to_string(), "one\ntwo\n\nfour\n".to_string())]
+        );
+
+        let bad = store
+            .commit(
+                &[chunk("whole", "x")],
+                serde_json::json!({}),
+                "",
+                &Tokenizer::default(),
+            )
+            .expect("commit");
+        assert!(matches!(
+            store.documents(&bad),
+            Err(CommitError::NotAFragment { .. })
+        ));
     }
 
     #[test]

@@ -147,44 +147,13 @@ fn learn_from_commit(
     weights: &mut RankingWeights,
 ) -> Result<(u64, Vec<String>), CommitError> {
     let receipt = commits.receipt(ctx_id)?;
-    let bundle = commits.bundle(ctx_id)?;
     let query = receipt
         .parameters
         .get("query")
         .and_then(|q| q.as_str())
         .unwrap_or_default()
         .to_string();
-    // The receipt lists chunks best score first; a file is its chunks put back at their
-    // lines (`path#L{first}-{last}`), with an empty line for any line no chunk holds.
-    let mut by_source: std::collections::BTreeMap<&str, Vec<(usize, usize, String)>> =
-        std::collections::BTreeMap::new();
-    for (chunk, entry) in receipt.chunks.iter().zip(&bundle.entries) {
-        let Some((first, last)) = line_range(&chunk.chunk_id) else {
-            continue;
-        };
-        let bytes = commits.blobs().get(&entry.content_hash)?;
-        let text = String::from_utf8_lossy(&bytes).into_owned();
-        by_source
-            .entry(chunk.source.as_str())
-            .or_default()
-            .push((first, last, text));
-    }
-    let documents: Vec<(String, String)> = by_source
-        .into_iter()
-        .map(|(source, mut chunks)| {
-            chunks.sort_by_key(|c| c.0);
-            let mut body = String::new();
-            let mut next_line = 1;
-            for (first, last, text) in chunks {
-                for _ in next_line..first {
-                    body.push('\n');
-                }
-                body.push_str(&text);
-                next_line = next_line.max(last + 1);
-            }
-            (source.to_string(), body)
-        })
-        .collect();
+    let documents = commits.documents(&receipt)?;
     let index = Index::from_documents(&documents);
     let scores = score_with(&index, &query, weights);
     let id_of: HashMap<&str, u32> = index
@@ -219,13 +188,6 @@ fn learn_from_commit(
         used += 1;
     }
     Ok((used, missing))
-}
-
-/// `(first, last)` of a chunk id `path#L{first}-{last}`.
-fn line_range(chunk_id: &str) -> Option<(usize, usize)> {
-    let (_, lines) = chunk_id.rsplit_once("#L")?;
-    let (first, last) = lines.split_once('-')?;
-    Some((first.parse().ok()?, last.parse().ok()?))
 }
 
 #[cfg(test)]

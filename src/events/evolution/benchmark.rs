@@ -73,14 +73,6 @@ enum ReplayError {
     Select(#[from] select::SelectError),
     #[error("its receipt has no {0} parameter (not a selection commit)")]
     Parameter(&'static str),
-    #[error("chunk {0} is not a line range of a file")]
-    NotAFragment(String),
-}
-
-/// First line of a fragment chunk id `path#Lfirst-last`.
-fn first_line(chunk_id: &str) -> Option<usize> {
-    let (_, range) = chunk_id.rsplit_once("#L")?;
-    range.split_once('-')?.0.parse().ok()
 }
 
 fn rebuild(store: &CommitStore, receipt: &ContextReceipt) -> Result<Replayable, ReplayError> {
@@ -104,25 +96,7 @@ fn rebuild(store: &CommitStore, receipt: &ContextReceipt) -> Result<Replayable, 
                 .collect()
         })
         .unwrap_or_default();
-    let mut files: Vec<(String, Vec<(usize, String)>)> = Vec::new();
-    let mut position: HashMap<String, usize> = HashMap::new();
-    for chunk in &receipt.chunks {
-        let line = first_line(&chunk.chunk_id)
-            .ok_or_else(|| ReplayError::NotAFragment(chunk.chunk_id.clone()))?;
-        let text = store.recover(&receipt.ctx_id, &chunk.chunk_id)?;
-        let slot = *position.entry(chunk.source.clone()).or_insert_with(|| {
-            files.push((chunk.source.clone(), Vec::new()));
-            files.len() - 1
-        });
-        files[slot].1.push((line, text));
-    }
-    let docs: Vec<(String, String)> = files
-        .into_iter()
-        .map(|(path, mut parts)| {
-            parts.sort_by_key(|(line, _)| *line);
-            (path, parts.into_iter().map(|(_, t)| t).collect())
-        })
-        .collect();
+    let docs = store.documents(receipt)?;
     Ok(Replayable {
         index: Index::from_documents(&docs),
         query,
