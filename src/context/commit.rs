@@ -349,8 +349,10 @@ impl CommitStore {
         // Ids are content hashes: a commit already stored (packed by an earlier process, or
         // loose) is this one, and packing it again would only grow the packs.
         let receipt_path = dir.join("receipt.json");
-        if group.is_some_and(|g| g.contains(&receipt_path))
-            || (group.is_some() && (self.packs.contains(&receipt_path)? || receipt_path.exists()))
+        if let Some(group) = group
+            && (group.contains(&receipt_path)
+                || self.packs.contains(&receipt_path)?
+                || receipt_path.exists())
         {
             return Ok(receipt);
         }

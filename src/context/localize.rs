@@ -216,6 +216,8 @@ pub struct PreparedTask {
     pub task: LocalisationTask,
     pub documents: Vec<(String, String)>,
     pub index: Index,
+    /// Chunk id → fragment number, built once (a search scores thousands of selections).
+    fragment_of: HashMap<String, u32>,
 }
 
 impl PreparedTask {
@@ -224,10 +226,17 @@ impl PreparedTask {
         let documents = tree_documents(repo, &task.parent)?;
         let index = Index::from_documents(&documents);
         index.prepare();
+        let fragment_of = index
+            .fragments
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.chunk_id.clone(), i as u32))
+            .collect();
         Ok(PreparedTask {
             task: task.clone(),
             documents,
             index,
+            fragment_of,
         })
     }
 
@@ -238,17 +247,6 @@ impl PreparedTask {
         selector: &SelectFn,
         budget: usize,
     ) -> Result<LocalisationOutcome, LocalizeError> {
-        let lines_of: HashMap<&str, (usize, usize, &str)> = self
-            .index
-            .fragments
-            .iter()
-            .map(|f| {
-                (
-                    f.chunk_id.as_str(),
-                    (f.lines.0, f.lines.1, self.index.path(f)),
-                )
-            })
-            .collect();
         let start = std::time::Instant::now();
         let sent = selector(&self.index, &self.documents, &self.task.query, budget).map_err(
             |message| LocalizeError::Selector {
@@ -258,7 +256,7 @@ impl PreparedTask {
             },
         )?;
         let seconds = start.elapsed().as_secs_f64();
-        Ok(score(&self.task, &lines_of, &sent, budget, seconds))
+        Ok(self.score(&sent, budget, seconds))
     }
 }
 
@@ -298,56 +296,55 @@ pub fn run_localisation_with(
     Ok(outcomes)
 }
 
-/// Gold-file recall and changed-line coverage of one selection.
-fn score(
-    task: &LocalisationTask,
-    lines_of: &HashMap<&str, (usize, usize, &str)>,
-    sent: &Sent,
-    budget: usize,
-    seconds: f64,
-) -> LocalisationOutcome {
-    let mut by_path: HashMap<&str, Vec<SentSpan>> = HashMap::new();
-    for (chunk_id, &resolution) in sent {
-        if let Some(&(first, last, path)) = lines_of.get(chunk_id.as_str()) {
-            by_path
-                .entry(path)
-                .or_default()
-                .push((first, last, Some(resolution)));
-        }
-    }
-    let found = task
-        .gold_files
-        .iter()
-        .filter(|gold| {
-            by_path.get(gold.as_str()).is_some_and(|frags| {
-                frags
-                    .iter()
-                    .any(|f| matches!(f.2, Some(Resolution::Full | Resolution::Skeleton)))
-            })
-        })
-        .count();
-    let mut covered = 0;
-    let mut total = 0;
-    for (path, lines) in &task.changed_lines {
-        let frags = by_path.get(path.as_str());
-        for &line in lines {
-            total += 1;
-            if frags.is_some_and(|frags| {
-                frags
-                    .iter()
-                    .any(|f| f.0 <= line && line <= f.1 && f.2 == Some(Resolution::Full))
-            }) {
-                covered += 1;
+impl PreparedTask {
+    /// Gold-file recall and changed-line coverage of one selection.
+    fn score(&self, sent: &Sent, budget: usize, seconds: f64) -> LocalisationOutcome {
+        let task = &self.task;
+        let mut by_path: HashMap<&str, Vec<SentSpan>> = HashMap::new();
+        for (chunk_id, &resolution) in sent {
+            if let Some(&fragment) = self.fragment_of.get(chunk_id.as_str()) {
+                let f = &self.index.fragments[fragment as usize];
+                by_path.entry(self.index.path(f)).or_default().push((
+                    f.lines.0,
+                    f.lines.1,
+                    Some(resolution),
+                ));
             }
         }
-    }
-    LocalisationOutcome {
-        commit: task.commit.clone(),
-        part: task.part,
-        budget,
-        gold_recall: found as f64 / task.gold_files.len().max(1) as f64,
-        line_coverage: covered as f64 / total.max(1) as f64,
-        seconds,
+        let found = task
+            .gold_files
+            .iter()
+            .filter(|gold| {
+                by_path.get(gold.as_str()).is_some_and(|frags| {
+                    frags
+                        .iter()
+                        .any(|f| matches!(f.2, Some(Resolution::Full | Resolution::Skeleton)))
+                })
+            })
+            .count();
+        let mut covered = 0;
+        let mut total = 0;
+        for (path, lines) in &task.changed_lines {
+            let frags = by_path.get(path.as_str());
+            for &line in lines {
+                total += 1;
+                if frags.is_some_and(|frags| {
+                    frags
+                        .iter()
+                        .any(|f| f.0 <= line && line <= f.1 && f.2 == Some(Resolution::Full))
+                }) {
+                    covered += 1;
+                }
+            }
+        }
+        LocalisationOutcome {
+            commit: task.commit.clone(),
+            part: task.part,
+            budget,
+            gold_recall: found as f64 / task.gold_files.len().max(1) as f64,
+            line_coverage: covered as f64 / total.max(1) as f64,
+            seconds,
+        }
     }
 }
 
