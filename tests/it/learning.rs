@@ -337,3 +337,124 @@ fn a_closed_pipe_ends_a_printing_command_quietly() {
         output.status
     );
 }
+
+/// A small git history with fixed dates (so commit ids, and with them the tune/held-out split,
+/// are the same on every machine): `commits` edits of one function each, in several files.
+fn history(commits: usize) -> tempfile::TempDir {
+    let repo = tempfile::tempdir().expect("repo");
+    let git = |args: &[&str], at: usize| {
+        let date = format!("2026-01-01T00:{:02}:00Z", at % 60);
+        let status = std::process::Command::new("git")
+            .arg("-C")
+            .arg(repo.path())
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .env("GIT_AUTHOR_DATE", &date)
+            .env("GIT_COMMITTER_DATE", &date)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .expect("git runs");
+        assert!(status.success(), "git {args:?}");
+    };
+    git(&["init", "-q", "-b", "main"], 0);
+    let names = ["parse", "render", "store", "fetch", "merge", "split"];
+    let write = |round: usize| {
+        for (i, name) in names.iter().enumerate() {
+            let body: String = (0..6)
+                .map(|k| {
+                    let v = if k == round % 6 && i == round % names.len() {
+                        100 + round
+                    } else {
+                        k
+                    };
+                    format!("def {name}_step_{k}(value):\n    return value + {v}\n\n\n")
+                })
+                .collect();
+            std::fs::write(repo.path().join(format!("{name}.py")), body).expect("write");
+        }
+    };
+    write(0);
+    git(&["add", "-A"], 0);
+    git(&["commit", "-qm", "initial"], 0);
+    for round in 1..=commits {
+        write(round);
+        let name = names[round % names.len()];
+        let message = format!(
+            "{name} step {} returns the value plus {}",
+            round % 6,
+            100 + round
+        );
+        git(&["commit", "-qam", &message], round);
+    }
+    repo
+}
+
+#[test]
+fn autotune_searches_on_tune_tasks_decides_on_held_out_ones_and_adopts_only_by_the_rule() {
+    let repo = history(16);
+    let home = tempfile::tempdir().expect("home");
+    let out = home.path().join("autotune");
+    let report = run(svc(home.path()).args([
+        "learning",
+        "autotune",
+        "--repo",
+        repo.path().to_str().expect("utf-8"),
+        "--budgets",
+        "150",
+        "--max-evaluations",
+        "4",
+        "--out",
+        out.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert!(
+        report
+            .stdout
+            .starts_with("# Autotune of the ranking weights"),
+        "{}",
+        report.stdout
+    );
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.join("autotune.json")).expect("autotune.json"),
+    )
+    .expect("json");
+    assert!(json["tune_tasks"].as_u64().expect("tune") > 0);
+    assert!(json["held_out_tasks"].as_u64().expect("held out") > 0);
+    assert!(
+        json["evaluations"].as_u64().expect("evaluations") <= 4,
+        "bounded"
+    );
+    // The weights file changed exactly when the report says the candidate was adopted.
+    let adopted = json["adopted"].as_bool().expect("adopted");
+    let file = store::load(home.path()).expect("load");
+    assert_eq!(file.is_some(), adopted, "{}", json["decision"]);
+    if adopted {
+        assert_eq!(
+            serde_json::to_value(file.expect("file").weights).expect("json"),
+            json["candidate"]
+        );
+    }
+
+    // A history too short for both parts is a clear error, not a silent adoption.
+    let short = history(1);
+    let refused = run(svc(home.path()).args([
+        "learning",
+        "autotune",
+        "--repo",
+        short.path().to_str().expect("utf-8"),
+        "--budgets",
+        "150",
+    ]));
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused
+            .stderr
+            .contains("autotune needs tasks of both parts"),
+        "{}",
+        refused.stderr
+    );
+}
