@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 use super::runner::http::{self, Api, Attempt};
 use super::runner::{ModelReply, ModelRequest, Runner, RunnerError, RunnerKind};
 use super::workload::AnswerKind;
+use crate::proxy::provider::HEADER_ERROR;
 use crate::proxy::server::{HEADER_CONTEXT_ID, HEADER_OPTIMIZATION};
 use crate::proxy::upstream::Upstreams;
 use crate::proxy::{ProxySettings, ProxyState, app};
@@ -65,6 +66,9 @@ struct Tapped {
     forwarded: Bytes,
     /// The fixture's reply, when the fixture answered.
     fixture_reply: Option<ModelReply>,
+    /// Why the runner's endpoint gave no answer (refused, reset, timed out): the direct call's
+    /// error, so both arms of a run name a failure alike.
+    runner_failure: Option<RunnerError>,
 }
 
 #[derive(Clone)]
@@ -377,20 +381,34 @@ impl ViaProxy {
                 call.optimization = header(HEADER_OPTIMIZATION).unwrap_or_default();
                 call.ctx_id = header(HEADER_CONTEXT_ID);
                 let header_id = header("x-request-id").or_else(|| header("request-id"));
+                // The proxy's own answer that it could not reach the runner is the direct run's
+                // connection error or timeout, not a provider status.
+                let proxy_error = header(HEADER_ERROR);
                 match (
+                    tapped.runner_failure,
+                    proxy_error.as_deref(),
                     http::parse_reply(self.api, &url, status, header_id, &bytes),
                     tapped.fixture_reply,
                 ) {
+                    (Some(failure), _, _, _) => Err(failure),
+                    (None, Some("upstream_unreachable"), _, _) => Err(RunnerError::Connect {
+                        url: url.clone(),
+                        message: String::from_utf8_lossy(&bytes).into_owned(),
+                    }),
+                    (None, Some("upstream_timeout"), _, _) => Err(RunnerError::Timeout {
+                        url: url.clone(),
+                        after_ms: runner.spec.timeout_ms,
+                    }),
                     // The fixture's own reply (usage source, id), once its text came back
                     // through the proxy unchanged.
-                    (Ok(parsed), Some(reply)) if parsed.text == reply.text => Ok(reply),
-                    (Ok(_), Some(_)) => Err(RunnerError::InvalidResponse {
+                    (_, _, Ok(parsed), Some(reply)) if parsed.text == reply.text => Ok(reply),
+                    (_, _, Ok(_), Some(_)) => Err(RunnerError::InvalidResponse {
                         url: url.clone(),
                         message:
                             "the answer that came back through the proxy differs from the fixture's"
                                 .into(),
                     }),
-                    (parsed, _) => parsed,
+                    (_, _, parsed, _) => parsed,
                 }
             }
         };
@@ -436,6 +454,7 @@ async fn tap_handler(State(tap): State<Tap>, request: Request) -> Response {
     let mut tapped = Tapped {
         forwarded: bytes.clone(),
         fixture_reply: None,
+        runner_failure: None,
     };
     let response = match &tap.upstream {
         None => {
@@ -462,7 +481,8 @@ async fn tap_handler(State(tap): State<Tap>, request: Request) -> Response {
                 || parts.uri.path().to_string(),
                 |pq| pq.as_str().to_string(),
             );
-            let mut builder = tap.client.post(format!("{root}{path}")).body(bytes);
+            let target = format!("{root}{path}");
+            let mut builder = tap.client.post(&target).body(bytes);
             for (name, value) in &parts.headers {
                 if !matches!(name.as_str(), "host" | "content-length" | TRIAL_HEADER) {
                     builder = builder.header(name, value);
@@ -484,13 +504,29 @@ async fn tap_handler(State(tap): State<Tap>, request: Request) -> Response {
                             }
                             response
                         }
-                        Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+                        Err(error) => {
+                            tapped.runner_failure = Some(RunnerError::Connect {
+                                url: target,
+                                message: format!("the answer broke off: {error}"),
+                            });
+                            (StatusCode::BAD_GATEWAY, error.to_string()).into_response()
+                        }
                     }
                 }
                 Err(error) if error.is_timeout() => {
+                    tapped.runner_failure = Some(RunnerError::Timeout {
+                        url: target,
+                        after_ms: tap.runner.spec.timeout_ms,
+                    });
                     (StatusCode::GATEWAY_TIMEOUT, error.to_string()).into_response()
                 }
-                Err(error) => (StatusCode::BAD_GATEWAY, error.to_string()).into_response(),
+                Err(error) => {
+                    tapped.runner_failure = Some(RunnerError::Connect {
+                        url: target,
+                        message: error.to_string(),
+                    });
+                    (StatusCode::BAD_GATEWAY, error.to_string()).into_response()
+                }
             }
         }
     };

@@ -229,8 +229,31 @@ impl ProxyError {
     }
 }
 
+/// Marks an answer the proxy wrote itself (never one passed through from the upstream), so a
+/// client can tell "the provider said 502" from "svc could not reach the provider".
+pub const HEADER_ERROR: &str = "x-svc-error";
+
+impl ErrorKind {
+    /// The `X-Svc-Error` value.
+    pub fn wire(self) -> &'static str {
+        match self {
+            ErrorKind::InvalidRequest => "invalid_request",
+            ErrorKind::UnsupportedMediaType => "unsupported_media_type",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::BadGateway => "upstream_unreachable",
+            ErrorKind::GatewayTimeout => "upstream_timeout",
+        }
+    }
+}
+
 impl IntoResponse for ProxyError {
     fn into_response(self) -> Response {
-        (self.kind.status(), axum::Json(self.body())).into_response()
+        (
+            self.kind.status(),
+            [(HEADER_ERROR, self.kind.wire())],
+            axum::Json(self.body()),
+        )
+            .into_response()
     }
 }

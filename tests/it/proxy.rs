@@ -607,6 +607,10 @@ async fn upstream_errors_pass_through_with_status_and_body() {
             )
             .await;
         assert_eq!(response.status().as_u16().to_string(), status, "{path}");
+        assert!(
+            response.headers().get("x-svc-error").is_none(),
+            "a provider's own error is not marked as the proxy's"
+        );
         assert_eq!(
             response.bytes().await.expect("a body").to_vec(),
             fixture(name)
@@ -626,6 +630,11 @@ async fn proxy_side_errors_come_in_each_providers_shape() {
         r#"{"messages":[{"role":"user","content":"hi"}],"contents":[{"parts":[{"text":"hi"}]}]}"#;
     let down = proxy.post("/v1/messages", ok_body).await;
     assert_eq!(down.status(), 502);
+    assert_eq!(
+        down.headers()["x-svc-error"],
+        "upstream_unreachable",
+        "the proxy's own answer is marked, unlike a 502 passed through"
+    );
     let body: Value = down.json().await.expect("a JSON body");
     assert_eq!(body["type"], "error");
     assert_eq!(body["error"]["type"], "api_error");
@@ -651,6 +660,7 @@ async fn proxy_side_errors_come_in_each_providers_shape() {
 
     let bad = proxy.post("/v1/messages", "{not json").await;
     assert_eq!(bad.status(), 400);
+    assert_eq!(bad.headers()["x-svc-error"], "invalid_request");
     let body: Value = bad.json().await.expect("a JSON body");
     assert_eq!(body["error"]["type"], "invalid_request_error");
     assert!(

@@ -279,3 +279,46 @@ fn via_proxy_http_runners_send_the_proxys_request_to_their_endpoint() {
         );
     }
 }
+
+/// Regression: a runner endpoint nobody listens on failed direct trials as `connection_error`
+/// but proxied ones as `http_502` (the proxy's own provider-shaped answer), so the two arms of
+/// one run disagreed on what went wrong.
+#[test]
+fn via_proxy_unreachable_endpoint_is_a_connection_error_like_the_direct_call() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let root = format!("http://{}", closed.local_addr().expect("address"));
+    drop(closed);
+    let state = tempfile::tempdir().expect("tempdir");
+    let runner = state.path().join("down.toml");
+    std::fs::write(
+        &runner,
+        format!(
+            "name = \"down\"\nkind = \"openai_compatible\"\nprovider = \"fake\"\nmodel = \"m\"\ncontext_window = 8192\nbase_url = \"{root}/v1\"\ntimeout_ms = 2000\nretries = 0\nconcurrency = 4\nvia_proxy = true\n[cost]\nsource = \"self_hosted_no_api_fee\"\n"
+        ),
+    )
+    .expect("runner file");
+    let out_dir = state.path().join("run");
+    let out = run(svc(state.path())
+        .args(["run", "--workload", WORKLOAD, "--conditions", "raw,svc"])
+        .args(["--budget", "512", "--no-cache", "--runner"])
+        .arg(&runner)
+        .arg("--out")
+        .arg(&out_dir));
+    assert!(
+        out.code <= 1,
+        "the run completes with failed trials: {}",
+        out.stderr
+    );
+    let records = records(&out_dir);
+    assert_eq!(records.len(), 72);
+    for record in &records {
+        assert_eq!(record.outcome, Outcome::Error, "{record:?}");
+        assert_eq!(
+            record.error_type.as_deref(),
+            Some("connection_error"),
+            "{:?} trial {}",
+            record.condition,
+            record.task_id
+        );
+    }
+}
