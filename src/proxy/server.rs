@@ -838,7 +838,8 @@ fn routing_headers(plan: &Plan, headers: &mut HeaderMap) {
 }
 
 /// Appends RAVS events off the async workers (a file append under a lock).
+/// Inline on the async worker: an append to a held file under a held lock is a few system
+/// calls, less than the hand-over to the blocking pool and back that it used to cost.
 async fn record(state: &Arc<ProxyState>, entries: Vec<Entry>) {
-    let state = state.clone();
-    let _ = tokio::task::spawn_blocking(move || state.routing.record(&entries)).await;
+    state.routing.record(&entries);
 }

@@ -18,5 +18,5 @@ pub mod stats;
 pub mod tally;
 
 pub use event::{Decision, Entry, Event, Label, Reason};
-pub use log::{EVENTS_FILE, EventLog, LogError, Read, Warning};
+pub use log::{Appender, EVENTS_FILE, EventLog, LogError, Read, Warning};
 pub use tally::{ClassStats, Tally};

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::proxy::provider::Route;
-use crate::ravs::{Decision, Entry, Event, EventLog, Label, Reason, Tally};
+use crate::ravs::{Appender, Decision, Entry, Event, EventLog, Label, Reason, Tally};
 use crate::witness::Certificate;
 use crate::witness::certificate::CertificateStatus;
 pub use class::TaskClass;
@@ -63,7 +63,7 @@ const RECENT_CAPACITY: usize = 4_096;
 pub struct Routing {
     config: ConfigState,
     risk: RiskMatcher,
-    log: EventLog,
+    log: Appender,
     tally: Mutex<Tally>,
     recent: Mutex<HashMap<String, Instant>>,
     /// Lines of the log skipped at start (unreadable), with their `file:line`.
@@ -271,7 +271,7 @@ impl Routing {
         Routing {
             config,
             risk: RiskMatcher::new(&extra),
-            log,
+            log: log.appender(),
             tally: Mutex::new(tally),
             recent: Mutex::new(HashMap::new()),
             skipped_at_start: skipped,
@@ -285,7 +285,7 @@ impl Routing {
     }
 
     pub fn log(&self) -> &EventLog {
-        &self.log
+        self.log.log()
     }
 
     /// One line on how routing stands, for the proxy's start-up message.
