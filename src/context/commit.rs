@@ -307,24 +307,29 @@ impl CommitStore {
         let hashes = self.blobs.put_many(&bytes)?;
         // Counting every chunk is the commit's CPU cost on large trees: reuse counts the caller
         // already has, and spread the rest over cores.
-        let counts: Vec<usize> = {
+        let (counts, fingerprints): (Vec<usize>, Vec<String>) = {
             use rayon::prelude::*;
             chunks
                 .par_iter()
-                .map(|c| match c.full_tokens {
-                    Some((encoding, tokens)) if encoding == tokenizer.encoding() => tokens,
-                    _ => tokenizer.count(&c.full_text),
+                .map(|c| {
+                    let count = match c.full_tokens {
+                        Some((encoding, tokens)) if encoding == tokenizer.encoding() => tokens,
+                        _ => tokenizer.count(&c.full_text),
+                    };
+                    (count, fingerprint(&c.chunk_id, c.full_text.as_bytes()))
                 })
-                .collect()
+                .unzip()
         };
         let mut receipt_chunks = Vec::with_capacity(chunks.len());
         let mut entries = Vec::with_capacity(chunks.len());
-        for ((chunk, content_hash), receipt_token_count) in chunks.iter().zip(hashes).zip(counts) {
+        for (((chunk, content_hash), receipt_token_count), fingerprint) in
+            chunks.iter().zip(hashes).zip(counts).zip(fingerprints)
+        {
             receipt_chunks.push(ReceiptChunk {
                 chunk_id: chunk.chunk_id.clone(),
                 source: chunk.source.clone(),
                 resolution: chunk.resolution,
-                fingerprint: fingerprint(&chunk.chunk_id, chunk.full_text.as_bytes()),
+                fingerprint,
                 receipt_token_count,
                 sent_token_count: chunk.sent_tokens,
             });

@@ -33,7 +33,7 @@ pub use stamp::{TreeStamp, tree_stamp};
 
 /// Version of the persisted index layout and of the skeletons stored in it; a mismatch
 /// re-parses everything (bump it when skeleton rendering changes, or stale skeletons survive).
-const PERSIST_VERSION: u32 = 4;
+const PERSIST_VERSION: u32 = 5;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
@@ -236,6 +236,34 @@ pub struct Fragment {
     pub header_tokens: usize,
     /// Tokens of the reference piece.
     pub reference_tokens: usize,
+    /// Token corrections where this fragment's text joins what precedes it in a rendering.
+    pub seams: Seams,
+}
+
+/// Token corrections (see [`super::seams`]) of a fragment's joins: the count of the joined
+/// text is the parts' counts plus the correction. `None`: not known, count the text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Seams {
+    /// Its full piece's header line, then its text.
+    pub header: Option<i32>,
+    /// The file's previous fragment (ending where this one starts), then its text.
+    pub join: Option<i32>,
+    /// Its skeleton piece's header line, then its skeleton.
+    pub skeleton: Option<i32>,
+}
+
+impl Seams {
+    fn to_array(self) -> [Option<i32>; 3] {
+        [self.header, self.join, self.skeleton]
+    }
+
+    fn from_array([header, join, skeleton]: [Option<i32>; 3]) -> Seams {
+        Seams {
+            header,
+            join,
+            skeleton,
+        }
+    }
 }
 
 /// One indexed file (or document).
@@ -343,6 +371,8 @@ pub struct Index {
     pub stats: IndexStats,
     pub encoding: Encoding,
     terms: OnceLock<super::terms::TermIndex>,
+    /// Where the term index is kept beside the persisted index (`None`: never saved).
+    terms_file: Option<PathBuf>,
 }
 
 /// How a fragment is presented, used to render pieces.
@@ -428,6 +458,7 @@ impl Index {
                 })?;
             }
             index.stats.persisted_bytes = bytes.len();
+            index.terms_file = Some(path.with_extension("terms"));
             index.stats.persisted = Some(path);
         }
         Ok(index)
@@ -475,11 +506,6 @@ impl Index {
     /// Renders a fragment as it appears in a selection. `None` when the fragment has no
     /// skeleton and `kind` is [`PieceKind::Skeleton`].
     pub fn piece(&self, fragment: &Fragment, kind: PieceKind) -> Option<String> {
-        let context = fragment
-            .context
-            .as_deref()
-            .map(|c| format!(" (in {c})"))
-            .unwrap_or_default();
         Some(match kind {
             PieceKind::Full => {
                 let text = self.text(fragment);
@@ -492,7 +518,7 @@ impl Index {
             }
             PieceKind::Skeleton => {
                 let skeleton = fragment.skeleton.as_deref()?;
-                format!(">>> {} skeleton{context}\n{skeleton}", fragment.chunk_id)
+                format!("{}{skeleton}", skeleton_header(fragment))
             }
             PieceKind::Reference => reference_line(
                 &fragment.chunk_id,
@@ -509,8 +535,24 @@ impl Index {
     }
 
     pub(crate) fn terms(&self) -> &super::terms::TermIndex {
-        self.terms
-            .get_or_init(|| super::terms::TermIndex::build(self))
+        use super::terms::TermIndex;
+        self.terms.get_or_init(|| {
+            let Some(path) = &self.terms_file else {
+                return TermIndex::build(self);
+            };
+            // Splitting every word of a large tree again costs more than reading the arrays.
+            let fingerprint = TermIndex::fingerprint(self);
+            if let Ok(bytes) = std::fs::read(path)
+                && let Some(terms) =
+                    TermIndex::from_bytes(&bytes, &fingerprint, self.fragments.len())
+            {
+                return terms;
+            }
+            let terms = TermIndex::build(self);
+            // A cache: failing to save it only costs the next run this build.
+            let _ = super::postings::save(path, &terms.to_bytes(&fingerprint));
+            terms
+        })
     }
 
     /// Builds the term index now rather than at the first selection.
@@ -694,6 +736,7 @@ fn assemble(root: Option<PathBuf>, parsed: Vec<ParsedFile>, encoding: Encoding) 
         stats,
         encoding,
         terms: OnceLock::new(),
+        terms_file: None,
     }
 }
 
@@ -794,9 +837,12 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
                 skeleton_tokens: if keep { skeleton_tokens } else { 0 },
                 header_tokens,
                 reference_tokens,
+                seams: Seams::default(),
             }
         })
         .collect();
+    let mut fragments: Vec<Fragment> = fragments;
+    join_seams(&text, &mut fragments, tokenizer);
     ParsedFile {
         path: path.to_string(),
         language,
@@ -804,6 +850,36 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
         text,
         fragments,
     }
+}
+
+/// The token corrections of each fragment's joins, computed with the counts themselves.
+fn join_seams(text: &str, fragments: &mut [Fragment], tokenizer: &Tokenizer) {
+    use super::seams::correction;
+    for at in 0..fragments.len() {
+        let (before, rest) = fragments.split_at_mut(at);
+        let f = &mut rest[0];
+        let body = &text[f.bytes.clone()];
+        let header = header_line(&f.chunk_id, f.context.as_deref());
+        f.seams.header = correction(&header, body, true, tokenizer);
+        f.seams.join = before
+            .last()
+            .filter(|previous| previous.bytes.end == f.bytes.start)
+            .and_then(|previous| correction(&text[previous.bytes.clone()], body, false, tokenizer));
+        f.seams.skeleton = f
+            .skeleton
+            .as_deref()
+            .and_then(|skeleton| correction(&skeleton_header(f), skeleton, true, tokenizer));
+    }
+}
+
+/// The header line of a skeleton piece.
+fn skeleton_header(fragment: &Fragment) -> String {
+    let context = fragment
+        .context
+        .as_deref()
+        .map(|c| format!(" (in {c})"))
+        .unwrap_or_default();
+    format!(">>> {} skeleton{context}\n", fragment.chunk_id)
 }
 
 /// Whether a fragment is test code: a file under a `tests`/`benches` directory or named as a
@@ -1069,6 +1145,9 @@ struct PersistedFragment {
     context: Option<String>,
     #[serde(rename = "x", default, skip_serializing_if = "Option::is_none")]
     skeleton: Option<String>,
+    /// [`Seams`]: header, join, skeleton.
+    #[serde(rename = "m", default)]
+    seams: [Option<i32>; 3],
 }
 
 impl PersistedFile {
@@ -1101,6 +1180,7 @@ impl PersistedFile {
                     skeleton_tokens,
                     header_tokens,
                     reference_tokens,
+                    seams: Seams::from_array(f.seams),
                 }
             })
             .collect();
@@ -1137,6 +1217,7 @@ fn persist_bytes(index: &Index) -> Vec<u8> {
                     symbols: f.symbols.clone(),
                     context: f.context.clone(),
                     skeleton: f.skeleton.clone(),
+                    seams: f.seams.to_array(),
                 })
                 .collect(),
         })

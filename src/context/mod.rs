@@ -8,6 +8,8 @@ pub mod distill;
 pub mod eval;
 pub mod index;
 pub mod localize;
+pub mod postings;
+pub mod seams;
 pub mod select;
 pub mod skeleton;
 pub mod store;

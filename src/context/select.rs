@@ -126,9 +126,17 @@ pub struct Selection {
     texts: Vec<(Arc<str>, Range<usize>)>,
     /// Encoding of every count above and of the manifest's `full_tokens`.
     encoding: Encoding,
+    /// Whether `tokens` was summed from the index's counts (no tokenizer needed).
+    counted_from_index: bool,
 }
 
 impl Selection {
+    /// Whether [`Selection::tokens`] was summed from the index's exact counts (seams the
+    /// tokenizer splits at anyway) rather than counted by loading the tokenizer.
+    pub fn counted_from_index(&self) -> bool {
+        self.counted_from_index
+    }
+
     /// Chunks for [`super::CommitStore::commit`]: every fragment of the index, omitted ones with
     /// resolution `None`, so everything stays recoverable.
     pub fn chunk_inputs(&self) -> Vec<ChunkInput> {
@@ -251,7 +259,7 @@ pub fn select(
     let full_cost = |f: &Fragment| {
         f.header_tokens + f.text_tokens + usize::from(!index.text(f).ends_with('\n'))
     };
-    let skeleton_word = tokenizer.count(" skeleton");
+    let skeleton_word = SKELETON_WORD_TOKENS;
     let mut pinned_tokens = 0;
     let mut candidates: Vec<Candidate> = Vec::new();
     for &fragment in &pinned {
@@ -386,10 +394,16 @@ pub fn select(
         .iter()
         .map(|c| (c.fragment, &c.options))
         .collect();
+    let counted_from_index;
     let (rendered, tokens, pieces) = loop {
-        let (rendered, pieces) = render(index, &chosen);
-        let tokens = tokenizer.count(&rendered);
+        let Rendered {
+            text: rendered,
+            pieces,
+            exact,
+        } = render(index, &chosen);
+        let tokens = exact.unwrap_or_else(|| tokenizer.count(&rendered));
         if tokens <= budget {
+            counted_from_index = exact.is_some();
             break (rendered, tokens, pieces);
         }
         let weakest = chosen
@@ -456,15 +470,30 @@ pub fn select(
         manifest,
         texts,
         encoding: index.encoding,
+        counted_from_index,
     })
 }
 
-/// Renders chosen pieces in path and offset order; returns the text and each piece's tokens
-/// (estimated from the index's counts; the total is counted for real by the caller).
-fn render(
-    index: &Index,
-    chosen: &HashMap<u32, (PieceKind, f64, usize)>,
-) -> (String, HashMap<u32, usize>) {
+/// Tokens of `" skeleton"`, the word a skeleton piece's header adds to a full piece's header
+/// (one token in both encodings; checked against the tokenizers in the tests).
+const SKELETON_WORD_TOKENS: usize = 1;
+
+/// The rendered text, each piece's tokens, and the text's exact token count when the index's
+/// counts give it (`None`: count the text).
+struct Rendered {
+    text: String,
+    pieces: HashMap<u32, usize>,
+    exact: Option<usize>,
+}
+
+/// Renders chosen pieces in path and offset order.
+///
+/// The index holds the exact count of every fragment's text, header, skeleton and reference
+/// line, and the correction of each seam where they join ([`super::seams`]): the text's count
+/// is their sum, exactly, and loading the tokenizer's rank tables (about 0.1 s of CPU, most of
+/// a warm `svc context select`) is not needed at all. A seam without a known correction makes
+/// the caller count the text.
+fn render(index: &Index, chosen: &HashMap<u32, (PieceKind, f64, usize)>) -> Rendered {
     let mut order: Vec<u32> = chosen.keys().copied().collect();
     order.sort_by(|a, b| {
         let fa = &index.fragments[*a as usize];
@@ -476,6 +505,7 @@ fn render(
     });
     let mut rendered = String::new();
     let mut pieces = HashMap::new();
+    let mut exact = Some(0usize);
     let tokenizer = Tokenizer::new(index.encoding);
     // The previous piece when it was a full fragment: (file, end byte).
     let mut previous_full: Option<(usize, usize)> = None;
@@ -487,8 +517,19 @@ fn render(
         // it in the file) and the repeated headers' tokens are saved.
         let continues = kind == PieceKind::Full && previous_full == Some((f.file, f.bytes.start));
         previous_full = (kind == PieceKind::Full).then_some((f.file, f.bytes.end));
+        let add = |exact: Option<usize>, tokens: Option<i64>| {
+            exact
+                .zip(tokens)
+                .and_then(|(n, t)| usize::try_from(n as i64 + t).ok())
+        };
         if continues {
             let text = index.text(f);
+            let joined = f
+                .seams
+                .join
+                .filter(|_| text.ends_with('\n'))
+                .map(|c| f.text_tokens as i64 + i64::from(c));
+            exact = add(exact, joined);
             rendered.push_str(text);
             if !text.ends_with('\n') {
                 rendered.push('\n');
@@ -496,18 +537,57 @@ fn render(
             pieces.insert(fragment, f.text_tokens + usize::from(!text.ends_with('\n')));
             continue;
         }
-        if let Some(piece) = index.piece(f, kind) {
-            let tokens = match kind {
-                PieceKind::Full => {
-                    f.header_tokens + f.text_tokens + usize::from(!index.text(f).ends_with('\n'))
+        let Some(piece) = index.piece(f, kind) else {
+            continue;
+        };
+        // A piece starts with `>>>` after a line break: its tokens add to what precedes it.
+        let (tokens, known) = match kind {
+            PieceKind::Full => {
+                let text = index.text(f);
+                let known = f
+                    .seams
+                    .header
+                    .filter(|_| text.ends_with('\n'))
+                    .map(|c| (f.header_tokens + f.text_tokens) as i64 + i64::from(c));
+                (
+                    f.header_tokens + f.text_tokens + usize::from(!text.ends_with('\n')),
+                    known,
+                )
+            }
+            PieceKind::Skeleton => {
+                let skeleton = f.skeleton.as_deref().unwrap_or_default();
+                // `" skeleton"` follows the chunk id's last line number: a split either way.
+                let known = f
+                    .seams
+                    .skeleton
+                    .filter(|_| {
+                        f.chunk_id.ends_with(|c: char| c.is_ascii_digit())
+                            && skeleton.ends_with('\n')
+                    })
+                    .map(|c| {
+                        (f.header_tokens + SKELETON_WORD_TOKENS + f.skeleton_tokens) as i64
+                            + i64::from(c)
+                    });
+                match known.and_then(|n| usize::try_from(n).ok()) {
+                    Some(n) => (n, known),
+                    None => (tokenizer.count(&piece), None),
                 }
-                _ => tokenizer.count(&piece),
-            };
-            pieces.insert(fragment, tokens);
-            rendered.push_str(&piece);
-        }
+            }
+            PieceKind::Reference => (f.reference_tokens, Some(f.reference_tokens as i64)),
+        };
+        exact = if rendered.is_empty() || rendered.ends_with('\n') {
+            add(exact, known)
+        } else {
+            None
+        };
+        pieces.insert(fragment, tokens);
+        rendered.push_str(&piece);
     }
-    (rendered, pieces)
+    Rendered {
+        text: rendered,
+        pieces,
+        exact,
+    }
 }
 
 fn pinned_fragments(index: &Index, pins: &[String]) -> Result<Vec<u32>, SelectError> {
@@ -690,6 +770,82 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn counts_summed_from_the_index_are_the_tokenizers_counts_on_real_sources() {
+        // This repository's own sources and docs: Rust with doc comments, attributes and
+        // nested impls, Markdown, TOML, Python and shell fixtures.
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut docs = Vec::new();
+        for dir in [
+            "src/context",
+            "src/witness",
+            "fixtures",
+            "workloads/qa-builtin",
+        ] {
+            for entry in walkdir_files(&root.join(dir)) {
+                if let Ok(text) = std::fs::read_to_string(&entry) {
+                    let name = entry.strip_prefix(root).unwrap_or(&entry);
+                    docs.push((name.display().to_string(), text));
+                }
+            }
+        }
+        docs.push((
+            "README.md".into(),
+            std::fs::read_to_string(root.join("README.md")).expect("README"),
+        ));
+        let index = Index::from_documents(&docs);
+        let tokenizer = Tokenizer::default();
+        assert_eq!(tokenizer.count(" skeleton"), SKELETON_WORD_TOKENS);
+        assert_eq!(
+            Tokenizer::new(Encoding::Cl100kBase).count(" skeleton"),
+            SKELETON_WORD_TOKENS
+        );
+        let (mut summed, mut all) = (0, 0);
+        for query in [
+            "commit receipt fingerprint",
+            "witness claim contradicted number",
+            "skeleton doc comment attribute",
+            "budget knapsack",
+        ] {
+            for budget in [300, 1_000, 4_000, 16_000] {
+                let selection =
+                    select(&index, query, budget, &SelectOptions::default()).expect("select");
+                assert_eq!(
+                    selection.tokens,
+                    tokenizer.count(&selection.rendered),
+                    "{query} at {budget}"
+                );
+                all += 1;
+                summed += usize::from(selection.counted_from_index);
+            }
+        }
+        // The fast path must be the usual one, or it saves nothing.
+        assert!(
+            summed * 4 >= all * 3,
+            "{summed} of {all} summed from the index"
+        );
+    }
+
+    fn walkdir_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+        let mut out = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    out.push(path);
+                }
+            }
+        }
+        out.sort();
+        out
     }
 
     #[test]

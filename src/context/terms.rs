@@ -12,12 +12,19 @@
 //! what they call, what calls them and their own file.
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasherDefault, Hasher};
 
 use rayon::prelude::*;
 
 use super::index::{Fragment, Index};
+use super::postings::{Keyed, Lists, Reader, Writer};
 use super::weights::{Feature, RankingWeights};
+
+/// The term index file's magic and format version.
+const TERMS_MAGIC: &[u8] = b"SVCTERM1";
+/// Words of every shape the splitter treats differently (case changes, acronyms, digits,
+/// underscores, stopwords, stems, paths, non-ASCII), hashed into [`TermIndex::fingerprint`].
+const TERMS_PROBE: &str = "parseHTTPHeaders_v2 XMLHttpRequest snake_case_name the of fn running \
+     buffered writes src/io/read_buf.rs CONSTANT_VALUE 12ms über straße a1b2 tokio::time::sleep";
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
@@ -56,26 +63,6 @@ const SYNONYMS: &[&[&str]] = &[
 /// [`Feature::Synonym`]).
 #[cfg(test)]
 const SYNONYM_WEIGHT: f64 = 0.5;
-
-/// Passes 64-bit hashes through unchanged (keys are already FNV hashes).
-#[derive(Default, Clone, Copy)]
-pub struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-}
-
-type HashKeyed<V> = HashMap<u64, V, BuildHasherDefault<IdentityHasher>>;
 
 /// FNV-1a of the ASCII-lower-cased bytes.
 fn fnv(bytes: &[u8]) -> u64 {
@@ -176,21 +163,24 @@ pub fn words(text: &str) -> impl Iterator<Item = &str> {
         .filter(|w| !w.is_empty() && w.len() <= 64)
 }
 
-/// The searchable form of an index, built on first use.
-#[derive(Debug, Default)]
+/// The searchable form of an index, built on first use (or read from its file, see
+/// [`super::postings`]).
+#[derive(Debug, Default, PartialEq)]
 pub struct TermIndex {
-    /// Per term hash: `(fragment, term frequency)`.
-    postings: HashKeyed<Vec<(u32, u32)>>,
+    /// Per term hash: `(fragment, term frequency)`, fragments ascending.
+    postings: Keyed<(u32, u32)>,
     lengths: Vec<u32>,
     average_length: f64,
     /// Per identifier hash: fragments mentioning it.
-    mentioned_by: HashKeyed<Vec<u32>>,
+    mentioned_by: Keyed<u32>,
     /// Per fragment: identifier hashes it mentions.
-    mentions: Vec<Vec<u64>>,
+    mentions: Lists<u64>,
     /// Lower-cased symbol hash → definition fragments.
-    defined_by: HashKeyed<Vec<u32>>,
-    /// Per fragment, per defined symbol: its part hashes.
-    symbol_parts: Vec<Vec<Vec<u64>>>,
+    defined_by: Keyed<u32>,
+    /// Per symbol, numbered over all fragments in order: its part hashes.
+    symbol_parts: Lists<u64>,
+    /// Per fragment: the number of its first symbol in `symbol_parts`.
+    first_symbol: Vec<u32>,
 }
 
 struct FragmentTerms {
@@ -252,41 +242,140 @@ impl TermIndex {
             .map(|f| fragment_terms(index, f))
             .collect();
         let mut terms = TermIndex::default();
+        let mut postings: Vec<(u64, (u32, u32))> = Vec::new();
+        let mut mentioned: Vec<(u64, u32)> = Vec::new();
         let mut total_length = 0u64;
         for (number, fragment_terms) in per_fragment.into_iter().enumerate() {
             let number = number as u32;
-            for (hash, frequency) in fragment_terms.terms {
-                terms
-                    .postings
-                    .entry(hash)
-                    .or_default()
-                    .push((number, frequency));
-            }
-            for &identifier in &fragment_terms.identifiers {
-                terms
-                    .mentioned_by
-                    .entry(identifier)
-                    .or_default()
-                    .push(number);
-            }
-            terms.mentions.push(fragment_terms.identifiers);
+            postings.extend(
+                fragment_terms
+                    .terms
+                    .iter()
+                    .map(|&(hash, frequency)| (hash, (number, frequency))),
+            );
+            mentioned.extend(fragment_terms.identifiers.iter().map(|&id| (id, number)));
+            terms.mentions.push(&fragment_terms.identifiers);
             terms.lengths.push(fragment_terms.length);
             total_length += u64::from(fragment_terms.length);
-            terms.symbol_parts.push(fragment_terms.symbol_parts);
+            terms.first_symbol.push(terms.symbol_parts.len() as u32);
+            for parts in &fragment_terms.symbol_parts {
+                terms.symbol_parts.push(parts);
+            }
         }
+        // Stable sorts by key: within a key, fragments stay ascending.
+        postings.par_sort_by_key(|&(hash, _)| hash);
+        mentioned.par_sort_by_key(|&(hash, _)| hash);
+        terms.postings = Keyed::from_sorted(&postings);
+        terms.mentioned_by = Keyed::from_sorted(&mentioned);
+        let mut defined: Vec<(u64, u32)> = Vec::new();
         for (number, fragment) in index.fragments.iter().enumerate() {
             if fragment.kind.is_definition() {
                 for symbol in &fragment.symbols {
-                    terms
-                        .defined_by
-                        .entry(term_hash(symbol))
-                        .or_default()
-                        .push(number as u32);
+                    defined.push((term_hash(symbol), number as u32));
                 }
             }
         }
+        defined.sort_by_key(|&(hash, _)| hash);
+        terms.defined_by = Keyed::from_sorted(&defined);
         terms.average_length = total_length as f64 / index.fragments.len().max(1) as f64;
         terms
+    }
+
+    /// The part hashes of each symbol fragment `number` defines, in its symbols' order.
+    fn symbol_parts(&self, number: usize) -> impl Iterator<Item = &[u64]> {
+        let first = self.first_symbol.get(number).map_or(0, |&f| f as usize);
+        let next = self
+            .first_symbol
+            .get(number + 1)
+            .map_or(self.symbol_parts.len(), |&f| f as usize);
+        (first..next).map(|at| self.symbol_parts.get(at))
+    }
+
+    /// What the term index of `index` is built from: every file's path and content hash, every
+    /// fragment's place, kind and symbols, and the terms this build extracts from a probe
+    /// text, so a change to word splitting, stemming or stopwords makes an older file stale
+    /// without anyone remembering to bump a version.
+    pub(crate) fn fingerprint(index: &Index) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        let mut buffer = String::new();
+        for word in words(TERMS_PROBE) {
+            for_each_part(word, &mut buffer, |part| {
+                hasher.update(term_hash(part).to_le_bytes())
+            });
+            hasher.update(b"|");
+        }
+        hasher.update(index.encoding.as_str());
+        for file in &index.files {
+            hasher.update(file.path.as_bytes());
+            hasher.update(b"\0");
+            hasher.update(file.content_hash.as_bytes());
+            hasher.update(b"\n");
+        }
+        for fragment in &index.fragments {
+            let place = [fragment.file, fragment.bytes.start, fragment.bytes.end];
+            for number in place {
+                hasher.update((number as u64).to_le_bytes());
+            }
+            hasher.update(fragment.kind.as_str());
+            for symbol in &fragment.symbols {
+                hasher.update(symbol.as_bytes());
+                hasher.update(b"\0");
+            }
+            hasher.update(b"\n");
+        }
+        hasher.finalize().into()
+    }
+
+    /// The index as bytes, after a `fingerprint` of what it was built from.
+    pub(crate) fn to_bytes(&self, fingerprint: &[u8; 32]) -> Vec<u8> {
+        let mut writer = Writer::new(TERMS_MAGIC);
+        writer.array(&fingerprint.map(u32::from));
+        writer.keyed(&self.postings);
+        writer.array(&self.lengths);
+        writer.array(&[self.average_length.to_bits()]);
+        writer.keyed(&self.mentioned_by);
+        writer.lists(&self.mentions);
+        writer.keyed(&self.defined_by);
+        writer.lists(&self.symbol_parts);
+        writer.array(&self.first_symbol);
+        writer.bytes()
+    }
+
+    /// Reads [`TermIndex::to_bytes`] for an index of `fragments` fragments; `None` unless the
+    /// bytes are whole, consistent and of this `fingerprint`.
+    pub(crate) fn from_bytes(
+        bytes: &[u8],
+        fingerprint: &[u8; 32],
+        fragments: usize,
+    ) -> Option<TermIndex> {
+        let mut reader = Reader::new(bytes, TERMS_MAGIC)?;
+        if reader.array::<u32>()? != fingerprint.map(u32::from) {
+            return None;
+        }
+        let terms = TermIndex {
+            postings: reader.keyed()?,
+            lengths: reader.array()?,
+            average_length: f64::from_bits(*reader.array::<u64>()?.first()?),
+            mentioned_by: reader.keyed()?,
+            mentions: reader.lists()?,
+            defined_by: reader.keyed()?,
+            symbol_parts: reader.lists()?,
+            first_symbol: reader.array()?,
+        };
+        let n = fragments as u32;
+        let consistent = reader.finished()
+            && terms.lengths.len() == fragments
+            && terms.mentions.len() == fragments
+            && terms.first_symbol.len() == fragments
+            && terms
+                .first_symbol
+                .iter()
+                .all(|&f| f as usize <= terms.symbol_parts.len())
+            && terms.postings.values().iter().all(|&(f, _)| f < n)
+            && terms.mentioned_by.values().iter().all(|&f| f < n)
+            && terms.defined_by.values().iter().all(|&f| f < n);
+        consistent.then_some(terms)
     }
 
     fn idf(&self, postings: usize) -> f64 {
@@ -381,7 +470,7 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
     let mut scores: HashMap<u32, Scored> = HashMap::new();
     let mut idfs: HashMap<u64, f64> = HashMap::new();
     for (term, weight) in &weights {
-        let Some(postings) = terms.postings.get(term) else {
+        let Some(postings) = terms.postings.get(*term) else {
             continue;
         };
         let idf = terms.idf(postings.len()) * weight;
@@ -412,7 +501,7 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
         let mut best: f64 = 0.0;
         let mut best_symbol = None;
         let mut best_evidence = (0.0, 0.0);
-        for (symbol, parts) in definition.symbols.iter().zip(&terms.symbol_parts[number]) {
+        for (symbol, parts) in definition.symbols.iter().zip(terms.symbol_parts(number)) {
             if parts.is_empty() {
                 continue;
             }
@@ -593,7 +682,7 @@ fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>, ranking: &Ranki
         let seed_fragment = &index.fragments[seed as usize];
         // Callers: fragments mentioning what the seed defines (unless it is everywhere).
         for symbol in &seed_fragment.symbols {
-            if let Some(callers) = terms.mentioned_by.get(&term_hash(symbol))
+            if let Some(callers) = terms.mentioned_by.get(term_hash(symbol))
                 && callers.len() <= 50
             {
                 for &caller in callers {
@@ -606,8 +695,8 @@ fn graph_boost(index: &Index, scores: &mut HashMap<u32, Scored>, ranking: &Ranki
             }
         }
         // Callees: definitions of identifiers the seed mentions, when few fragments define them.
-        for identifier in &terms.mentions[seed as usize] {
-            if let Some(definers) = terms.defined_by.get(identifier)
+        for identifier in terms.mentions.get(seed as usize) {
+            if let Some(definers) = terms.defined_by.get(*identifier)
                 && definers.len() <= 3
             {
                 for &definer in definers {

@@ -211,3 +211,69 @@ fn second_build_reuses_unchanged_files_and_skips_binaries() {
         third.fragments
     });
 }
+
+#[test]
+fn the_term_index_is_read_back_from_its_file_only_while_it_matches_the_tree() {
+    use crate::context::terms::TermIndex;
+    let tree = tempfile::tempdir().expect("tree");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::write(
+        tree.path().join("a.rs"),
+        "/// Reads buffered bytes.\npub fn read_buf(x: u8) -> u8 {\n    helper(x)\n}\n\nfn helper(x: u8) -> u8 {\n    x\n}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        tree.path().join("b.py"),
+        "def parse_header(line):\n    return read_buf(line)\n",
+    )
+    .expect("write");
+    let options = IndexOptions {
+        state_home: Some(home.path().to_path_buf()),
+        ..IndexOptions::default()
+    };
+    let first = Index::build(tree.path(), &options).expect("build");
+    first.prepare();
+    let file = first
+        .stats
+        .persisted
+        .as_ref()
+        .expect("persisted")
+        .with_extension("terms");
+    assert!(file.exists(), "the first use saves the term index");
+
+    // Read back: the same arrays as a fresh build, and the same scores.
+    let second = Index::build(tree.path(), &options).expect("rebuild");
+    assert_eq!(second.terms(), &TermIndex::build(&second));
+    let scores = |index: &Index| {
+        let mut scores: Vec<(u32, String)> = crate::context::terms::score(index, "read buf header")
+            .into_iter()
+            .map(|(number, scored)| (number, format!("{:.9}", scored.score)))
+            .collect();
+        scores.sort();
+        scores
+    };
+    assert_eq!(scores(&second), scores(&first));
+
+    // A changed file makes the saved one stale: rebuilt, never trusted.
+    std::fs::write(
+        tree.path().join("b.py"),
+        "def parse_trailer(line):\n    return line\n",
+    )
+    .expect("write");
+    let third = Index::build(tree.path(), &options).expect("rebuild");
+    assert_eq!(third.terms(), &TermIndex::build(&third));
+    assert_ne!(third.terms(), first.terms());
+
+    // A damaged file is ignored (and replaced), never a panic or a wrong score.
+    let bytes = std::fs::read(&file).expect("read");
+    for damaged in [bytes[..bytes.len() / 2].to_vec(), vec![0u8; bytes.len()]] {
+        std::fs::write(&file, &damaged).expect("damage");
+        let fourth = Index::build(tree.path(), &options).expect("rebuild");
+        assert_eq!(fourth.terms(), &TermIndex::build(&fourth));
+    }
+    assert_eq!(
+        std::fs::read(&file).expect("read"),
+        bytes,
+        "rewritten whole"
+    );
+}
