@@ -43,6 +43,7 @@ use super::condition::{
     self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
 };
 use super::fixed_point::{FixedPointSetting, LoopTrial, TrialLoop};
+use super::judge::{self, Judge, JudgeCall};
 use super::runner::cache::ResponseCache;
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
@@ -181,6 +182,12 @@ pub struct RunSettings {
     pub via_proxy: bool,
     /// Response cache and resume policy.
     pub audit: AuditSettings,
+    /// `--cache-neutral`: each task's trials run back to back in a seeded order, one call at a
+    /// time (see [`order`]); the runner should have been told with
+    /// [`Runner::set_cache_neutral`] so local servers do not reuse prompt prefixes.
+    pub cache_neutral: bool,
+    /// The judge of a model-graded scorer (`qa-judge-v1`); required by it.
+    pub judge: Option<Arc<Judge>>,
 }
 
 /// How a run uses the response cache and treats an existing run directory.
@@ -310,6 +317,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     if settings.budgets.contains(&0) {
         return Err(RunError::Settings("budgets must be > 0 tokens".into()));
     }
+    if settings.scorer.is_model_graded() && settings.judge.is_none() {
+        return Err(RunError::Settings(format!(
+            "scorer {} is model-graded and needs a judge runner (--judge RUNNER, an HTTP or command runner; the fixture cannot judge)",
+            settings.scorer
+        )));
+    }
     let started = Instant::now();
     let started_at = utc_now();
     let trials_path = settings.out_dir.join("trials.jsonl");
@@ -378,7 +391,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     };
     cells.retain(|cell| !done_keys.contains(&key(cell)));
     let skipped = planned - cells.len() as u64;
-    crate::harness::text::SplitMix64::new(settings.seed).shuffle(&mut cells);
+    order::arrange(&mut cells, settings.seed, settings.cache_neutral);
 
     manifest.planned = planned;
     manifest.skipped = skipped;
@@ -461,8 +474,18 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
             cache,
             store: requests.as_ref(),
         },
+        judge: settings.judge.as_ref().map(|judge| Caller {
+            runner: &judge.runner,
+            cache: settings
+                .audit
+                .cache
+                .as_deref()
+                .filter(|_| judge.runner.is_http()),
+            store: requests.as_ref(),
+        }),
     };
-    if runner.is_local() {
+    // A judge does I/O, so a judged run takes the async path even with a local runner.
+    if runner.is_local() && settings.judge.is_none() {
         // Replicates of one (task, budget, condition) share one context build.
         let mut groups: Vec<(Cell, Vec<u64>)> = Vec::new();
         let mut index: std::collections::HashMap<(usize, usize, Condition), usize> =
@@ -524,6 +547,8 @@ struct TrialContext<'a> {
     commits: CommitStore,
     tokenizer: Tokenizer,
     caller: Caller<'a>,
+    /// Makes the judge's calls (`qa-judge-v1`).
+    judge: Option<Caller<'a>>,
 }
 
 /// A trial after its context is shaped, before any model call.
@@ -596,6 +621,28 @@ impl TrialContext<'_> {
         self.via
             .as_ref()
             .filter(|_| cell.condition == Condition::Raw)
+    }
+
+    /// The judge's grading call of a successful answer, when the run has a judge.
+    async fn judge_call(
+        &self,
+        cell: &Cell,
+        reply: &Option<(Result<ModelReply, RunnerError>, f64)>,
+        calls: &mut Vec<audit::CallRecord>,
+    ) -> Option<JudgeCall> {
+        let (judge, caller) = (self.settings.judge.as_ref()?, self.judge.as_ref()?);
+        let Some((Ok(answer), _)) = reply else {
+            return None;
+        };
+        let request = judge.request(self.task(cell), &answer.text);
+        let called = caller
+            .call(&request, cell.replicate, CallPurpose::Judge)
+            .await;
+        calls.push(called.record);
+        Some(JudgeCall {
+            result: called.result,
+            latency_ms: called.latency_ms,
+        })
     }
 
     /// Records a call made through the proxy; the trial's context becomes what the model got.
@@ -851,7 +898,7 @@ impl TrialContext<'_> {
                     trial_loop.finish()
                 }
             };
-            return self.finish_loop(shaped, trial, calls);
+            return self.finish_loop(shaped, trial, calls, None);
         }
         let reply = self.answer_request(&shaped).map(|request| {
             let called = match self.proxy_for(&shaped.cell) {
@@ -866,7 +913,7 @@ impl TrialContext<'_> {
             calls.push(called.record);
             (called.result, called.latency_ms)
         });
-        self.finish(shaped, reply, calls)
+        self.finish(shaped, reply, calls, None)
     }
 
     /// The fixed-point loop of a trial, when the run has the setting and the trial's condition
@@ -902,19 +949,21 @@ impl TrialContext<'_> {
         mut shaped: Shaped,
         trial: LoopTrial,
         calls: Vec<audit::CallRecord>,
+        judged: Option<JudgeCall>,
     ) -> Finished {
         shaped.built = trial.built;
         shaped.notes.extend(trial.notes);
-        self.finish(shaped, trial.reply, calls)
+        self.finish(shaped, trial.reply, calls, judged)
     }
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a
-    /// record and notes.
+    /// record and notes; `judged` is the grading call of a model-graded scorer.
     fn finish(
         &self,
         shaped: Shaped,
         reply: Option<(Result<ModelReply, RunnerError>, f64)>,
         calls: Vec<audit::CallRecord>,
+        judged: Option<JudgeCall>,
     ) -> Finished {
         let settings = self.settings;
         let cell = shaped.cell;
@@ -1020,8 +1069,12 @@ impl TrialContext<'_> {
                         record.outcome = Outcome::Success;
                         record.usage_source = reply.usage_source;
                         record.provider_request_id = reply.provider_request_id.clone();
-                        record.task_score =
-                            settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
+                        // A model-graded score is set by the judge below.
+                        record.task_score = settings
+                            .scorer
+                            .score(&reply.text, task)
+                            .unwrap_or(0.0)
+                            .clamp(0.0, 1.0);
                         // A path list is judged path by path against the context sent (see
                         // `scorer::unsupported_path_rate`); prose goes to the witness.
                         record.unsupported_claim_rate = match settings.scorer.answer_type() {
@@ -1038,7 +1091,10 @@ impl TrialContext<'_> {
                         }
                         .clamp(0.0, 1.0);
                         if let Some(secondary) = settings.scorer.secondary() {
-                            let score = secondary.score(&reply.text, task).clamp(0.0, 1.0);
+                            let score = secondary
+                                .score(&reply.text, task)
+                                .unwrap_or(0.0)
+                                .clamp(0.0, 1.0);
                             let mut secondary_note =
                                 note("secondary_score", format!("{secondary} = {score}"));
                             secondary_note.values = Some(serde_json::json!({
@@ -1046,6 +1102,11 @@ impl TrialContext<'_> {
                                 "score": score,
                             }));
                             notes.push(secondary_note);
+                        }
+                        if let Some(usage) = cache_state::CacheUsage::of(&reply) {
+                            let mut cache_note = note(cache_state::NOTE_KIND, usage.detail());
+                            cache_note.values = serde_json::to_value(&usage).ok();
+                            notes.push(cache_note);
                         }
                         record.output_tokens = reply.output_tokens;
                         record.reasoning_tokens = reply.reasoning_tokens;
@@ -1055,6 +1116,17 @@ impl TrialContext<'_> {
                         record.response_text = Some(reply.text);
                     }
                 }
+            }
+        }
+        if let Some(judge) = settings
+            .judge
+            .as_ref()
+            .filter(|_| settings.scorer.is_model_graded())
+        {
+            for (kind, detail, values) in judge::grade(&mut record, judged, judge) {
+                let mut judge_note = note(kind, detail);
+                judge_note.values = values;
+                notes.push(judge_note);
             }
         }
         // The summarisation call is part of the trial: its output, cost and time are the
@@ -1129,7 +1201,19 @@ fn run_async(
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let concurrency = context.settings.runner.spec.concurrency.max(1);
+    // Cache-neutral runs make one call at a time, so each task's trials really run back to
+    // back and no call's latency includes another's. A judged run may go as wide as its judge.
+    let concurrency = match (&context.settings.judge, context.settings.cache_neutral) {
+        (_, true) => 1,
+        (Some(judge), false) => context
+            .settings
+            .runner
+            .spec
+            .concurrency
+            .max(judge.runner.spec.concurrency),
+        (None, false) => context.settings.runner.spec.concurrency,
+    }
+    .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     // `concurrency` workers pull cells from a shared counter, so at most that many calls are in
     // flight. The futures borrow the run's context, so they are polled on this thread rather
@@ -1175,8 +1259,9 @@ fn run_async(
                         trial_loop.finish()
                     }
                 };
+                let judged = context.judge_call(cell, &trial.reply, &mut calls).await;
                 if sender
-                    .send(context.finish_loop(shaped, trial, calls))
+                    .send(context.finish_loop(shaped, trial, calls, judged))
                     .is_err()
                 {
                     return;
@@ -1202,7 +1287,8 @@ fn run_async(
                 }
                 None => None,
             };
-            let finished = context.finish(shaped, reply, calls);
+            let judged = context.judge_call(cell, &reply, &mut calls).await;
+            let finished = context.finish(shaped, reply, calls, judged);
             // A send error means the writer stopped early (an I/O error it reports).
             if sender.send(finished).is_err() {
                 return;
@@ -1382,10 +1468,15 @@ pub fn utc_now() -> String {
     crate::clock::rfc3339_seconds(std::time::SystemTime::now())
 }
 
+pub mod cache_state;
 mod manifest;
+mod order;
 mod resume;
 mod shard;
-pub use manifest::{Manifest, ManifestRunner, ManifestWorkload, default_run_id, read_manifest};
+pub use manifest::{
+    CacheNeutral, Manifest, ManifestJudge, ManifestRunner, ManifestWorkload, default_run_id,
+    read_manifest,
+};
 use manifest::{new_manifest, write_manifest};
 pub use resume::identity;
 pub use shard::{ShardEnvError, ShardSpec};

@@ -81,6 +81,8 @@ fn settings(dir: &Path, shard: Shard) -> RunSettings {
         threads: Some(2),
         progress: None,
         audit: Default::default(),
+        cache_neutral: false,
+        judge: None,
         fixed_point: None,
         via_proxy: false,
     }
