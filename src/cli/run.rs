@@ -214,9 +214,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         cache_neutral: args.cache_neutral,
         judge,
     };
+    // A judge's calls use the cache like the answers': on when either runner would have it on.
     let use_cache = !args.no_cache
-        && settings.runner.is_http()
-        && (args.cache || AuditSettings::cache_by_default(&settings.runner));
+        && settings.makes_http_calls()
+        && (args.cache
+            || AuditSettings::cache_by_default(&settings.runner)
+            || settings
+                .judge
+                .as_ref()
+                .is_some_and(|j| AuditSettings::cache_by_default(&j.runner)));
     settings.audit = AuditSettings {
         cache: use_cache.then(|| Arc::new(ResponseCache::open(&settings.state_home))),
         force: args.force,
@@ -246,7 +252,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 summary.elapsed_seconds,
                 rate(summary.written, summary.elapsed_seconds)
             );
-            if settings.runner.is_http() {
+            if settings.makes_http_calls() {
                 println!(
                     "cache:    {} ({} calls served from it)",
                     if settings.audit.cache.is_some() {

@@ -176,6 +176,7 @@ pub fn grade(record: &mut TrialRecord, call: Option<JudgeCall>, judge: &Judge) -
         "judge_reply": reply.text,
         "provider_request_id": reply.provider_request_id,
         "input_tokens": reply.input_tokens,
+        "cached_input_tokens": reply.cached_input_tokens,
         "output_tokens": reply.output_tokens,
         "cost_usd": cost_usd,
         "latency_ms": call.latency_ms,

@@ -201,6 +201,14 @@ pub struct AuditSettings {
     pub retry_errors: bool,
 }
 
+impl RunSettings {
+    /// Whether the run's runner or its judge calls a model over HTTP (then the response cache
+    /// takes part).
+    pub fn makes_http_calls(&self) -> bool {
+        self.runner.is_http() || self.judge.as_ref().is_some_and(|j| j.runner.is_http())
+    }
+}
+
 impl AuditSettings {
     /// Whether the cache is on by default for `runner`: HTTP runners at temperature 0, whose
     /// answer to a request is meant to be the same every time.
@@ -422,7 +430,11 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let requests = Arc::new(RequestStore::new(&settings.out_dir));
     let audit_sinks = AuditSinks {
         requests: requests.clone(),
-        cache: settings.audit.cache.clone().filter(|_| runner.is_http()),
+        cache: settings
+            .audit
+            .cache
+            .clone()
+            .filter(|_| settings.makes_http_calls()),
         calls_path: settings.out_dir.join(audit::REQUESTS_LOG),
     };
     let notes_path = settings.out_dir.join("notes.jsonl");

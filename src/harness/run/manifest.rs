@@ -249,7 +249,7 @@ pub(super) fn new_manifest(settings: &RunSettings, started_at: String) -> Manife
         written: 0,
         errors: 0,
         aborted: false,
-        response_cache: settings.audit.cache.is_some() && settings.runner.is_http(),
+        response_cache: settings.audit.cache.is_some() && settings.makes_http_calls(),
         forced_over: Vec::new(),
     }
 }
