@@ -185,3 +185,68 @@ pub fn markdown(rows: &[CacheSplitRow]) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(task: &str, condition: &str, latency: f64, cost: f64) -> String {
+        serde_json::json!({"workload": "w", "model": "m", "task_id": task, "condition": condition,
+            "replicate": 0, "outcome": "success", "latency_ms": latency, "billed_cost_usd": cost})
+        .to_string()
+    }
+
+    #[test]
+    fn splits_by_the_notes_beside_the_records_and_counts_the_rest_as_not_reported() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let trials = dir.path().join("trials.jsonl");
+        std::fs::write(
+            &trials,
+            [
+                record("a", "raw", 100.0, 0.002),
+                record("b", "raw", 300.0, 0.004),
+                record("c", "raw", 50.0, 0.001),
+                record("a@b512", "svc", 40.0, 0.001),
+            ]
+            .join("\n"),
+        )
+        .expect("trials");
+        assert_eq!(
+            split(std::slice::from_ref(&trials)),
+            None,
+            "no notes: no split"
+        );
+        let note = |task: &str, cached: u64| {
+            serde_json::json!({"task_id": task, "condition": "raw", "replicate": 0,
+                "kind": "cache_usage", "detail": "",
+                "values": {"cache_state": if cached > 0 { "cached" } else { "uncached" },
+                    "input_tokens": 100, "cached_input_tokens": cached, "cache_write_tokens": null}})
+            .to_string()
+        };
+        std::fs::write(
+            dir.path().join("notes.jsonl"),
+            [note("a", 80), note("c", 90), note("b", 0)].join("\n"),
+        )
+        .expect("notes");
+        let rows = split(&[trials]).expect("a split");
+        let find = |condition: Condition, state: CacheState| {
+            rows.iter()
+                .find(|r| r.condition == condition && r.cache_state == state)
+                .expect("row")
+        };
+        let cached = find(Condition::Raw, CacheState::Cached);
+        assert_eq!(cached.trials, 2);
+        assert!((cached.mean_latency_ms - 75.0).abs() < 1e-9);
+        assert!((cached.median_latency_ms - 75.0).abs() < 1e-9);
+        assert!((cached.mean_cached_share.expect("share") - 0.85).abs() < 1e-9);
+        let uncached = find(Condition::Raw, CacheState::Uncached);
+        assert_eq!(
+            (uncached.trials, uncached.mean_cached_share),
+            (1, Some(0.0))
+        );
+        let svc = find(Condition::Svc, CacheState::NotReported);
+        assert_eq!((svc.trials, svc.mean_cached_share), (1, None));
+        assert_eq!(rows.len(), 3);
+        assert!(markdown(&rows).contains("| w | m | raw | cached | 2 | 75.0 | 75.0 |"));
+    }
+}

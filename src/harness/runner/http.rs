@@ -538,6 +538,47 @@ mod tests {
         assert_eq!(reply.usage_source, UsageSource::ProviderResponse);
     }
 
+    #[test]
+    fn cached_tokens_are_read_from_each_providers_usage() {
+        let openai = |body: Value| {
+            parse_reply(Api::OpenAi, "u", 200, None, body.to_string().as_bytes()).expect("reply")
+        };
+        let choices = json!([{"message": {"content": "x"}}]);
+        let reply = openai(json!({"choices": choices, "usage": {"prompt_tokens": 100,
+            "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 64}}}));
+        assert_eq!(
+            (reply.input_tokens, reply.cached_input_tokens),
+            (Some(100), Some(64))
+        );
+        // llama.cpp's server: the KV-cache reuse in its timings.
+        let reply = openai(json!({"choices": choices, "usage": {"prompt_tokens": 100,
+            "completion_tokens": 2}, "timings": {"cache_n": 90, "prompt_n": 10}}));
+        assert_eq!(reply.cached_input_tokens, Some(90));
+        let reply = openai(json!({"choices": choices, "usage": {"prompt_tokens": 100,
+            "completion_tokens": 2}}));
+        assert_eq!(reply.cached_input_tokens, None, "not reported is not zero");
+        // Anthropic counts uncached input apart from cache reads and writes.
+        let reply = parse_reply(
+            Api::Anthropic,
+            "u",
+            200,
+            None,
+            json!({"content": [{"type": "text", "text": "x"}], "usage": {"input_tokens": 10,
+                "cache_read_input_tokens": 70, "cache_creation_input_tokens": 20, "output_tokens": 1}})
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("reply");
+        assert_eq!(
+            (
+                reply.input_tokens,
+                reply.cached_input_tokens,
+                reply.cache_write_tokens
+            ),
+            (Some(100), Some(70), Some(20))
+        );
+    }
+
     #[tokio::test]
     async fn anthropic_success() {
         let (reply, _) = call("anthropic", RunnerKind::Anthropic).await;
