@@ -1,5 +1,6 @@
 use super::resume::record_key;
 use super::*;
+use std::fs;
 
 #[test]
 fn shards_and_task_ids() {
