@@ -2,7 +2,9 @@
 // 127.0.0.1 only. POST /v1/chat/completions: the messages' contents are joined and completed as
 // raw text (the model is a base model; the runner file carries a few-shot template), greedy,
 // stopping at the end of the line. Usage counts are the model's own tokenizer's. One request at a
-// time, one thread.
+// time, one thread. The sequence keeps the previous prompt, so a prompt sharing its prefix is
+// evaluated only past that prefix; `"cache_prompt": false` (llama.cpp server's field, sent by
+// `svc run --cache-neutral`) clears that history first so every prompt is evaluated in full.
 import http from "node:http";
 import crypto from "node:crypto";
 import { getLlama, LlamaCompletion } from "node-llama-cpp";
@@ -12,7 +14,8 @@ const port = Number(process.env.SVC_GEMMA_PORT || 8091);
 const llama = await getLlama({ gpu: false });
 const model = await llama.loadModel({ modelPath });
 const context = await model.createContext({ contextSize: 8192, threads: 1 });
-const completion = new LlamaCompletion({ contextSequence: context.getSequence() });
+const sequence = context.getSequence();
+const completion = new LlamaCompletion({ contextSequence: sequence });
 
 let queue = Promise.resolve();
 function serialized(work) {
@@ -42,13 +45,14 @@ const server = http.createServer((req, res) => {
     }
     const prompt = (body.messages || []).map((m) => m.content).filter(Boolean).join("\n\n");
     try {
-      const text = await serialized(() =>
-        completion.generateCompletion(prompt, {
+      const text = await serialized(async () => {
+        if (body.cache_prompt === false) await sequence.clearHistory();
+        return completion.generateCompletion(prompt, {
           maxTokens: body.max_tokens || 24,
           temperature: 0,
           customStopTriggers: ["\n"],
-        }),
-      );
+        });
+      });
       const answer = text.trim();
       send(res, 200, {
         id: "chatcmpl-" + crypto.randomUUID(),

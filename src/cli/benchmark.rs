@@ -93,6 +93,11 @@ pub struct BenchmarkArgs {
     /// Ranking weights of the svc condition's selector (see `svc run --ranking-weights`).
     #[arg(long, value_name = "FILE")]
     ranking_weights: Option<PathBuf>,
+    /// For latency claims: run each task's conditions back to back in a seeded order, one call
+    /// at a time, and ask local OpenAI-compatible servers not to reuse prompt prefixes
+    /// (`"cache_prompt": false`); see `svc run --cache-neutral`.
+    #[arg(long)]
+    cache_neutral: bool,
 }
 
 /// What one reader's benchmark produced.
@@ -173,10 +178,12 @@ fn run_reader(
     baseline: Option<&Report>,
 ) -> anyhow::Result<Report> {
     let state_home = svc::state::home()?;
-    let runner = Arc::new(
-        Runner::load(&runners_root(), runner_name)
-            .with_context(|| format!("loading runner {runner_name}"))?,
-    );
+    let mut runner = Runner::load(&runners_root(), runner_name)
+        .with_context(|| format!("loading runner {runner_name}"))?;
+    if args.cache_neutral {
+        runner.set_cache_neutral();
+    }
+    let runner = Arc::new(runner);
     let names: Vec<String> = if args.workloads.is_empty() {
         SUITE.iter().map(|s| s.to_string()).collect()
     } else {
@@ -232,6 +239,8 @@ fn run_reader(
             audit: run::AuditSettings::defaults(&runner, &state_home),
             fixed_point: args.fixed_point,
             via_proxy: false,
+            cache_neutral: args.cache_neutral,
+            judge: None,
         };
         eprintln!(
             "benchmark: {name} ({} conditions, budgets {:?}, runner {runner_name})…",
@@ -270,6 +279,8 @@ fn run_reader(
                 // Like for like: the baselines run with the same loop setting as svc.
                 fixed_point: args.fixed_point,
                 via_proxy: false,
+                cache_neutral: args.cache_neutral,
+                judge: None,
             };
             let summary = run::execute(&arm).with_context(|| {
                 format!("running {name} ({setting}) into {}", arm.out_dir.display())

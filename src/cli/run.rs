@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use clap::Args;
 use svc::harness::condition::Condition;
+use svc::harness::judge::Judge;
 use svc::harness::run::{self, AuditSettings, Progress, RunSettings, ShardSpec};
 use svc::harness::runner::cache::ResponseCache;
 use svc::harness::runner::{Runner, runners_root};
@@ -79,9 +80,19 @@ pub struct RunArgs {
     /// When stderr is not a terminal, print a progress line every this many seconds (0: never).
     #[arg(long, default_value_t = 30)]
     progress_every: u64,
-    /// Scorer [default: the workload's].
+    /// Scorer [default: the workload's]. `qa-judge-v1` is graded by a model: see --judge.
     #[arg(long, value_enum)]
     scorer: Option<ScorerName>,
+    /// The runner that grades answers for a model-graded scorer (`qa-judge-v1`) [default: the
+    /// run's runner]. The fixture cannot judge: naming it is an error.
+    #[arg(long, value_name = "RUNNER")]
+    judge: Option<String>,
+    /// For latency claims: run each task's conditions back to back in a seeded order (no
+    /// condition systematically follows itself), one call at a time, and ask local
+    /// OpenAI-compatible servers not to reuse prompt prefixes (`"cache_prompt": false`, as
+    /// llama.cpp's server takes it). Recorded in the manifest and the run id.
+    #[arg(long)]
+    cache_neutral: bool,
     /// Worker threads for local work [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
@@ -119,8 +130,30 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         },
     )
     .with_context(|| format!("loading workload {}", args.workload))?;
-    let runner = Runner::load(&runners_root(), &args.runner)
+    let mut runner = Runner::load(&runners_root(), &args.runner)
         .with_context(|| format!("loading runner {}", args.runner))?;
+    if args.cache_neutral {
+        runner.set_cache_neutral();
+    }
+    let scorer_name = args.scorer.unwrap_or(workload.scorer());
+    if args.judge.is_some() && !scorer_name.is_model_graded() {
+        anyhow::bail!(
+            "--judge grades answers for a model-graded scorer; the scorer is {scorer_name} (pass --scorer qa-judge-v1)"
+        );
+    }
+    let runner = Arc::new(runner);
+    let judge = match (scorer_name.is_model_graded(), &args.judge) {
+        (false, _) => None,
+        (true, None) => Some(Arc::new(Judge::new(runner.clone())?)),
+        (true, Some(name)) => {
+            let mut judge = Runner::load(&runners_root(), name)
+                .with_context(|| format!("loading judge runner {name}"))?;
+            if args.cache_neutral {
+                judge.set_cache_neutral();
+            }
+            Some(Arc::new(Judge::new(Arc::new(judge))?))
+        }
+    };
     let mut conditions = args.conditions.clone();
     conditions.dedup();
     let mut budgets = args.budgets.clone();
@@ -149,9 +182,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let via_proxy = args.via_proxy || runner.spec.via_proxy;
     let mut settings = RunSettings {
         via_proxy,
-        scorer: args.scorer.unwrap_or(workload.scorer()),
+        scorer: scorer_name,
         workload: Arc::new(workload),
-        runner: Arc::new(runner),
+        runner,
         conditions,
         native_compaction: args.native_compaction,
         budgets,
@@ -178,10 +211,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         progress,
         fixed_point: args.fixed_point,
         audit: AuditSettings::default(),
+        cache_neutral: args.cache_neutral,
+        judge,
     };
+    // A judge's calls use the cache like the answers': on when either runner would have it on.
     let use_cache = !args.no_cache
-        && settings.runner.is_http()
-        && (args.cache || AuditSettings::cache_by_default(&settings.runner));
+        && settings.makes_http_calls()
+        && (args.cache
+            || AuditSettings::cache_by_default(&settings.runner)
+            || settings
+                .judge
+                .as_ref()
+                .is_some_and(|j| AuditSettings::cache_by_default(&j.runner)));
     settings.audit = AuditSettings {
         cache: use_cache.then(|| Arc::new(ResponseCache::open(&settings.state_home))),
         force: args.force,
@@ -211,7 +252,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 summary.elapsed_seconds,
                 rate(summary.written, summary.elapsed_seconds)
             );
-            if settings.runner.is_http() {
+            if settings.makes_http_calls() {
                 println!(
                     "cache:    {} ({} calls served from it)",
                     if settings.audit.cache.is_some() {

@@ -207,6 +207,7 @@ fn print_trial(trial: &TrialAudit) {
             match call.call.purpose {
                 CallPurpose::Answer => "answer",
                 CallPurpose::Summary => "summary",
+                CallPurpose::Judge => "judge",
             },
             call.call.request_sha256,
             cache,

@@ -52,6 +52,10 @@ pub struct RequestBlob {
     /// The context part of `prompt`, as the condition shaped it.
     pub context: String,
     pub question: String,
+    /// llama.cpp's `cache_prompt` as sent (`--cache-neutral`); absent otherwise, so blobs of
+    /// other runs keep their hashes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_prompt: Option<bool>,
 }
 
 impl RequestBlob {
@@ -66,6 +70,7 @@ impl RequestBlob {
             prompt: request.prompt.clone(),
             context: request.context.clone(),
             question: request.question.clone(),
+            cache_prompt: runner.cache_prompt(),
         }
     }
 
@@ -86,6 +91,8 @@ pub enum CallPurpose {
     Answer,
     /// The summarisation call of model-summary compaction.
     Summary,
+    /// The grading call of the `qa-judge-v1` scorer (made with the judge runner).
+    Judge,
 }
 
 /// How the response cache took part in a call.
@@ -349,6 +356,8 @@ impl Caller<'_> {
                     text: reply.text.clone(),
                     provider_request_id: reply.provider_request_id.clone(),
                     input_tokens: reply.input_tokens,
+                    cached_input_tokens: reply.cached_input_tokens,
+                    cache_write_tokens: reply.cache_write_tokens,
                     output_tokens: reply.output_tokens,
                     reasoning_tokens: reply.reasoning_tokens,
                     usage_source: reply.usage_source,

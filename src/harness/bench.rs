@@ -127,6 +127,8 @@ fn once(
         threads,
         progress: None,
         audit: Default::default(),
+        cache_neutral: false,
+        judge: None,
         fixed_point: None,
         via_proxy: false,
     };

@@ -108,11 +108,23 @@ impl LoopTrial {
     }
 }
 
+/// A running sum of a count every call must report: the first call's value, then the sum
+/// while every call reports one, `None` once one does not.
+fn add_reported(first: bool, sum: Option<u64>, value: Option<u64>) -> Option<u64> {
+    match (first, sum, value) {
+        (true, _, value) => value,
+        (false, Some(sum), Some(value)) => Some(sum + value),
+        _ => None,
+    }
+}
+
 #[derive(Default)]
 struct Calls {
     context_tokens: usize,
     input_tokens: Option<u64>,
     all_reported_input: bool,
+    cached_input_tokens: Option<u64>,
+    cache_write_tokens: Option<u64>,
     output_tokens: u64,
     reasoning_tokens: u64,
     latency_ms: f64,
@@ -238,6 +250,13 @@ impl<'a> TrialLoop<'a> {
                     }
                     None => calls.all_reported_input = false,
                 }
+                // Summed over the loop's calls; one call that does not say leaves the sum
+                // unknown.
+                let first = calls.count == 1;
+                calls.cached_input_tokens =
+                    add_reported(first, calls.cached_input_tokens, reply.cached_input_tokens);
+                calls.cache_write_tokens =
+                    add_reported(first, calls.cache_write_tokens, reply.cache_write_tokens);
                 calls.output_tokens += reply.output_tokens;
                 calls.reasoning_tokens += reply.reasoning_tokens;
                 let text = reply.text.clone();
@@ -303,6 +322,8 @@ impl<'a> TrialLoop<'a> {
                     text: result.final_output.output,
                     provider_request_id: last.provider_request_id,
                     input_tokens: calls.input_tokens.filter(|_| calls.all_reported_input),
+                    cached_input_tokens: calls.cached_input_tokens,
+                    cache_write_tokens: calls.cache_write_tokens,
                     output_tokens: calls.output_tokens,
                     reasoning_tokens: calls.reasoning_tokens,
                     usage_source: last.usage_source,

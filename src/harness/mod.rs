@@ -10,6 +10,7 @@ pub mod audit;
 pub mod bench;
 pub mod condition;
 pub mod fixed_point;
+pub mod judge;
 pub mod run;
 pub mod runner;
 pub mod scorer;

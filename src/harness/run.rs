@@ -27,8 +27,6 @@
 //! Audit: every request is stored and every call logged with the run (see [`super::audit`]).
 
 use std::collections::HashSet;
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -43,6 +41,7 @@ use super::condition::{
     self, BuiltContext, Condition, ConditionEnv, ContextSelector, PreparedContext,
 };
 use super::fixed_point::{FixedPointSetting, LoopTrial, TrialLoop};
+use super::judge::{self, Judge, JudgeCall};
 use super::runner::cache::ResponseCache;
 use super::runner::{ModelReply, Runner, RunnerError};
 use super::scorer::{self, ClaimChecker, ScorerName};
@@ -181,6 +180,12 @@ pub struct RunSettings {
     pub via_proxy: bool,
     /// Response cache and resume policy.
     pub audit: AuditSettings,
+    /// `--cache-neutral`: each task's trials run back to back in a seeded order, one call at a
+    /// time (see [`order`]); the runner should have been told with
+    /// [`Runner::set_cache_neutral`] so local servers do not reuse prompt prefixes.
+    pub cache_neutral: bool,
+    /// The judge of a model-graded scorer (`qa-judge-v1`); required by it.
+    pub judge: Option<Arc<Judge>>,
 }
 
 /// How a run uses the response cache and treats an existing run directory.
@@ -192,6 +197,14 @@ pub struct AuditSettings {
     pub force: bool,
     /// Run the trials that have an error record again, replacing those records.
     pub retry_errors: bool,
+}
+
+impl RunSettings {
+    /// Whether the run's runner or its judge calls a model over HTTP (then the response cache
+    /// takes part).
+    pub fn makes_http_calls(&self) -> bool {
+        self.runner.is_http() || self.judge.as_ref().is_some_and(|j| j.runner.is_http())
+    }
 }
 
 impl AuditSettings {
@@ -310,6 +323,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     if settings.budgets.contains(&0) {
         return Err(RunError::Settings("budgets must be > 0 tokens".into()));
     }
+    if settings.scorer.is_model_graded() && settings.judge.is_none() {
+        return Err(RunError::Settings(format!(
+            "scorer {} is model-graded and needs a judge runner (--judge RUNNER, an HTTP or command runner; the fixture cannot judge)",
+            settings.scorer
+        )));
+    }
     let started = Instant::now();
     let started_at = utc_now();
     let trials_path = settings.out_dir.join("trials.jsonl");
@@ -378,7 +397,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     };
     cells.retain(|cell| !done_keys.contains(&key(cell)));
     let skipped = planned - cells.len() as u64;
-    crate::harness::text::SplitMix64::new(settings.seed).shuffle(&mut cells);
+    order::arrange(&mut cells, settings.seed, settings.cache_neutral);
 
     manifest.planned = planned;
     manifest.skipped = skipped;
@@ -409,7 +428,11 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let requests = Arc::new(RequestStore::new(&settings.out_dir));
     let audit_sinks = AuditSinks {
         requests: requests.clone(),
-        cache: settings.audit.cache.clone().filter(|_| runner.is_http()),
+        cache: settings
+            .audit
+            .cache
+            .clone()
+            .filter(|_| settings.makes_http_calls()),
         calls_path: settings.out_dir.join(audit::REQUESTS_LOG),
     };
     let notes_path = settings.out_dir.join("notes.jsonl");
@@ -461,8 +484,18 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
             cache,
             store: requests.as_ref(),
         },
+        judge: settings.judge.as_ref().map(|judge| Caller {
+            runner: &judge.runner,
+            cache: settings
+                .audit
+                .cache
+                .as_deref()
+                .filter(|_| judge.runner.is_http()),
+            store: requests.as_ref(),
+        }),
     };
-    if runner.is_local() {
+    // A judge does I/O, so a judged run takes the async path even with a local runner.
+    if runner.is_local() && settings.judge.is_none() {
         // Replicates of one (task, budget, condition) share one context build.
         let mut groups: Vec<(Cell, Vec<u64>)> = Vec::new();
         let mut index: std::collections::HashMap<(usize, usize, Condition), usize> =
@@ -524,6 +557,8 @@ struct TrialContext<'a> {
     commits: CommitStore,
     tokenizer: Tokenizer,
     caller: Caller<'a>,
+    /// Makes the judge's calls (`qa-judge-v1`).
+    judge: Option<Caller<'a>>,
 }
 
 /// A trial after its context is shaped, before any model call.
@@ -596,6 +631,28 @@ impl TrialContext<'_> {
         self.via
             .as_ref()
             .filter(|_| cell.condition == Condition::Raw)
+    }
+
+    /// The judge's grading call of a successful answer, when the run has a judge.
+    async fn judge_call(
+        &self,
+        cell: &Cell,
+        reply: &Option<(Result<ModelReply, RunnerError>, f64)>,
+        calls: &mut Vec<audit::CallRecord>,
+    ) -> Option<JudgeCall> {
+        let (judge, caller) = (self.settings.judge.as_ref()?, self.judge.as_ref()?);
+        let Some((Ok(answer), _)) = reply else {
+            return None;
+        };
+        let request = judge.request(self.task(cell), &answer.text);
+        let called = caller
+            .call(&request, cell.replicate, CallPurpose::Judge)
+            .await;
+        calls.push(called.record);
+        Some(JudgeCall {
+            result: called.result,
+            latency_ms: called.latency_ms,
+        })
     }
 
     /// Records a call made through the proxy; the trial's context becomes what the model got.
@@ -851,7 +908,7 @@ impl TrialContext<'_> {
                     trial_loop.finish()
                 }
             };
-            return self.finish_loop(shaped, trial, calls);
+            return self.finish_loop(shaped, trial, calls, None);
         }
         let reply = self.answer_request(&shaped).map(|request| {
             let called = match self.proxy_for(&shaped.cell) {
@@ -866,7 +923,7 @@ impl TrialContext<'_> {
             calls.push(called.record);
             (called.result, called.latency_ms)
         });
-        self.finish(shaped, reply, calls)
+        self.finish(shaped, reply, calls, None)
     }
 
     /// The fixed-point loop of a trial, when the run has the setting and the trial's condition
@@ -902,19 +959,21 @@ impl TrialContext<'_> {
         mut shaped: Shaped,
         trial: LoopTrial,
         calls: Vec<audit::CallRecord>,
+        judged: Option<JudgeCall>,
     ) -> Finished {
         shaped.built = trial.built;
         shaped.notes.extend(trial.notes);
-        self.finish(shaped, trial.reply, calls)
+        self.finish(shaped, trial.reply, calls, judged)
     }
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a
-    /// record and notes.
+    /// record and notes; `judged` is the grading call of a model-graded scorer.
     fn finish(
         &self,
         shaped: Shaped,
         reply: Option<(Result<ModelReply, RunnerError>, f64)>,
         calls: Vec<audit::CallRecord>,
+        judged: Option<JudgeCall>,
     ) -> Finished {
         let settings = self.settings;
         let cell = shaped.cell;
@@ -1020,8 +1079,12 @@ impl TrialContext<'_> {
                         record.outcome = Outcome::Success;
                         record.usage_source = reply.usage_source;
                         record.provider_request_id = reply.provider_request_id.clone();
-                        record.task_score =
-                            settings.scorer.score(&reply.text, task).clamp(0.0, 1.0);
+                        // A model-graded score is set by the judge below.
+                        record.task_score = settings
+                            .scorer
+                            .score(&reply.text, task)
+                            .unwrap_or(0.0)
+                            .clamp(0.0, 1.0);
                         // A path list is judged path by path against the context sent (see
                         // `scorer::unsupported_path_rate`); prose goes to the witness.
                         record.unsupported_claim_rate = match settings.scorer.answer_type() {
@@ -1038,7 +1101,10 @@ impl TrialContext<'_> {
                         }
                         .clamp(0.0, 1.0);
                         if let Some(secondary) = settings.scorer.secondary() {
-                            let score = secondary.score(&reply.text, task).clamp(0.0, 1.0);
+                            let score = secondary
+                                .score(&reply.text, task)
+                                .unwrap_or(0.0)
+                                .clamp(0.0, 1.0);
                             let mut secondary_note =
                                 note("secondary_score", format!("{secondary} = {score}"));
                             secondary_note.values = Some(serde_json::json!({
@@ -1046,6 +1112,11 @@ impl TrialContext<'_> {
                                 "score": score,
                             }));
                             notes.push(secondary_note);
+                        }
+                        if let Some(usage) = cache_state::CacheUsage::of(&reply) {
+                            let mut cache_note = note(cache_state::NOTE_KIND, usage.detail());
+                            cache_note.values = serde_json::to_value(&usage).ok();
+                            notes.push(cache_note);
                         }
                         record.output_tokens = reply.output_tokens;
                         record.reasoning_tokens = reply.reasoning_tokens;
@@ -1055,6 +1126,17 @@ impl TrialContext<'_> {
                         record.response_text = Some(reply.text);
                     }
                 }
+            }
+        }
+        if let Some(judge) = settings
+            .judge
+            .as_ref()
+            .filter(|_| settings.scorer.is_model_graded())
+        {
+            for (kind, detail, values) in judge::grade(&mut record, judged, judge) {
+                let mut judge_note = note(kind, detail);
+                judge_note.values = values;
+                notes.push(judge_note);
             }
         }
         // The summarisation call is part of the trial: its output, cost and time are the
@@ -1129,7 +1211,19 @@ fn run_async(
         .enable_all()
         .build()
         .map_err(RunError::Runtime)?;
-    let concurrency = context.settings.runner.spec.concurrency.max(1);
+    // Cache-neutral runs make one call at a time, so each task's trials really run back to
+    // back and no call's latency includes another's. A judged run may go as wide as its judge.
+    let concurrency = match (&context.settings.judge, context.settings.cache_neutral) {
+        (_, true) => 1,
+        (Some(judge), false) => context
+            .settings
+            .runner
+            .spec
+            .concurrency
+            .max(judge.runner.spec.concurrency),
+        (None, false) => context.settings.runner.spec.concurrency,
+    }
+    .max(1);
     let next = std::sync::atomic::AtomicUsize::new(0);
     // `concurrency` workers pull cells from a shared counter, so at most that many calls are in
     // flight. The futures borrow the run's context, so they are polled on this thread rather
@@ -1175,8 +1269,9 @@ fn run_async(
                         trial_loop.finish()
                     }
                 };
+                let judged = context.judge_call(cell, &trial.reply, &mut calls).await;
                 if sender
-                    .send(context.finish_loop(shaped, trial, calls))
+                    .send(context.finish_loop(shaped, trial, calls, judged))
                     .is_err()
                 {
                     return;
@@ -1202,7 +1297,8 @@ fn run_async(
                 }
                 None => None,
             };
-            let finished = context.finish(shaped, reply, calls);
+            let judged = context.judge_call(cell, &reply, &mut calls).await;
+            let finished = context.finish(shaped, reply, calls, judged);
             // A send error means the writer stopped early (an I/O error it reports).
             if sender.send(finished).is_err() {
                 return;
@@ -1227,165 +1323,22 @@ async fn join_all<F: std::future::Future<Output = ()>>(futures: Vec<F>) {
     .await
 }
 
-struct Counts {
-    written: u64,
-    errors: u64,
-    unwritten: u64,
-    cache_hits: u64,
-    aborted: bool,
-}
-
-/// Where the writer puts the audit trail: request blobs and cached responses are synced with
-/// each batch, before the records and call lines that name them.
-struct AuditSinks {
-    requests: Arc<RequestStore>,
-    cache: Option<Arc<ResponseCache>>,
-    calls_path: PathBuf,
-}
-
-/// Most trials one batch of the write loop takes: one commit sync and one write per batch.
-const WRITE_BATCH: usize = 4096;
-
-/// Writes finished trials as they arrive, in batches: every commit staged by the batch's trials
-/// is made durable first (one group sync), then the batch's records are written (one write), so
-/// a record on disk never names a commit that is not.
-#[allow(clippy::too_many_arguments)]
-fn write_loop(
-    mut writer: TrialWriter,
-    commits: &CommitStore,
-    sinks: &AuditSinks,
-    notes_path: &Path,
-    receiver: mpsc::Receiver<Finished>,
-    total: u64,
-    progress: Option<Arc<dyn Fn(Progress) + Send + Sync>>,
-    max_error_rate: Option<f64>,
-    abort: &AtomicBool,
-) -> Result<Counts, RunError> {
-    let mut counts = Counts {
-        written: 0,
-        errors: 0,
-        unwritten: 0,
-        cache_hits: 0,
-        aborted: false,
-    };
-    let mut notes: Option<fs::File> = None;
-    let mut calls = open_append(&sinks.calls_path)?;
-    let mut calls_text = String::new();
-    let mut done = 0u64;
-    let mut batch = Vec::with_capacity(WRITE_BATCH);
-    while let Ok(first) = receiver.recv() {
-        let mut next = Some(first);
-        while let Some(finished) = next.take() {
-            // The error rate is judged as trials arrive, so an abort does not wait for a sync.
-            done += 1;
-            let failed = finished
-                .record
-                .as_ref()
-                .is_none_or(|record| record.outcome == Outcome::Error);
-            counts.errors += u64::from(failed);
-            if let Some(limit) = max_error_rate
-                && done >= 20.min(total)
-                && counts.errors as f64 / done as f64 > limit
-                && !counts.aborted
-            {
-                counts.aborted = true;
-                abort.store(true, Ordering::Relaxed);
-            }
-            batch.push(finished);
-            if batch.len() < WRITE_BATCH {
-                next = receiver.try_recv().ok();
-            }
-        }
-        // The trials of this batch committed before they were sent.
-        commits
-            .sync()
-            .map_err(|error| RunError::Commit(error.to_string()))?;
-        sinks.requests.sync()?;
-        if let Some(cache) = &sinks.cache {
-            cache.sync()?;
-        }
-        calls_text.clear();
-        for finished in &batch {
-            counts.cache_hits += finished
-                .calls
-                .calls
-                .iter()
-                .filter(|call| call.cache == audit::CacheUse::Hit)
-                .count() as u64;
-            // Serialising strings and numbers cannot fail.
-            calls_text.push_str(&serde_json::to_string(&finished.calls).unwrap_or_default());
-            calls_text.push('\n');
-        }
-        calls
-            .write_all(calls_text.as_bytes())
-            .map_err(|source| RunError::Io {
-                path: sinks.calls_path.clone(),
-                source,
-            })?;
-        for finished in batch.drain(..) {
-            if !finished.notes.is_empty() {
-                if notes.is_none() {
-                    notes = Some(
-                        fs::OpenOptions::new()
-                            .create(true)
-                            .append(true)
-                            .open(notes_path)
-                            .map_err(|source| RunError::Io {
-                                path: notes_path.to_path_buf(),
-                                source,
-                            })?,
-                    );
-                }
-                if let Some(file) = notes.as_mut() {
-                    for note in &finished.notes {
-                        let line = serde_json::to_string(note).unwrap_or_default();
-                        writeln!(file, "{line}").map_err(|source| RunError::Io {
-                            path: notes_path.to_path_buf(),
-                            source,
-                        })?;
-                    }
-                }
-            }
-            match finished.record {
-                Some(record) => {
-                    writer.push(&record)?;
-                    counts.written += 1;
-                }
-                None => counts.unwritten += 1,
-            }
-        }
-        writer.flush()?;
-        if let Some(callback) = &progress {
-            callback(Progress {
-                done,
-                total,
-                errors: counts.errors,
-            });
-        }
-    }
-    Ok(counts)
-}
-
-fn open_append(path: &Path) -> Result<fs::File, RunError> {
-    fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map_err(|source| RunError::Io {
-            path: path.to_path_buf(),
-            source,
-        })
-}
-
 /// The current UTC time as RFC 3339 (`2026-11-21T12:00:00Z`).
 pub fn utc_now() -> String {
     crate::clock::rfc3339_seconds(std::time::SystemTime::now())
 }
 
+pub mod cache_state;
 mod manifest;
+mod order;
+mod write;
+use write::{AuditSinks, write_loop};
 mod resume;
 mod shard;
-pub use manifest::{Manifest, ManifestRunner, ManifestWorkload, default_run_id, read_manifest};
+pub use manifest::{
+    CacheNeutral, Manifest, ManifestJudge, ManifestRunner, ManifestWorkload, default_run_id,
+    read_manifest,
+};
 use manifest::{new_manifest, write_manifest};
 pub use resume::identity;
 pub use shard::{ShardEnvError, ShardSpec};

@@ -39,14 +39,20 @@ pub enum ScorerName {
     #[serde(rename = "file-recall-at-k-v1")]
     #[value(name = "file-recall-at-k-v1")]
     FileRecallAtKV1,
+    /// Model-graded: a judge runner scores the answer against the gold answers with a fixed
+    /// rubric, 0, 0.5 or 1 (see [`crate::harness::judge`]).
+    #[serde(rename = "qa-judge-v1")]
+    #[value(name = "qa-judge-v1")]
+    QaJudgeV1,
 }
 
 impl ScorerName {
-    pub const ALL: [ScorerName; 4] = [
+    pub const ALL: [ScorerName; 5] = [
         ScorerName::QaExactV1,
         ScorerName::QaF1V1,
         ScorerName::NeedleHitV1,
         ScorerName::FileRecallAtKV1,
+        ScorerName::QaJudgeV1,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,7 +61,13 @@ impl ScorerName {
             ScorerName::QaF1V1 => "qa-f1-v1",
             ScorerName::NeedleHitV1 => "needle-hit-v1",
             ScorerName::FileRecallAtKV1 => "file-recall-at-k-v1",
+            ScorerName::QaJudgeV1 => "qa-judge-v1",
         }
+    }
+
+    /// Whether a model grades the answer (the run needs a judge runner).
+    pub fn is_model_graded(self) -> bool {
+        self == ScorerName::QaJudgeV1
     }
 
     /// What kind of answer the scorer reads, which decides how unsupported claims are counted.
@@ -67,24 +79,27 @@ impl ScorerName {
     }
 
     /// A scorer reported beside this one in notes.jsonl (`secondary_score`): exact match beside
-    /// token F1, since F1 gives partial credit to a wrong answer sharing a word with the gold.
+    /// token F1, since F1 gives partial credit to a wrong answer sharing a word with the gold,
+    /// and beside the model judge, so its grades can be checked against a rule.
     pub fn secondary(self) -> Option<ScorerName> {
         match self {
-            ScorerName::QaF1V1 => Some(ScorerName::QaExactV1),
+            ScorerName::QaF1V1 | ScorerName::QaJudgeV1 => Some(ScorerName::QaExactV1),
             _ => None,
         }
     }
 
-    /// The task score in `0..=1`.
-    pub fn score(self, response: &str, task: &Task) -> f64 {
-        match self {
+    /// The task score in `0..=1`, or `None` for a model-graded scorer, whose score comes from
+    /// its judge's call (see [`crate::harness::judge`]).
+    pub fn score(self, response: &str, task: &Task) -> Option<f64> {
+        Some(match self {
             ScorerName::QaExactV1 => best(&task.answers, |gold| qa_exact(response, gold)),
             ScorerName::QaF1V1 => best(&task.answers, |gold| qa_f1(response, gold)),
             ScorerName::NeedleHitV1 => best(&task.answers, |gold| needle_hit(response, gold)),
             ScorerName::FileRecallAtKV1 => {
                 file_recall_at_k(response, &task.gold_files, FILE_RECALL_K)
             }
-        }
+            ScorerName::QaJudgeV1 => return None,
+        })
     }
 }
 
@@ -113,7 +128,10 @@ impl ScorerName {
     pub fn score_type(self) -> ScoreType {
         match self {
             ScorerName::QaExactV1 | ScorerName::NeedleHitV1 => ScoreType::Binary,
-            ScorerName::QaF1V1 | ScorerName::FileRecallAtKV1 => ScoreType::Continuous,
+            // The judge's 0.5 makes its scores three-valued, not binary.
+            ScorerName::QaF1V1 | ScorerName::FileRecallAtKV1 | ScorerName::QaJudgeV1 => {
+                ScoreType::Continuous
+            }
         }
     }
 }
@@ -308,6 +326,10 @@ impl ClaimChecker for WitnessClaimChecker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rule(scorer: ScorerName, response: &str, task: &Task) -> f64 {
+        scorer.score(response, task).expect("a rule scorer")
+    }
     use crate::harness::workload::{AnswerKind, TaskContext};
 
     fn task(answers: &[&str], files: &[&str]) -> Task {
@@ -338,16 +360,24 @@ mod tests {
     #[test]
     fn exact_and_f1() {
         let t = task(&["The Oberoi Group", "Oberoi"], &[]);
-        assert_eq!(ScorerName::QaExactV1.score("the oberoi group.", &t), 1.0);
-        assert_eq!(ScorerName::QaExactV1.score("Taj", &t), 0.0);
-        let f1 = ScorerName::QaF1V1.score("Oberoi hotels", &t);
+        assert_eq!(rule(ScorerName::QaExactV1, "the oberoi group.", &t), 1.0);
+        assert_eq!(rule(ScorerName::QaExactV1, "Taj", &t), 0.0);
+        let f1 = rule(ScorerName::QaF1V1, "Oberoi hotels", &t);
         assert!((f1 - 2.0 / 3.0).abs() < 1e-9, "{f1}");
         assert_eq!(
-            ScorerName::NeedleHitV1.score("code is 4817", &task(&["4817"], &[])),
+            rule(
+                ScorerName::NeedleHitV1,
+                "code is 4817",
+                &task(&["4817"], &[])
+            ),
             1.0
         );
         assert_eq!(
-            ScorerName::NeedleHitV1.score("code is 48170", &task(&["4817"], &[])),
+            rule(
+                ScorerName::NeedleHitV1,
+                "code is 48170",
+                &task(&["4817"], &[])
+            ),
             0.0
         );
     }
@@ -356,17 +386,21 @@ mod tests {
     fn file_recall_reads_listed_paths() {
         let t = task(&[], &["src/a.rs", "src/b.rs"]);
         assert_eq!(
-            ScorerName::FileRecallAtKV1.score("1. `src/a.rs`\n- src/c.rs\nsrc/b.rs", &t),
+            rule(
+                ScorerName::FileRecallAtKV1,
+                "1. `src/a.rs`\n- src/c.rs\nsrc/b.rs",
+                &t
+            ),
             1.0
         );
         assert_eq!(
-            ScorerName::FileRecallAtKV1.score("src/a.rs\nnothing else", &t),
+            rule(ScorerName::FileRecallAtKV1, "src/a.rs\nnothing else", &t),
             0.5
         );
         let many: String =
             (0..6).map(|i| format!("src/x{i}.rs\n")).collect::<String>() + "src/a.rs";
         assert_eq!(
-            ScorerName::FileRecallAtKV1.score(&many, &t),
+            rule(ScorerName::FileRecallAtKV1, &many, &t),
             0.0,
             "only the first k count"
         );
@@ -442,7 +476,7 @@ mod tests {
         assert_eq!(ScorerName::FileRecallAtKV1.secondary(), None);
         // "The MS Ternen" for "MS Lomvi": F1 gives credit, exact match does not.
         let t = task(&["MS Lomvi"], &[]);
-        assert!(ScorerName::QaF1V1.score("The MS Ternen", &t) > 0.0);
-        assert_eq!(ScorerName::QaExactV1.score("The MS Ternen", &t), 0.0);
+        assert!(rule(ScorerName::QaF1V1, "The MS Ternen", &t) > 0.0);
+        assert_eq!(rule(ScorerName::QaExactV1, "The MS Ternen", &t), 0.0);
     }
 }

@@ -8,6 +8,7 @@
 //! [`gate::evaluate`] compare a report with a stored baseline.
 
 pub mod aggregate;
+pub mod cache_split;
 pub mod cluster;
 pub mod compare;
 pub mod gate;
@@ -230,6 +231,10 @@ pub struct Report {
     /// (`svc gate --update-baseline` stores them so the gate can pair tasks).
     #[serde(default)]
     pub task_scores: Option<task_scores::TaskScoreTable>,
+    /// Latency and cost per condition split by provider cache state, when a run recorded
+    /// cached-token usage (`cache_usage` notes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_split: Option<Vec<cache_split::CacheSplitRow>>,
 }
 
 impl Report {
@@ -292,7 +297,9 @@ pub fn build_report(inputs: &[PathBuf], options: &ReportOptions) -> Result<Repor
             )
         })
         .collect();
-    assemble(&dataset, &plan, &[], options)
+    let mut report = assemble(&dataset, &plan, &[], options)?;
+    report.cache_split = cache_split::split(&files);
+    Ok(report)
 }
 
 /// `--compare-runs A B`: the records of `b` paired with those of `a` by task, condition, budget
@@ -374,6 +381,7 @@ fn assemble(
         baseline_comparison: None,
         compared_runs: None,
         task_scores,
+        cache_split: None,
     })
 }
 

@@ -367,6 +367,9 @@ pub fn markdown(report: &Report) -> String {
         }
         out.push('\n');
     }
+    if let Some(rows) = &report.cache_split {
+        out.push_str(&super::cache_split::markdown(rows));
+    }
     if let Some(runs) = &report.compared_runs {
         out.push_str("## Compared record sets\n\n");
         let _ = writeln!(

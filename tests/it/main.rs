@@ -9,6 +9,7 @@ mod context;
 mod dashboard;
 mod demo;
 mod events;
+mod experiments;
 mod fuzz;
 mod harness;
 mod learning;

@@ -31,6 +31,12 @@ pub struct Manifest {
     /// `raw` trials went through the in-process proxy (`via_proxy`), at every budget.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub via_proxy: bool,
+    /// `--cache-neutral`: how the run kept a provider's prefix cache out of latency.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_neutral: Option<CacheNeutral>,
+    /// The judge of a model-graded scorer (`qa-judge-v1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<ManifestJudge>,
     pub budgets: Vec<usize>,
     /// How a record's budget is recovered: `task_id` = `<task id><separator><budget>`.
     pub task_id_budget_separator: String,
@@ -72,6 +78,27 @@ pub struct Manifest {
     /// as `field: earlier -> later`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub forced_over: Vec<String>,
+}
+
+/// What `--cache-neutral` did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CacheNeutral {
+    /// Each task's trials ran back to back in a seeded order, one call at a time.
+    pub interleaved: bool,
+    /// Requests carried `"cache_prompt": false` (a local OpenAI-compatible server); false when
+    /// the runner's API has no such switch (hosted APIs, the fixture, commands).
+    pub cache_prompt_false: bool,
+}
+
+/// The judge runner of a model-graded scorer and the rubric it was given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ManifestJudge {
+    pub runner: String,
+    pub kind: String,
+    pub model: String,
+    pub file_sha256: String,
+    /// SHA-256 of the judge's system prompt and rubric template (`svc::harness::judge`).
+    pub prompt_sha256: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -133,10 +160,29 @@ pub fn default_run_id(settings: &RunSettings) -> String {
         false => material,
         true => format!("{material}|via_proxy"),
     };
+    let material = match settings.cache_neutral {
+        false => material,
+        true => format!("{material}|cache_neutral"),
+    };
+    let material = match &settings.judge {
+        None => material,
+        Some(judge) => format!(
+            "{material}|judge={}:{}:{}",
+            judge.runner.spec.name,
+            judge.runner.file_sha256,
+            crate::harness::judge::prompt_sha256()
+        ),
+    };
     let shard = if settings.shard.count > 1 {
         format!("-shard{}of{}", settings.shard.index, settings.shard.count)
     } else {
         String::new()
+    };
+    // Said in the name too, so a cache-neutral run is told apart at a glance.
+    let shard = if settings.cache_neutral {
+        format!("{shard}-cache-neutral")
+    } else {
+        shard
     };
     format!(
         "{}-{}{shard}-{}",
@@ -175,6 +221,17 @@ pub(super) fn new_manifest(settings: &RunSettings, started_at: String) -> Manife
         native_compaction: settings.native_compaction,
         fixed_point: settings.fixed_point,
         via_proxy: settings.via_proxy,
+        cache_neutral: settings.cache_neutral.then(|| CacheNeutral {
+            interleaved: true,
+            cache_prompt_false: settings.runner.cache_prompt() == Some(false),
+        }),
+        judge: settings.judge.as_ref().map(|judge| ManifestJudge {
+            runner: judge.runner.spec.name.clone(),
+            kind: judge.runner.spec.kind.as_str().to_string(),
+            model: judge.runner.spec.model.clone(),
+            file_sha256: judge.runner.file_sha256.clone(),
+            prompt_sha256: crate::harness::judge::prompt_sha256(),
+        }),
         budgets: settings.budgets.clone(),
         task_id_budget_separator: BUDGET_SEPARATOR.into(),
         raw_once_per_task: !settings.via_proxy,
@@ -192,7 +249,7 @@ pub(super) fn new_manifest(settings: &RunSettings, started_at: String) -> Manife
         written: 0,
         errors: 0,
         aborted: false,
-        response_cache: settings.audit.cache.is_some() && settings.runner.is_http(),
+        response_cache: settings.audit.cache.is_some() && settings.makes_http_calls(),
         forced_over: Vec::new(),
     }
 }

@@ -191,6 +191,20 @@ pub fn identity(manifest: &Manifest) -> Vec<(&'static str, String)> {
             "via proxy",
             if manifest.via_proxy { "on" } else { "off" }.to_string(),
         ),
+        (
+            "cache neutral",
+            manifest.cache_neutral.as_ref().map_or_else(
+                || "off".to_string(),
+                |c| format!("on (cache_prompt false: {})", c.cache_prompt_false),
+            ),
+        ),
+        (
+            "judge",
+            manifest.judge.as_ref().map_or_else(
+                || "none".to_string(),
+                |j| format!("{} {} prompt {}", j.runner, j.file_sha256, j.prompt_sha256),
+            ),
+        ),
     ]
 }
 

@@ -1,5 +1,6 @@
 use super::resume::record_key;
 use super::*;
+use std::fs;
 
 #[test]
 fn shards_and_task_ids() {
@@ -81,6 +82,8 @@ fn settings(dir: &Path, shard: Shard) -> RunSettings {
         threads: Some(2),
         progress: None,
         audit: Default::default(),
+        cache_neutral: false,
+        judge: None,
         fixed_point: None,
         via_proxy: false,
     }

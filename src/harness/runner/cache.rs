@@ -38,6 +38,11 @@ pub struct CachedResponse {
     pub text: String,
     pub provider_request_id: String,
     pub input_tokens: Option<u64>,
+    /// Entries stored before cached-token accounting have none.
+    #[serde(default)]
+    pub cached_input_tokens: Option<u64>,
+    #[serde(default)]
+    pub cache_write_tokens: Option<u64>,
     pub output_tokens: u64,
     pub reasoning_tokens: u64,
     pub usage_source: UsageSource,
@@ -53,6 +58,8 @@ impl CachedResponse {
             text: self.text.clone(),
             provider_request_id: self.provider_request_id.clone(),
             input_tokens: self.input_tokens,
+            cached_input_tokens: self.cached_input_tokens,
+            cache_write_tokens: self.cache_write_tokens,
             output_tokens: self.output_tokens,
             reasoning_tokens: self.reasoning_tokens,
             usage_source: self.usage_source,
@@ -138,6 +145,8 @@ mod tests {
             text: "green".into(),
             provider_request_id: "chatcmpl-1".into(),
             input_tokens: Some(10),
+            cached_input_tokens: Some(4),
+            cache_write_tokens: None,
             output_tokens: 1,
             reasoning_tokens: 0,
             usage_source: UsageSource::ProviderResponse,

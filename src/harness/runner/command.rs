@@ -97,6 +97,8 @@ impl CommandBackend {
                 .unwrap_or_else(|| format!("sha256:{}", digest::sha256_hex(&output.stdout))),
             text: parsed.text,
             input_tokens: Some(usage.input_tokens),
+            cached_input_tokens: None,
+            cache_write_tokens: None,
             output_tokens: usage.output_tokens,
             reasoning_tokens: usage.reasoning_tokens,
             usage_source: UsageSource::ProviderResponse,

@@ -54,6 +54,8 @@ pub fn call(request: &ModelRequest, reader: FixtureReader) -> ModelReply {
             &digest::sha256_hex(format!("{}\n{}\n{}", request.model, request.prompt, text))[..24]
         ),
         input_tokens: None,
+        cached_input_tokens: None,
+        cache_write_tokens: None,
         output_tokens: tokenizer.count(&text) as u64,
         reasoning_tokens: 0,
         usage_source: UsageSource::DeterministicFixture,

@@ -119,6 +119,8 @@ pub struct HttpBackend {
     retries: u32,
     backoff_ms: u64,
     temperature: f64,
+    /// llama.cpp's `cache_prompt` request field, sent when set (`--cache-neutral`).
+    pub cache_prompt: Option<bool>,
 }
 
 impl HttpBackend {
@@ -153,6 +155,7 @@ impl HttpBackend {
             retries: spec.retries,
             backoff_ms: spec.backoff_ms,
             temperature: spec.temperature,
+            cache_prompt: None,
         })
     }
 
@@ -222,12 +225,16 @@ impl HttpBackend {
                     messages.push(json!({"role": "system", "content": request.system}));
                 }
                 messages.push(json!({"role": "user", "content": request.prompt}));
-                json!({
+                let mut body = json!({
                     "model": request.model,
                     "messages": messages,
                     "max_tokens": request.max_output_tokens,
                     "temperature": self.temperature,
-                })
+                });
+                if let Some(cache_prompt) = self.cache_prompt {
+                    body["cache_prompt"] = json!(cache_prompt);
+                }
+                body
             }
             Api::Anthropic => {
                 let mut body = json!({
@@ -305,7 +312,7 @@ pub fn parse_reply(
         url: url.clone(),
         message: message.to_string(),
     };
-    let (text, input, output, reasoning) = match api {
+    let (text, input, output, reasoning, cached, cache_write) = match api {
         Api::OpenAi => {
             let text = value
                 .pointer("/choices/0/message/content")
@@ -322,7 +329,14 @@ pub fn parse_reply(
                 .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
                 .and_then(Value::as_u64)
                 .unwrap_or(0);
-            (text.to_string(), input, output, reasoning)
+            (
+                text.to_string(),
+                input,
+                output,
+                reasoning,
+                openai_cached_tokens(&value),
+                None,
+            )
         }
         Api::Anthropic => {
             let blocks = value
@@ -335,13 +349,15 @@ pub fn parse_reply(
                 .filter_map(|b| b.get("text").and_then(Value::as_str))
                 .collect();
             let usage = value.get("usage");
-            let input = usage
-                .and_then(|u| u.get("input_tokens"))
-                .and_then(Value::as_u64);
-            let output = usage
-                .and_then(|u| u.get("output_tokens"))
-                .and_then(Value::as_u64);
-            (text, input, output, 0)
+            let count = |field: &str| usage.and_then(|u| u.get(field)).and_then(Value::as_u64);
+            let output = count("output_tokens");
+            // Anthropic's input_tokens are the uncached ones only; cache reads and writes are
+            // counted apart. The reply's input is every prompt token, as OpenAI reports it.
+            let read = count("cache_read_input_tokens");
+            let write = count("cache_creation_input_tokens");
+            let input =
+                count("input_tokens").map(|input| input + read.unwrap_or(0) + write.unwrap_or(0));
+            (text, input, output, 0, read, write)
         }
     };
     let (Some(input), Some(output)) = (input, output) else {
@@ -358,11 +374,28 @@ pub fn parse_reply(
         text,
         provider_request_id: id,
         input_tokens: Some(input),
+        cached_input_tokens: cached,
+        cache_write_tokens: cache_write,
         // OpenAI counts reasoning inside completion_tokens; the record keeps them apart.
         output_tokens: output.saturating_sub(reasoning),
         reasoning_tokens: reasoning,
         usage_source: UsageSource::ProviderResponse,
     })
+}
+
+/// Cached prompt tokens of an OpenAI-compatible response: OpenAI's
+/// `usage.prompt_tokens_details.cached_tokens`, else llama.cpp server's `timings.cache_n`
+/// (prompt tokens reused from its KV cache), else a top-level or usage `tokens_cached` (the
+/// llama.cpp native field some proxies pass through). `None` when the response says nothing.
+pub fn openai_cached_tokens(value: &Value) -> Option<u64> {
+    [
+        "/usage/prompt_tokens_details/cached_tokens",
+        "/timings/cache_n",
+        "/usage/tokens_cached",
+        "/tokens_cached",
+    ]
+    .iter()
+    .find_map(|pointer| value.pointer(pointer).and_then(Value::as_u64))
 }
 
 #[cfg(test)]
@@ -503,6 +536,47 @@ mod tests {
             (Some(120), 5, 2)
         );
         assert_eq!(reply.usage_source, UsageSource::ProviderResponse);
+    }
+
+    #[test]
+    fn cached_tokens_are_read_from_each_providers_usage() {
+        let openai = |body: Value| {
+            parse_reply(Api::OpenAi, "u", 200, None, body.to_string().as_bytes()).expect("reply")
+        };
+        let choices = json!([{"message": {"content": "x"}}]);
+        let reply = openai(json!({"choices": choices, "usage": {"prompt_tokens": 100,
+            "completion_tokens": 2, "prompt_tokens_details": {"cached_tokens": 64}}}));
+        assert_eq!(
+            (reply.input_tokens, reply.cached_input_tokens),
+            (Some(100), Some(64))
+        );
+        // llama.cpp's server: the KV-cache reuse in its timings.
+        let reply = openai(json!({"choices": choices, "usage": {"prompt_tokens": 100,
+            "completion_tokens": 2}, "timings": {"cache_n": 90, "prompt_n": 10}}));
+        assert_eq!(reply.cached_input_tokens, Some(90));
+        let reply = openai(json!({"choices": choices, "usage": {"prompt_tokens": 100,
+            "completion_tokens": 2}}));
+        assert_eq!(reply.cached_input_tokens, None, "not reported is not zero");
+        // Anthropic counts uncached input apart from cache reads and writes.
+        let reply = parse_reply(
+            Api::Anthropic,
+            "u",
+            200,
+            None,
+            json!({"content": [{"type": "text", "text": "x"}], "usage": {"input_tokens": 10,
+                "cache_read_input_tokens": 70, "cache_creation_input_tokens": 20, "output_tokens": 1}})
+            .to_string()
+            .as_bytes(),
+        )
+        .expect("reply");
+        assert_eq!(
+            (
+                reply.input_tokens,
+                reply.cached_input_tokens,
+                reply.cache_write_tokens
+            ),
+            (Some(100), Some(70), Some(20))
+        );
     }
 
     #[tokio::test]

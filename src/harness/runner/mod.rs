@@ -58,7 +58,15 @@ pub struct ModelReply {
     pub text: String,
     /// The provider's id, or a stable hash when it gave none.
     pub provider_request_id: String,
+    /// Every prompt token, cached or not (Anthropic's three counts added up).
     pub input_tokens: Option<u64>,
+    /// Of `input_tokens`, those the provider served from its prefix cache (OpenAI
+    /// `prompt_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`, llama.cpp
+    /// `timings.cache_n`); `None` when the response does not say.
+    pub cached_input_tokens: Option<u64>,
+    /// Of `input_tokens`, those written to the provider's cache (Anthropic
+    /// `cache_creation_input_tokens`), billed at the cache-write rate.
+    pub cache_write_tokens: Option<u64>,
     pub output_tokens: u64,
     pub reasoning_tokens: u64,
     pub usage_source: UsageSource,
@@ -293,6 +301,28 @@ impl Runner {
         (result, vec![attempt])
     }
 
+    /// `--cache-neutral`: asks the server not to reuse cached prompt prefixes where its API
+    /// allows (`"cache_prompt": false` to a local OpenAI-compatible server such as llama.cpp's;
+    /// see [`RunnerSpec::takes_cache_prompt`]). Returns whether the request changed; hosted
+    /// APIs have no such switch, so their prefix cache stays on and is measured instead.
+    pub fn set_cache_neutral(&mut self) -> bool {
+        match &mut self.backend {
+            Backend::OpenAi(backend) if self.spec.takes_cache_prompt() => {
+                backend.cache_prompt = Some(false);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The `cache_prompt` value the runner sends, if any.
+    pub fn cache_prompt(&self) -> Option<bool> {
+        match &self.backend {
+            Backend::OpenAi(backend) => backend.cache_prompt,
+            _ => None,
+        }
+    }
+
     /// Whether the runner calls a model over HTTP (the calls the response cache serves).
     pub fn is_http(&self) -> bool {
         matches!(self.backend, Backend::OpenAi(_) | Backend::Anthropic(_))
@@ -327,8 +357,12 @@ impl Runner {
         match &self.pricing {
             Some((pricing, _)) => pricing.cost_usd(
                 &self.spec.model,
-                reply.input_tokens.unwrap_or(0),
-                reply.output_tokens,
+                &spec::TokenUsage {
+                    input: reply.input_tokens.unwrap_or(0),
+                    cached_input: reply.cached_input_tokens.unwrap_or(0),
+                    cache_write: reply.cache_write_tokens.unwrap_or(0),
+                    output: reply.output_tokens,
+                },
             ),
             None => 0.0,
         }

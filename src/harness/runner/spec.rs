@@ -110,12 +110,26 @@ pub struct RunnerSpec {
     /// Send `raw` requests through the in-process proxy (as `svc run --via-proxy`).
     #[serde(default)]
     pub via_proxy: bool,
+    /// openai_compatible: whether the endpoint is a local server that takes llama.cpp's
+    /// `cache_prompt` request field (sent as `false` under `--cache-neutral`). Default: true
+    /// when `base_url` is on a loopback host (127.0.0.0/8, ::1, localhost), false otherwise —
+    /// hosted APIs reject unknown fields and offer no switch to turn their prefix cache off.
+    #[serde(default)]
+    pub local_server: Option<bool>,
     /// The folder of the runner file, for relative paths.
     #[serde(skip)]
     pub dir: PathBuf,
 }
 
 impl RunnerSpec {
+    /// Whether requests may carry llama.cpp's `cache_prompt` field (see `local_server`).
+    pub fn takes_cache_prompt(&self) -> bool {
+        self.kind == RunnerKind::OpenaiCompatible
+            && self
+                .local_server
+                .unwrap_or_else(|| self.base_url.as_deref().is_some_and(is_loopback_url))
+    }
+
     /// The built-in fixture declaration (same as `runners/fixture.toml`).
     pub fn fixture() -> Self {
         Self {
@@ -141,9 +155,27 @@ impl RunnerSpec {
             },
             prompt: PromptSpec::default(),
             via_proxy: false,
+            local_server: None,
             dir: PathBuf::from("."),
         }
     }
+}
+
+/// Whether `url`'s host is a loopback address or `localhost`.
+pub fn is_loopback_url(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Errors reading a runner file or its pricing snapshot.
@@ -297,22 +329,59 @@ pub struct Pricing {
     pub models: BTreeMap<String, ModelPrice>,
 }
 
+/// A model's prices. Cached input (a provider's prefix-cache read) and cache writes have their
+/// own rates where the provider bills them apart; a snapshot that gives none bills them at the
+/// input rate, which is what a provider without a discount charges.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelPrice {
     pub input_usd_per_mtok: f64,
     pub output_usd_per_mtok: f64,
+    /// Input tokens read from the provider's cache; default: `input_usd_per_mtok`.
+    #[serde(default)]
+    pub cached_input_usd_per_mtok: Option<f64>,
+    /// Input tokens written to the provider's cache (Anthropic); default: `input_usd_per_mtok`.
+    #[serde(default)]
+    pub cache_write_usd_per_mtok: Option<f64>,
+}
+
+/// The token counts one call is billed for. `cached_input` and `cache_write` are parts of
+/// `input`, not additions to it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input: u64,
+    pub cached_input: u64,
+    pub cache_write: u64,
+    pub output: u64,
+}
+
+impl ModelPrice {
+    /// USD for `usage`: uncached input at the input rate, cache reads and writes at theirs.
+    pub fn cost_usd(&self, usage: &TokenUsage) -> f64 {
+        // A provider reporting more cached than total tokens is billed for what it reported.
+        let uncached = usage
+            .input
+            .saturating_sub(usage.cached_input.saturating_add(usage.cache_write));
+        let (cached, write) = (usage.cached_input, usage.cache_write);
+        (uncached as f64 * self.input_usd_per_mtok
+            + cached as f64
+                * self
+                    .cached_input_usd_per_mtok
+                    .unwrap_or(self.input_usd_per_mtok)
+            + write as f64
+                * self
+                    .cache_write_usd_per_mtok
+                    .unwrap_or(self.input_usd_per_mtok)
+            + usage.output as f64 * self.output_usd_per_mtok)
+            / 1e6
+    }
 }
 
 impl Pricing {
-    pub fn cost_usd(&self, model: &str, input_tokens: u64, output_tokens: u64) -> f64 {
+    pub fn cost_usd(&self, model: &str, usage: &TokenUsage) -> f64 {
         self.models
             .get(model)
-            .map(|p| {
-                (input_tokens as f64 * p.input_usd_per_mtok
-                    + output_tokens as f64 * p.output_usd_per_mtok)
-                    / 1e6
-            })
+            .map(|p| p.cost_usd(usage))
             .unwrap_or(0.0)
     }
 }
@@ -376,5 +445,66 @@ mod tests {
         assert!(error.starts_with("x.toml:5:"), "{error}");
         let bad = text.replace("self_hosted_no_api_fee", "zero_cost_fixture");
         assert!(parse(&bad, Path::new("x.toml")).is_err());
+        assert!(
+            spec.takes_cache_prompt(),
+            "a loopback server takes cache_prompt"
+        );
+        let hosted = parse(
+            &text.replace("http://127.0.0.1:1/v1", "https://api.openai.com/v1"),
+            Path::new("x.toml"),
+        )
+        .expect("parse");
+        assert!(!hosted.takes_cache_prompt(), "a hosted API is not sent it");
+        let declared = parse(
+            &text
+                .replace("http://127.0.0.1:1/v1", "http://10.0.0.5:8080/v1")
+                .replace("[cost]", "local_server = true\n[cost]"),
+            Path::new("x.toml"),
+        )
+        .expect("parse");
+        assert!(declared.takes_cache_prompt(), "declared local");
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for url in [
+            "http://127.0.0.1:8091/v1",
+            "http://localhost/v1",
+            "http://[::1]:80/v1",
+            "http://127.3.2.1",
+        ] {
+            assert!(is_loopback_url(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://10.0.0.5:8080/v1",
+            "http://localhost.example.com/v1",
+        ] {
+            assert!(!is_loopback_url(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn cached_rates_default_to_the_input_rate() {
+        let price: ModelPrice =
+            toml::from_str("input_usd_per_mtok = 2.0\noutput_usd_per_mtok = 10.0\n")
+                .expect("price");
+        let usage = TokenUsage {
+            input: 1_000_000,
+            cached_input: 600_000,
+            cache_write: 100_000,
+            output: 100_000,
+        };
+        assert!(
+            (price.cost_usd(&usage) - 3.0).abs() < 1e-9,
+            "no discount: 2 + 1"
+        );
+        let discounted: ModelPrice = toml::from_str(
+            "input_usd_per_mtok = 2.0\noutput_usd_per_mtok = 10.0\ncached_input_usd_per_mtok = 0.5\ncache_write_usd_per_mtok = 2.5\n",
+        )
+        .expect("price");
+        // 300k uncached at 2 + 600k cached at 0.5 + 100k written at 2.5 + 100k out at 10.
+        let expected = 0.6 + 0.3 + 0.25 + 1.0;
+        assert!((discounted.cost_usd(&usage) - expected).abs() < 1e-9);
     }
 }

@@ -136,6 +136,25 @@ fn open_repo(
     source: &CodeSource,
     options: &LoadOptions,
 ) -> Result<PathBuf, WorkloadError> {
+    open_named_repo(dir, &source.repo, source.repo_env.as_deref(), options)
+}
+
+/// A repository named by `repo` (relative to the workload folder `dir`) or by the variable
+/// `repo_env`: a folder as it is, or a bundle cloned (bare) once into
+/// `cache_dir/git/<bundle hash>`.
+pub(super) fn open_named_repo(
+    dir: &Path,
+    repo: &str,
+    repo_env: Option<&str>,
+    options: &LoadOptions,
+) -> Result<PathBuf, WorkloadError> {
+    let source = CodeSource {
+        repo: repo.to_string(),
+        repo_env: repo_env.map(str::to_string),
+        tasks: String::new(),
+        max_file_bytes: None,
+    };
+    let source = &source;
     let path = repo_path(dir, source);
     if path.is_dir() {
         return Ok(path);

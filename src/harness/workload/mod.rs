@@ -349,7 +349,7 @@ pub fn load_file(path: &Path, options: &LoadOptions) -> Result<Workload, Workloa
         .map(Path::to_path_buf)
         .unwrap_or_else(|| PathBuf::from("."));
     let tasks = match &spec.source {
-        spec::Source::Qa(qa) => qa::load(&dir, path, qa)?,
+        spec::Source::Qa(qa) => qa::load(&dir, path, qa, options)?,
         spec::Source::Needle(needle) => needle::load(&dir, path, needle)?,
         spec::Source::Code(code) => code::load(&dir, path, code, options)?,
         spec::Source::Conversation(conversation) => conversation::load(&dir, path, conversation)?,
@@ -442,7 +442,9 @@ mod tests {
                 continue;
             }
             // Repositories kept outside the project (named through an environment variable).
-            if matches!(&spec.source, spec::Source::Code(code) if code.repo_env.is_some()) {
+            if matches!(&spec.source, spec::Source::Code(code) if code.repo_env.is_some())
+                || matches!(&spec.source, spec::Source::Qa(qa) if qa.repo_env.is_some())
+            {
                 continue;
             }
             out.push(load_file(&spec.path, &options).expect("every committed workload loads"));

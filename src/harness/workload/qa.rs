@@ -17,11 +17,77 @@ pub(super) fn load(
     dir: &Path,
     spec_path: &Path,
     qa: &QaSource,
+    options: &super::LoadOptions,
 ) -> Result<Vec<Task>, WorkloadError> {
     match qa.format {
         QaFormat::Builtin => load_builtin(dir, qa),
         QaFormat::Halueval => load_halueval(dir, spec_path, qa),
+        QaFormat::GitDocs => load_git_docs(dir, qa, options),
     }
+}
+
+/// Extensions a `git_docs` workload reads when it names none.
+const DOC_EXTENSIONS: [&str; 3] = ["rst", "md", "txt"];
+
+/// The text files under `paths` of commit `rev` of the workload's repository, sorted by path.
+fn git_documents(
+    dir: &Path,
+    qa: &QaSource,
+    options: &super::LoadOptions,
+) -> Result<Vec<Document>, WorkloadError> {
+    // spec::parse guarantees repo, rev and paths for this format.
+    let repo = super::code::open_named_repo(
+        dir,
+        qa.repo.as_deref().unwrap_or_default(),
+        qa.repo_env.as_deref(),
+        options,
+    )?;
+    let rev = qa.rev.as_deref().unwrap_or_default();
+    let prefixes = qa.paths.clone().unwrap_or_default();
+    let extensions: Vec<String> = qa
+        .extensions
+        .clone()
+        .unwrap_or_else(|| DOC_EXTENSIONS.iter().map(|e| e.to_string()).collect());
+    let files = crate::git::tree_files(&repo, rev, |path, _| {
+        prefixes.iter().any(|p| path.starts_with(p.as_str()))
+            && path
+                .rsplit_once('.')
+                .is_some_and(|(_, ext)| extensions.iter().any(|e| e == ext))
+    })
+    .map_err(|error| WorkloadError::Data {
+        path: repo.clone(),
+        message: format!("cannot read the files of {rev}: {error}"),
+    })?;
+    let mut documents: Vec<Document> = files
+        .into_iter()
+        .filter_map(|(name, bytes)| {
+            String::from_utf8(bytes)
+                .ok()
+                .map(|text| Document { name, text })
+        })
+        .collect();
+    documents.sort_by(|a, b| a.name.cmp(&b.name));
+    if documents.is_empty() {
+        return Err(WorkloadError::Data {
+            path: repo,
+            message: format!(
+                "no {} files under {} at {rev}",
+                extensions.join("/"),
+                prefixes.join(", ")
+            ),
+        });
+    }
+    Ok(documents)
+}
+
+fn load_git_docs(
+    dir: &Path,
+    qa: &QaSource,
+    options: &super::LoadOptions,
+) -> Result<Vec<Task>, WorkloadError> {
+    let documents = git_documents(dir, qa, options)?;
+    let tasks_path = data_path(dir, qa.tasks.as_deref().unwrap_or("tasks.toml"));
+    tasks_over(&tasks_path, documents)
 }
 
 #[derive(Debug, Deserialize)]
@@ -73,6 +139,20 @@ fn load_builtin(dir: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
     // spec::parse guarantees both fields for the builtin format.
     let tasks_path = data_path(dir, qa.tasks.as_deref().unwrap_or("tasks.toml"));
     let documents_dir = data_path(dir, qa.documents.as_deref().unwrap_or("documents"));
+    let documents = read_documents(&documents_dir)?;
+    if documents.is_empty() {
+        return Err(WorkloadError::Data {
+            path: documents_dir,
+            message: "no *.md or *.txt documents".into(),
+        });
+    }
+    tasks_over(&tasks_path, documents)
+}
+
+/// The tasks of a `tasks.toml` (`[[task]]`: id, question, answers, evidence), each over all of
+/// `documents`; every evidence span must occur in them.
+fn tasks_over(tasks_path: &Path, documents: Vec<Document>) -> Result<Vec<Task>, WorkloadError> {
+    let tasks_path = tasks_path.to_path_buf();
     let text = read_text(&tasks_path)?;
     let file: TaskFile = toml::from_str(&text).map_err(|error| {
         let (line, column, message) = super::spec::describe_toml_error(&text, &error);
@@ -83,13 +163,6 @@ fn load_builtin(dir: &Path, qa: &QaSource) -> Result<Vec<Task>, WorkloadError> {
             message,
         }
     })?;
-    let documents = read_documents(&documents_dir)?;
-    if documents.is_empty() {
-        return Err(WorkloadError::Data {
-            path: documents_dir,
-            message: "no *.md or *.txt documents".into(),
-        });
-    }
     let mut tasks = Vec::with_capacity(file.task.len());
     for raw in file.task {
         let line = line_of(&text, &format!("\"{}\"", raw.id));
@@ -335,6 +408,11 @@ mod tests {
             seed: Some(7),
             limit: None,
             distractor_choice: None,
+            repo: None,
+            repo_env: None,
+            rev: None,
+            paths: None,
+            extensions: None,
         }
     }
 
@@ -407,5 +485,57 @@ mod tests {
         )
         .expect_err("missing");
         assert!(missing.to_string().contains("nope.jsonl"), "{missing}");
+    }
+
+    #[test]
+    fn git_docs_reads_one_commits_files_under_the_paths() {
+        let repo = tempfile::tempdir().expect("tempdir");
+        crate::harness::workload::code::tests::fixture_repo(repo.path());
+        let rev = String::from_utf8(
+            std::process::Command::new("git")
+                .arg("-C")
+                .arg(repo.path())
+                .args(["rev-parse", "HEAD~3"])
+                .output()
+                .expect("git")
+                .stdout,
+        )
+        .expect("utf-8");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workload = dir.path().join("workload.toml");
+        let write = |evidence: &str| {
+            std::fs::write(
+                dir.path().join("tasks.toml"),
+                format!(
+                    "[[task]]\nid = \"split\"\nquestion = \"What does parse split on?\"\nanswers = [\"','\"]\nevidence = [\"{evidence}\"]\n"
+                ),
+            )
+            .expect("tasks");
+        };
+        std::fs::write(
+            &workload,
+            format!(
+                "name = \"docs\"\nversion = \"1\"\nkind = \"qa\"\nscorer = \"qa-f1-v1\"\n[qa]\nformat = \"git_docs\"\ntasks = \"tasks.toml\"\nrepo = \"{}\"\nrev = \"{}\"\npaths = [\"src/\"]\nextensions = [\"py\"]\n",
+                repo.path().display(),
+                rev.trim()
+            ),
+        )
+        .expect("workload");
+        let options = super::super::LoadOptions {
+            cache_dir: dir.path().join("cache"),
+        };
+        // The first commit's parser, not the one at HEAD.
+        write("return line.split(',')");
+        let loaded = super::super::load_file(&workload, &options).expect("loads");
+        let TaskContext::Documents(documents) = &loaded.tasks[0].context else {
+            panic!("documents");
+        };
+        let names: Vec<&str> = documents.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["src/parse.py", "src/report.py"]);
+        write("f.strip() for f in line.split(',')");
+        let error = super::super::load_file(&workload, &options)
+            .expect_err("HEAD's text is not in that commit")
+            .to_string();
+        assert!(error.contains("does not occur"), "{error}");
     }
 }

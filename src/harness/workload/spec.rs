@@ -55,6 +55,9 @@ pub enum QaFormat {
     Builtin,
     /// HaluEval-format JSONL (`knowledge`, `question`, `right_answer`) with distractors.
     Halueval,
+    /// `tasks.toml` over the text files of one commit of a git repository (a bundle or a
+    /// folder that is never part of the workload): long real documents.
+    GitDocs,
 }
 
 /// `[qa]`.
@@ -80,6 +83,17 @@ pub struct QaSource {
     pub distractor_choice: Option<DistractorChoice>,
     /// halueval: use only the first `limit` items.
     pub limit: Option<usize>,
+    /// git_docs: a git bundle or repository folder (absolute, or relative to the workload
+    /// folder).
+    pub repo: Option<String>,
+    /// git_docs: an environment variable that, when set, names the repository instead.
+    pub repo_env: Option<String>,
+    /// git_docs: the commit whose tree is read (a full id, so the workload is fixed).
+    pub rev: Option<String>,
+    /// git_docs: path prefixes of the files to read (e.g. `["docs/"]`).
+    pub paths: Option<Vec<String>>,
+    /// git_docs: file extensions to read, without the dot (default `rst`, `md`, `txt`).
+    pub extensions: Option<Vec<String>>,
 }
 
 /// How a HaluEval task's distractors are chosen.
@@ -258,6 +272,7 @@ pub fn parse(text: &str, path: &Path) -> Result<WorkloadSpec, WorkloadError> {
                             match qa.format {
                                 QaFormat::Builtin => "builtin",
                                 QaFormat::Halueval => "halueval",
+                                QaFormat::GitDocs => "git_docs",
                             }
                         ),
                     ))
@@ -272,6 +287,12 @@ pub fn parse(text: &str, path: &Path) -> Result<WorkloadSpec, WorkloadError> {
                     need("file", qa.file.is_some())?;
                     need("distractors", qa.distractors.is_some())?;
                     need("seed", qa.seed.is_some())?;
+                }
+                QaFormat::GitDocs => {
+                    need("tasks", qa.tasks.is_some())?;
+                    need("repo", qa.repo.is_some())?;
+                    need("rev", qa.rev.is_some())?;
+                    need("paths", qa.paths.as_ref().is_some_and(|p| !p.is_empty()))?;
                 }
             }
             Source::Qa(qa)
