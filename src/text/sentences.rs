@@ -1,4 +1,4 @@
-//! Sentence splitters. Three, because their users need different things from a sentence:
+//! Sentence splitters. Four, because their users need different things from a sentence:
 //! - [`per_line`]: every line is a sentence too, and pieces are trimmed `&str`s. For the
 //!   fixture model and scorers (`harness`), whose contexts hold one fact per line.
 //! - [`evidence`]: byte spans of trimmed sentences where only a blank line ends a paragraph
@@ -8,8 +8,11 @@
 //!   whitespace included) where headings, list items, quotes and table rows are pieces of
 //!   their own. For prose compression (`compress`), whose elided pieces must concatenate back
 //!   to the original.
+//! - [`in_line`]: a partition of one line, each sentence with its punctuation (`…` too) and
+//!   the spaces after it. For distillation (`context::distill`), which drops whole sentences
+//!   of a line and must leave every other byte as it was.
 //!
-//! All three end a sentence at `.`, `!` or `?` followed by white space; they differ in what
+//! All four end a sentence at `.`, `!` or `?` followed by white space; they differ in what
 //! else ends one, as said above.
 
 /// Sentences of `text` as byte ranges into it: split after `.`, `?` or `!` followed by
@@ -270,6 +273,49 @@ pub fn markdown(source: &str) -> Vec<Piece> {
     }
     if let Some(last) = lines.last() {
         close(&mut out, &mut open, last.end, last.last_line);
+    }
+    out
+}
+
+/// Sentences of a line, each with its closing punctuation and the spaces after it: a sentence
+/// ends at `.`, `!`, `?` or `…` followed by a space or the end of the line (so `4.2.1` and
+/// `e.g.x` do not split).
+pub fn in_line(line: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut chars = line.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if !matches!(c, '.' | '!' | '?' | '…') {
+            continue;
+        }
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, next)) = chars.peek() {
+            if matches!(next, '.' | '!' | '?' | '…') {
+                end = j + next.len_utf8();
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        let at_break = chars
+            .peek()
+            .is_none_or(|&(_, next)| next == ' ' || next == '\t');
+        if !at_break {
+            continue;
+        }
+        while let Some(&(j, next)) = chars.peek() {
+            if next == ' ' || next == '\t' {
+                end = j + 1;
+                chars.next();
+            } else {
+                break;
+            }
+        }
+        out.push(&line[start..end]);
+        start = end;
+    }
+    if start < line.len() {
+        out.push(&line[start..]);
     }
     out
 }
