@@ -21,6 +21,7 @@ pub mod report;
 pub mod rng;
 pub mod routing;
 pub mod state;
+pub mod text;
 pub mod tokens;
 pub mod trial;
 pub mod verification;

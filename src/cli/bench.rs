@@ -25,6 +25,12 @@ pub struct BenchArgs {
     /// Megabytes of generated log and of generated JSON for the compression benchmark.
     #[arg(long, default_value_t = 16)]
     compress_mb: usize,
+    /// A directory holding clones of requests, flask and fd (see
+    /// `fixtures/compress/kind-truth.tsv`): the compress group then reports kind detection on
+    /// that mixed corpus plus generated logs, and code elision by syntax tree against the
+    /// brace/indentation reducer, instead of its throughput figures.
+    #[arg(long)]
+    compress_corpus: Option<PathBuf>,
     /// Megabytes of Markdown (from the corpus) for the prose compression benchmark.
     #[arg(long, default_value_t = 2)]
     prose_mb: usize,
@@ -199,7 +205,19 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             figures.extend(localisation(&args)?);
         }
     }
-    if wants(Group::Compress) {
+    if wants(Group::Compress)
+        && let Some(root) = &args.compress_corpus
+    {
+        eprintln!(
+            "bench: compress on the repositories under {} (kinds, code elision)…",
+            root.display()
+        );
+        let truth = include_str!("../../fixtures/compress/kind-truth.tsv");
+        let (corpus_figures, table) = svc::context::compress::corpus::figures(root, truth)
+            .map_err(|message| anyhow::anyhow!("fixtures/compress/kind-truth.tsv: {message}"))?;
+        eprintln!("{table}");
+        figures.extend(corpus_figures);
+    } else if wants(Group::Compress) {
         eprintln!(
             "bench: compress ({} MB log, {} MB JSON, {} MB Markdown prose) and distill…",
             args.compress_mb, args.compress_mb, args.prose_mb

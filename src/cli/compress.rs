@@ -133,8 +133,13 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<ExitCode> {
         Format::Text => {
             print!("{}", result.text);
             eprintln!(
-                "svc: {} {} → {} tokens ({:.1}x), {} elisions, commit {}{}",
+                "svc: {}{} {} → {} tokens ({:.1}x), {} elisions, commit {}{}",
                 result.kind,
+                result
+                    .code
+                    .as_ref()
+                    .map(|how| format!(" ({how})"))
+                    .unwrap_or_default(),
                 result.original_tokens,
                 result.tokens,
                 ratio(result.original_tokens, result.tokens),

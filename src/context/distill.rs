@@ -413,7 +413,7 @@ static CLAUSE_BREAK: LazyLock<Regex> = LazyLock::new(|| regex(r"[,;][ \t]*(?:and
 fn strip_sign_offs(line: &str) -> String {
     let mut out = String::with_capacity(line.len());
     let mut previous_cut = false;
-    for sentence in sentences(line) {
+    for sentence in crate::text::sentences::in_line(line) {
         let body = sentence.trim().trim_end_matches(['.', '!', '?', '…']);
         let decoration = !sentence.contains([MASK_OPEN, MASK_CLOSE])
             && !sentence.chars().any(char::is_alphanumeric);
@@ -431,49 +431,6 @@ fn strip_sign_offs(line: &str) -> String {
             out.push_str(sentence);
             previous_cut = previous_cut && sentence.trim().is_empty();
         }
-    }
-    out
-}
-
-/// Sentences of a line, each with its closing punctuation and the spaces after it: a sentence
-/// ends at `.`, `!`, `?` or `…` followed by a space or the end of the line (so `4.2.1` and
-/// `e.g.x` do not split).
-fn sentences(line: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    let mut chars = line.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if !matches!(c, '.' | '!' | '?' | '…') {
-            continue;
-        }
-        let mut end = i + c.len_utf8();
-        while let Some(&(j, next)) = chars.peek() {
-            if matches!(next, '.' | '!' | '?' | '…') {
-                end = j + next.len_utf8();
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        let at_break = chars
-            .peek()
-            .is_none_or(|&(_, next)| next == ' ' || next == '\t');
-        if !at_break {
-            continue;
-        }
-        while let Some(&(j, next)) = chars.peek() {
-            if next == ' ' || next == '\t' {
-                end = j + 1;
-                chars.next();
-            } else {
-                break;
-            }
-        }
-        out.push(&line[start..end]);
-        start = end;
-    }
-    if start < line.len() {
-        out.push(&line[start..]);
     }
     out
 }

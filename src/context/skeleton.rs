@@ -192,6 +192,13 @@ pub struct Outline {
     pub dropped: Vec<Range<usize>>,
     /// Whether the parser had to recover from syntax errors.
     pub has_errors: bool,
+    /// Every region a body marker could stand for, nested ones included: function and method
+    /// bodies, multi-line initialisers, and folded nodes after their first line. Sorted by
+    /// start, outer before inner. `compress` elides code by these nodes, largest first.
+    pub bodies: Vec<Range<usize>>,
+    /// Docstrings (a string opening a body, or the module): their first line documents the
+    /// item, like a doc comment's first line.
+    pub docs: Vec<Range<usize>>,
 }
 
 thread_local! {
@@ -206,6 +213,7 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
     let RawCaptures {
         mut items,
         bodies,
+        values,
         labelled,
         docs,
         mut comments,
@@ -243,6 +251,20 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
         }
         stack.push(index);
     }
+    let mut all_bodies: Vec<Range<usize>> = bodies
+        .iter()
+        .map(|(range, fold)| {
+            if *fold {
+                fold_range(range.clone(), text)
+            } else {
+                range.clone()
+            }
+        })
+        .chain(values)
+        .filter(|range| range.start < range.end)
+        .collect();
+    all_bodies.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    all_bodies.dedup();
     let elisions = outermost(bodies, labelled, &docs, text);
     // A docstring outside any elided body (a class docstring) reads like a comment run: only
     // its first line survives.
@@ -274,6 +296,8 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
         comments,
         dropped,
         has_errors,
+        bodies: all_bodies,
+        docs,
     })
 }
 
@@ -282,6 +306,8 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
 struct RawCaptures {
     items: Vec<Item>,
     bodies: Vec<(Range<usize>, bool)>,
+    /// Multi-line initialisers (also in `labelled`, as `…`).
+    values: Vec<Range<usize>>,
     /// Runs replaced by a counted label (private fields, imports).
     labelled: Vec<(Range<usize>, String)>,
     docs: Vec<Range<usize>>,
@@ -350,6 +376,7 @@ fn collect(
                 // An initialiser is a body too, but not a block: `const X: T = …;`.
                 "value.multiline" => {
                     if source[local].contains('\n') {
+                        raw.values.push(range.clone());
                         raw.labelled.push((range, "…".to_string()));
                     }
                 }
@@ -495,6 +522,16 @@ fn first_line(text: &str) -> &str {
     text.lines().next().unwrap_or_default()
 }
 
+/// The part of a folded node that is elided: a single-line node has nothing to fold (an empty
+/// range); otherwise everything from the end of the first line's content.
+fn fold_range(range: Range<usize>, text: &str) -> Range<usize> {
+    let start = match text[range.clone()].find('\n') {
+        Some(i) => range.start + text[range.start..range.start + i].trim_end().len(),
+        None => range.end,
+    };
+    start..range.end
+}
+
 /// Keeps the outermost regions, sorted; folds start after their node's first line.
 fn outermost(
     mut bodies: Vec<(Range<usize>, bool)>,
@@ -504,12 +541,7 @@ fn outermost(
 ) -> Vec<Elision> {
     for (range, fold) in bodies.iter_mut() {
         if *fold {
-            // A single-line node has nothing to fold; otherwise fold from the end of the
-            // first line's content.
-            range.start = match text[range.clone()].find('\n') {
-                Some(i) => range.start + text[range.start..range.start + i].trim_end().len(),
-                None => range.end,
-            };
+            *range = fold_range(range.clone(), text);
         }
     }
     let mut regions: Vec<(Range<usize>, bool, Option<String>)> = bodies

@@ -18,6 +18,7 @@ use rayon::prelude::*;
 use super::index::{Fragment, Index};
 use super::postings::{Keyed, Lists, Reader, Writer};
 use super::weights::{Feature, RankingWeights};
+use crate::text::{stem, stopwords};
 
 /// The term index file's magic and format version.
 const TERMS_MAGIC: &[u8] = b"SVCTERM1";
@@ -28,15 +29,6 @@ const TERMS_PROBE: &str = "parseHTTPHeaders_v2 XMLHttpRequest snake_case_name th
 
 const K1: f64 = 1.2;
 const B: f64 = 0.75;
-
-const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "for", "from", "if", "in", "into", "is", "it",
-    "its", "of", "on", "or", "that", "the", "this", "to", "with", "fn", "def", "let", "mut", "pub",
-    "self", "use", "return", "else", "var", "const", "function", "impl", "struct", "class", "true",
-    "false", "none", "null", "void", "int", "str", "string", "crate", "super", "where", "which",
-    "what", "how", "does", "do", "when", "then", "there", "we", "you", "can", "will", "should",
-    "would", "given", "code", "func", "package", "import",
-];
 
 /// Words programmers use interchangeably for one concept. A query word from a group also
 /// searches for the group's other words (multi-word entries as all their parts) at
@@ -93,8 +85,8 @@ fn for_each_part(word: &str, buffer: &mut String, mut f: impl FnMut(&str)) {
         for c in part.chars() {
             buffer.extend(c.to_lowercase());
         }
-        stem_in_place(buffer);
-        if buffer.len() >= 2 && !STOPWORDS.contains(&buffer.as_str()) {
+        stem::search_in_place(buffer);
+        if buffer.len() >= 2 && !stopwords::is_code_search(buffer) {
             f(buffer);
         }
     };
@@ -133,35 +125,7 @@ pub fn identifier_parts(word: &str, out: &mut Vec<String>) {
     for_each_part(word, &mut buffer, |part| out.push(part.to_string()));
 }
 
-/// A light suffix stemmer so `parse`, `parses`, `parsing` and `parsed` all meet at `pars`.
-fn stem_in_place(word: &mut String) {
-    if !word.is_ascii() || word.len() <= 3 {
-        return;
-    }
-    if word.ends_with("ies") && word.len() >= 5 {
-        word.truncate(word.len() - 3);
-        word.push('y');
-        return;
-    }
-    for suffix in ["ing", "ed", "es", "s"] {
-        if word.ends_with(suffix) {
-            let base = word.len() - suffix.len();
-            if base >= 3 && !(suffix == "s" && word.as_bytes()[base - 1] == b's') {
-                word.truncate(base);
-                break;
-            }
-        }
-    }
-    if word.len() > 3 && word.ends_with('e') {
-        word.pop();
-    }
-}
-
-/// Words of a text: maximal runs of letters, digits and underscores.
-pub fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty() && w.len() <= 64)
-}
+pub use crate::text::words::identifiers as words;
 
 /// The searchable form of an index, built on first use (or read from its file, see
 /// [`super::postings`]).

@@ -1,12 +1,16 @@
 //! Code, language-agnostic: each line gets a nesting depth (braces outside strings and comments,
 //! or indentation for brace-less languages such as Python); shallow lines (imports, signatures,
 //! doc lines, type definitions, closing braces) are kept before deeper ones, so bodies are elided
-//! first, innermost first. Syntax-aware skeletons (tree-sitter) live in `context::skeleton`.
+//! first, innermost first. Where the file name names a language with a tree-sitter grammar,
+//! bodies are found by syntax node instead (`syntax`); this layout reducer is the fallback.
 
 use std::ops::Range;
 
+use serde::{Deserialize, Serialize};
+
 use super::Part;
 use super::units::{self, Minimum, Style, Unit};
+use crate::context::index::Language;
 use crate::tokens::Tokenizer;
 
 const KEYWORDS: [&str; 24] = [
@@ -36,7 +40,7 @@ const KEYWORDS: [&str; 24] = [
     "type ",
 ];
 
-const IMPORTS: [&str; 9] = [
+pub(crate) const IMPORTS: [&str; 9] = [
     "use ",
     "pub use ",
     "import ",
@@ -327,24 +331,123 @@ impl Style for CodeStyle {
     }
 }
 
+/// How code was reduced: by syntax tree, or by the brace/indentation fallback and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CodeReduction {
+    pub method: CodeMethod,
+    /// The grammar used, or the language named by the source when it has no grammar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<Language>,
+    /// Why the syntax tree was not used (fallback methods only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fallback_reason: Option<String>,
+}
+
+/// The elision method of a code reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CodeMethod {
+    /// Bodies elided by tree-sitter node (`context::skeleton` grammars).
+    Syntax,
+    /// Nesting from braces outside strings and comments (the fallback).
+    Braces,
+    /// Nesting from indentation, for brace-less text (the fallback).
+    Indentation,
+}
+
+impl CodeMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CodeMethod::Syntax => "syntax",
+            CodeMethod::Braces => "braces",
+            CodeMethod::Indentation => "indentation",
+        }
+    }
+}
+
+impl std::fmt::Display for CodeReduction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.method, self.language, &self.fallback_reason) {
+            (CodeMethod::Syntax, Some(language), _) => write!(f, "{language} syntax tree"),
+            (method, _, Some(reason)) => write!(f, "{} fallback: {reason}", method.as_str()),
+            (method, _, None) => f.write_str(method.as_str()),
+        }
+    }
+}
+
+/// Reduces code: by syntax tree when `name` (a path or `-`) names a language with a grammar
+/// and the parse is usable, else by braces or indentation.
 pub(crate) fn reduce(
     source: &str,
     budget: usize,
     tokenizer: &Tokenizer,
     prefix: &str,
-) -> Result<(String, usize, Vec<Part>), Minimum> {
+    name: &str,
+) -> Result<(String, usize, Vec<Part>, CodeReduction), Minimum> {
     let units = units::line_pieces(source);
     let lines: Vec<&str> = units
         .iter()
         .map(|u| source[u.start..u.end].trim_end_matches(['\n', '\r']))
         .collect();
-    let python_like = indent_mode(&lines);
-    let (places, mut signature) = if python_like {
-        indent_places(&lines)
-    } else {
-        brace_places(&lines)
+    let indents: Vec<String> = lines
+        .iter()
+        .map(|l| l.chars().take_while(|c| c.is_whitespace()).collect())
+        .collect();
+    let language = (name != "-").then(|| Language::from_name(name));
+    let syntax = match language {
+        Some(language) if language.is_code() => {
+            super::syntax::order(source, &units, language, name).map(|order| (language, order))
+        }
+        None => Err("no file name to take the language from".to_string()),
+        Some(Language::Text) => Err("no tree-sitter grammar for this file type".to_string()),
+        Some(language) => Err(format!("no tree-sitter grammar for {language}")),
     };
-    for (flag, line) in signature.iter_mut().zip(&lines) {
+    let (order, python_like, reduction) = match syntax {
+        Ok((language, order)) => (
+            order,
+            language == Language::Python,
+            CodeReduction {
+                method: CodeMethod::Syntax,
+                language: Some(language),
+                fallback_reason: None,
+            },
+        ),
+        Err(reason) => {
+            let python_like = indent_mode(&lines);
+            let method = if python_like {
+                CodeMethod::Indentation
+            } else {
+                CodeMethod::Braces
+            };
+            (
+                layout_order(&lines, python_like),
+                python_like,
+                CodeReduction {
+                    method,
+                    language: language.filter(|l| *l != Language::Text),
+                    fallback_reason: Some(reason),
+                },
+            )
+        }
+    };
+    let style = CodeStyle {
+        comment: if python_like { "#" } else { "//" },
+        indents,
+    };
+    let (text, tokens, parts) =
+        units::fit(source, &units, &order, budget, tokenizer, &style, prefix)?;
+    Ok((text, tokens, parts, reduction))
+}
+
+/// The brace/indentation rank order of the lines (every index once, best first).
+fn layout_order(lines: &[&str], python_like: bool) -> Vec<usize> {
+    let (places, mut signature) = if python_like {
+        indent_places(lines)
+    } else {
+        brace_places(lines)
+    };
+    for (flag, line) in signature.iter_mut().zip(lines) {
         let t = line.trim_start();
         if IMPORTS.iter().any(|k| t.starts_with(k)) {
             *flag = true;
@@ -357,10 +460,6 @@ pub(crate) fn reduce(
             body_size[*root] += 1;
         }
     }
-    let indents: Vec<String> = lines
-        .iter()
-        .map(|l| l.chars().take_while(|c| c.is_whitespace()).collect())
-        .collect();
     // A doc comment's first line says what the item is; the rest (details, examples) waits.
     let comment = |line: &str| {
         let t = line.trim_start();
@@ -383,11 +482,7 @@ pub(crate) fn reduce(
         Place::Declaration(depth) => (usize::from(!signature[i]), depth, 0, i),
         Place::Body(root) => (3, body_size[root], root, i),
     });
-    let style = CodeStyle {
-        comment: if python_like { "#" } else { "//" },
-        indents,
-    };
-    units::fit(source, &units, &order, budget, tokenizer, &style, prefix)
+    order
 }
 
 #[cfg(test)]

@@ -315,6 +315,7 @@ pub fn compress_messages_counted(
                 original: text.to_string(),
                 resolution: None,
             }],
+            code: None,
         })
     };
     for &k in &reducible {

@@ -11,12 +11,14 @@
 
 pub mod batch;
 mod code;
+pub mod corpus;
 pub mod figures;
 mod json;
 mod logs;
 mod messages;
 mod prose;
 pub mod sample;
+mod syntax;
 mod units;
 
 use serde::{Deserialize, Serialize};
@@ -24,16 +26,31 @@ use serde::{Deserialize, Serialize};
 use super::commit::{ChunkInput, CommitError, CommitStore, Resolution};
 use crate::tokens::Tokenizer;
 
+pub use code::{CodeMethod, CodeReduction};
+
 pub use messages::{
     CompressedMessages, Message, compress_messages, compress_messages_counted,
     compress_messages_keeping, parse_conversation,
 };
 
 /// The kind of content, which decides how it is reduced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ContentKind {
-    /// Source code: signatures, imports and doc lines kept; bodies elided (brace/indent based).
+    /// Source code: signatures, imports and doc lines kept; bodies elided (by syntax tree where
+    /// the name gives a grammar, else brace/indentation based).
     Code,
     /// A JSON document: structure and keys kept; long arrays sampled, long strings truncated.
     Json,
@@ -61,6 +78,11 @@ impl ContentKind {
         if source != "-"
             && let Some(kind) = Self::from_name(source)
         {
+            // `.txt` says only "plain text": logs and lists of settings are saved as `.txt`
+            // too, and their content tells them apart from prose.
+            if kind == ContentKind::Prose && is_plain_text_name(source) {
+                return refine_plain_text(content);
+            }
             // A `.json` file that does not parse is still reported as broken JSON, precisely.
             return kind;
         }
@@ -70,6 +92,17 @@ impl ContentKind {
     /// The kind a file name implies, when it implies one.
     pub fn from_name(name: &str) -> Option<ContentKind> {
         use crate::context::index::Language;
+        // A rotated file (`server.log.1`, `access.log.3`) is what it was before rotation.
+        if let Some((base, number)) = name.rsplit_once('.')
+            && !number.is_empty()
+            && number.bytes().all(|b| b.is_ascii_digit())
+            && base
+                .rsplit(['/', '\\'])
+                .next()
+                .is_some_and(|f| f.contains('.'))
+        {
+            return Self::from_name(base);
+        }
         let language = Language::from_name(name);
         if language.is_code() {
             return Some(ContentKind::Code);
@@ -112,21 +145,22 @@ impl ContentKind {
                 ContentKind::Prose
             }
             "jsonl" | "ndjson" | "out" | "err" => ContentKind::Logs,
-            "ini" | "cfg" | "conf" | "properties" | "env" | "lock" | "in" | "sh" | "bash"
-            | "zsh" | "fish" | "ps1" | "bat" | "rb" | "php" | "pl" | "pm" | "lua" | "r" | "sql"
-            | "kt" | "kts" | "swift" | "scala" | "cs" | "fs" | "m" | "mm" | "dart" | "ex"
-            | "exs" | "erl" | "hs" | "ml" | "mli" | "clj" | "zig" | "nim" | "v" | "sv" | "vhd"
-            | "css" | "scss" | "sass" | "less" | "html" | "htm" | "xml" | "svg" | "vue"
-            | "svelte" | "gradle" | "cmake" | "mk" | "dockerfile" | "tf" | "proto" | "graphql"
-            | "pyx" | "pxd" => ContentKind::Code,
+            "ini" | "cfg" | "cnf" | "conf" | "properties" | "env" | "lock" | "in" | "sh"
+            | "bash" | "zsh" | "fish" | "ps1" | "bat" | "rb" | "php" | "pl" | "pm" | "lua"
+            | "r" | "sql" | "kt" | "kts" | "swift" | "scala" | "cs" | "fs" | "m" | "mm"
+            | "dart" | "ex" | "exs" | "erl" | "hs" | "ml" | "mli" | "clj" | "zig" | "nim" | "v"
+            | "sv" | "vhd" | "css" | "scss" | "sass" | "less" | "html" | "htm" | "xml" | "svg"
+            | "vue" | "svelte" | "gradle" | "cmake" | "mk" | "dockerfile" | "tf" | "proto"
+            | "graphql" | "pyx" | "pxd" => ContentKind::Code,
             "ipynb" | "geojson" => ContentKind::Json,
             _ => return None,
         };
         Some(kind)
     }
 
-    /// Guesses the kind from the content alone (JSON that parses, log-shaped lines, code-shaped
-    /// lines, else prose).
+    /// Guesses the kind from the content alone: JSON that parses, JSON Lines or log-shaped
+    /// lines (logs), a script's `#!` line, code-shaped lines, a list of settings (read as code,
+    /// line by line), else prose.
     pub fn detect(content: &str) -> ContentKind {
         let trimmed = content.trim_start();
         if (trimmed.starts_with('{') || trimmed.starts_with('['))
@@ -134,14 +168,77 @@ impl ContentKind {
         {
             return ContentKind::Json;
         }
-        if logs::looks_like_logs(content) {
+        if logs::looks_like_logs(content) || looks_like_json_lines(content) {
             return ContentKind::Logs;
         }
-        if code::looks_like_code(content) {
+        if trimmed.starts_with("#!") || trimmed.starts_with("#compdef") {
+            return ContentKind::Code;
+        }
+        if code::looks_like_code(content) || looks_like_settings(content) {
             return ContentKind::Code;
         }
         ContentKind::Prose
     }
+}
+
+/// A `.txt` name: plain text of any kind.
+fn is_plain_text_name(name: &str) -> bool {
+    let file = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    file.rsplit_once('.')
+        .is_some_and(|(_, extension)| extension.eq_ignore_ascii_case("txt"))
+}
+
+/// The kind of a `.txt` file: logs or settings when its lines say so, else prose (never code
+/// by its shape: prose quoting code would be cut as code).
+fn refine_plain_text(content: &str) -> ContentKind {
+    if logs::looks_like_logs(content) || looks_like_json_lines(content) {
+        ContentKind::Logs
+    } else if looks_like_settings(content) {
+        ContentKind::Code
+    } else {
+        ContentKind::Prose
+    }
+}
+
+/// Non-blank lines worth looking at to judge a text's shape.
+fn sample_lines(content: &str) -> impl Iterator<Item = &str> {
+    content
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(200)
+}
+
+/// JSON Lines: at least two lines, each a JSON object (structured logs, event streams).
+fn looks_like_json_lines(content: &str) -> bool {
+    let mut lines = 0;
+    for line in sample_lines(content) {
+        if !line.starts_with('{') || serde_json::from_str::<serde::de::IgnoredAny>(line).is_err() {
+            return false;
+        }
+        lines += 1;
+    }
+    lines >= 2
+}
+
+/// A list of settings or entries (`name==1.2`, `key = value`, `/path @owner`, `[section]`):
+/// most lines that are not comments are one to three words, none ends like a sentence, and at
+/// least half hold an assignment, comparison, path or section character.
+fn looks_like_settings(content: &str) -> bool {
+    let (mut total, mut short, mut marked) = (0usize, 0usize, 0usize);
+    for line in sample_lines(content).filter(|l| !l.starts_with('#') && !l.starts_with(';')) {
+        total += 1;
+        if line.ends_with(['.', '!', '?']) {
+            return false;
+        }
+        if line.split_whitespace().count() <= 3 {
+            short += 1;
+        }
+        if line.contains(['=', '<', '>', '@', '/', ':', '[', '~']) {
+            marked += 1;
+        }
+    }
+    total > 0 && short * 10 >= total * 8 && marked * 2 >= total
 }
 
 #[cfg(test)]
@@ -176,6 +273,53 @@ mod kind_tests {
         assert_eq!(
             ContentKind::for_source("-", "{\"a\": 1}"),
             ContentKind::Json
+        );
+    }
+}
+
+#[cfg(test)]
+mod content_tests {
+    use super::ContentKind;
+
+    /// Found on the mixed corpus (three repositories plus generated logs): rotated logs,
+    /// logs and requirement lists saved as `.txt`, JSON Lines, scripts and owner lists without
+    /// an extension.
+    #[test]
+    fn weak_names_are_refined_by_content() {
+        let log = "2024-05-14 10:00:01,123 - app - INFO - started\n2024-05-14 10:00:02,001 - app - ERROR - failed\n";
+        assert_eq!(
+            ContentKind::for_source("service.log.1", "{"),
+            ContentKind::Logs
+        );
+        assert_eq!(
+            ContentKind::for_source("output.txt", log),
+            ContentKind::Logs
+        );
+        let requirements = "# pinned\npytest>=2.8.0,<10\npytest-cov\nhttpbin~=0.10.0\n";
+        assert_eq!(
+            ContentKind::for_source("requirements-dev.txt", requirements),
+            ContentKind::Code
+        );
+        assert_eq!(
+            ContentKind::for_source("notes.txt", "So long, and thanks for all the fish.\n"),
+            ContentKind::Prose
+        );
+        let json_lines = "{\"ts\":1,\"msg\":\"a\"}\n{\"ts\":2,\"msg\":\"b\"}\n";
+        assert_eq!(
+            ContentKind::for_source("events", json_lines),
+            ContentKind::Logs
+        );
+        assert_eq!(
+            ContentKind::for_source("_fd", "#compdef fd\n\n_fd() {\n  local ret=1\n}\n"),
+            ContentKind::Code
+        );
+        assert_eq!(
+            ContentKind::for_source("CODEOWNERS", "# owners\n* @alice\n/docs/ @bob\n"),
+            ContentKind::Code
+        );
+        assert_eq!(
+            ContentKind::from_name("certs/ca.cnf"),
+            Some(ContentKind::Code)
         );
     }
 }
@@ -225,6 +369,9 @@ pub struct Compressed {
     /// The commit holding the exact bytes of every chunk.
     pub ctx_id: String,
     pub elisions: Vec<Elision>,
+    /// How code was reduced (code that had to be reduced only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<CodeReduction>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -326,6 +473,7 @@ pub fn compress(
         kind: reduced.kind,
         ctx_id: receipt.ctx_id,
         elisions,
+        code: reduced.code,
     })
 }
 
@@ -347,6 +495,8 @@ pub(crate) struct Reduced {
     pub original_tokens: usize,
     pub kind: ContentKind,
     pub parts: Vec<Part>,
+    /// How code was reduced (`None` for other kinds and verbatim content).
+    pub code: Option<CodeReduction>,
 }
 
 impl Reduced {
@@ -363,6 +513,7 @@ impl Reduced {
                 original: content.to_string(),
                 resolution: Some(Resolution::Full),
             }],
+            code: None,
         }
     }
 
@@ -445,21 +596,24 @@ pub(crate) fn reduce_prefixed(
     if original_tokens <= budget {
         return Ok(Reduced::verbatim(content, original_tokens, kind, prefix));
     }
+    let plain = |(text, tokens, parts)| (text, tokens, parts, None);
     let outcome = match kind {
-        ContentKind::Json => json::reduce(content, budget, tokenizer, prefix),
-        ContentKind::Logs => logs::reduce(content, budget, tokenizer, prefix),
-        ContentKind::Code => code::reduce(content, budget, tokenizer, prefix),
+        ContentKind::Json => json::reduce(content, budget, tokenizer, prefix).map(plain),
+        ContentKind::Logs => logs::reduce(content, budget, tokenizer, prefix).map(plain),
+        ContentKind::Code => code::reduce(content, budget, tokenizer, prefix, &options.source)
+            .map(|(text, tokens, parts, how)| (text, tokens, parts, Some(how))),
         ContentKind::Prose => {
-            prose::reduce(content, budget, options.query.as_deref(), tokenizer, prefix)
+            prose::reduce(content, budget, options.query.as_deref(), tokenizer, prefix).map(plain)
         }
     };
     match outcome {
-        Ok((text, tokens, parts)) => Ok(Reduced {
+        Ok((text, tokens, parts, code)) => Ok(Reduced {
             text,
             tokens,
             original_tokens,
             kind,
             parts,
+            code,
         }),
         Err(units::Minimum(minimum_tokens)) => Err(CompressError::OverBudget {
             source_name: options.source.clone(),

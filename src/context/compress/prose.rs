@@ -7,112 +7,21 @@ use std::ops::Range;
 
 use super::units::{self, Minimum, Style, Unit};
 use super::{Part, thousands};
+use crate::text::stopwords;
 use crate::tokens::Tokenizer;
 
-const STOPWORDS: [&str; 24] = [
-    "the", "and", "for", "with", "that", "this", "from", "are", "was", "were", "what", "which",
-    "how", "why", "when", "where", "who", "does", "did", "has", "have", "into", "about", "not",
-];
-
-fn is_structural(line: &str) -> bool {
-    let t = line.trim_start();
-    t.starts_with('#')
-        || t.starts_with("- ")
-        || t.starts_with("* ")
-        || t.starts_with("> ")
-        || t.starts_with('|')
-        || t.starts_with("```")
-        || t.split_once(". ")
-            .is_some_and(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// Sentence units, each with its trailing whitespace. A sentence ends at `.`, `!` or `?`
-/// followed by whitespace, at a blank line, or where a structural line (heading, list item,
-/// quote, table row) starts or ends.
-pub(crate) fn sentences(source: &str) -> Vec<Unit> {
-    let lines = units::lines(source);
-    let mut out: Vec<Unit> = Vec::new();
-    let mut open: Option<(usize, usize)> = None; // (start byte, first line)
-    let close =
-        |out: &mut Vec<Unit>, open: &mut Option<(usize, usize)>, end: usize, line: usize| {
-            if let Some((start, first_line)) = open.take()
-                && end > start
-            {
-                out.push(Unit {
-                    start,
-                    end,
-                    first_line,
-                    last_line: line,
-                    piece: false,
-                });
-            }
-        };
-    for (index, line_unit) in lines.iter().enumerate() {
-        let line = &source[line_unit.start..line_unit.end];
-        let number = line_unit.first_line;
-        if line.trim().is_empty() {
-            // Blank lines attach to the sentence before them (or start the first unit).
-            if open.is_none() {
-                if let Some(last) = out.last_mut() {
-                    last.end = line_unit.end;
-                    last.last_line = number;
-                    continue;
-                }
-                open = Some((line_unit.start, number));
-            }
-            close(&mut out, &mut open, line_unit.end, number);
-            continue;
-        }
-        let structural = is_structural(line);
-        if structural {
-            close(
-                &mut out,
-                &mut open,
-                line_unit.start,
-                number.saturating_sub(1).max(1),
-            );
-            out.push(*line_unit);
-            continue;
-        }
-        if open.is_none() {
-            open = Some((line_unit.start, number));
-        }
-        let bytes = line.as_bytes();
-        let mut i = 0;
-        while i < bytes.len() {
-            if matches!(bytes[i], b'.' | b'!' | b'?') {
-                let mut j = i + 1;
-                while j < bytes.len() && matches!(bytes[j], b'"' | b'\'' | b')' | b']') {
-                    j += 1;
-                }
-                let mut k = j;
-                while k < bytes.len() && (bytes[k] == b' ' || bytes[k] == b'\t') {
-                    k += 1;
-                }
-                let at_line_end = k >= bytes.len() || bytes[k] == b'\n' || bytes[k] == b'\r';
-                if at_line_end {
-                    close(&mut out, &mut open, line_unit.end, number);
-                    break;
-                }
-                if k > j
-                    && (bytes[k].is_ascii_uppercase()
-                        || bytes[k].is_ascii_digit()
-                        || !bytes[k].is_ascii())
-                {
-                    close(&mut out, &mut open, line_unit.start + k, number);
-                    open = Some((line_unit.start + k, number));
-                    i = k;
-                    continue;
-                }
-            }
-            i += 1;
-        }
-        let _ = index;
-    }
-    if let Some(last) = lines.last() {
-        close(&mut out, &mut open, last.end, last.last_line);
-    }
-    out
+/// Sentence units: the Markdown-aware partition of the text toolkit.
+fn sentences(source: &str) -> Vec<Unit> {
+    crate::text::sentences::markdown(source)
+        .into_iter()
+        .map(|piece| Unit {
+            start: piece.start,
+            end: piece.end,
+            first_line: piece.first_line,
+            last_line: piece.last_line,
+            piece: false,
+        })
+        .collect()
 }
 
 fn score(sentence: &str, query: &HashSet<String>) -> f64 {
@@ -269,7 +178,7 @@ pub(crate) fn reduce(
         .unwrap_or_default()
         .split(|c: char| !c.is_alphanumeric() && c != '_')
         .map(str::to_lowercase)
-        .filter(|w| w.len() >= 3 && !STOPWORDS.contains(&w.as_str()))
+        .filter(|w| w.len() >= 3 && !stopwords::is_english(w))
         .collect();
     let mut seen = HashSet::new();
     let scores: Vec<f64> = units
@@ -302,32 +211,6 @@ pub(crate) fn reduce(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sentences_cover_the_text_in_order() {
-        let text = "# Title\n\nFirst one. Second one! Third?\nStill third. \n\n- item one\n- item two\nLast words";
-        let units = sentences(text);
-        let mut end = 0;
-        for unit in &units {
-            assert_eq!(unit.start, end, "units are contiguous");
-            end = unit.end;
-        }
-        assert_eq!(end, text.len());
-        let pieces: Vec<&str> = units.iter().map(|u| text[u.start..u.end].trim()).collect();
-        assert_eq!(
-            pieces,
-            vec![
-                "# Title",
-                "First one.",
-                "Second one!",
-                "Third?",
-                "Still third.",
-                "- item one",
-                "- item two",
-                "Last words"
-            ]
-        );
-    }
 
     #[test]
     fn numbers_entities_and_query_terms_score_higher() {

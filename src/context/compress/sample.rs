@@ -214,3 +214,178 @@ pub fn prose(paragraphs: usize, seed: u64) -> String {
     }
     out
 }
+
+/// Log files of several real-world shapes with the names they get in the wild, for the kind
+/// detection figure: a service log, syslog, a Python application log with tracebacks, an
+/// access log, JSON Lines records and a build log, each named `.log`, rotated (`.log.1`),
+/// `.out`, `.txt` or with no extension. `count` files, seeded.
+pub fn log_files(count: usize, seed: u64) -> Vec<(String, String)> {
+    let mut rng = Rng::new(seed);
+    let names = [
+        "service.log",
+        "service.log.1",
+        "nohup.out",
+        "output.txt",
+        "server-2024-05-14",
+        "build.log",
+    ];
+    (0..count)
+        .map(|i| {
+            let lines = 40 + rng.below(400);
+            let shape = i % 6;
+            let text = match shape {
+                0 => log(lines, seed + i as u64),
+                1 => syslog(lines, &mut rng),
+                2 => python_log(lines, &mut rng),
+                3 => access_log(lines, &mut rng),
+                4 => json_lines_log(lines, &mut rng),
+                _ => build_log(lines, &mut rng),
+            };
+            let name = names[(i / 6 + shape) % names.len()];
+            (format!("logs/{i:02}/{name}"), text)
+        })
+        .collect()
+}
+
+fn clock(rng: &mut Rng, seconds: &mut u64) -> (u64, u64, u64) {
+    *seconds += rng.below(4) as u64;
+    ((*seconds / 3600) % 24, (*seconds / 60) % 60, *seconds % 60)
+}
+
+fn syslog(lines: usize, rng: &mut Rng) -> String {
+    let mut out = String::new();
+    let mut seconds = rng.below(80_000) as u64;
+    for _ in 0..lines {
+        let (h, m, s) = clock(rng, &mut seconds);
+        let (unit, message) = match rng.below(10) {
+            0 => (
+                "sshd",
+                format!(
+                    "Failed password for invalid user admin from 203.0.113.{} port {} ssh2",
+                    rng.below(255),
+                    30000 + rng.below(30000)
+                ),
+            ),
+            1..=3 => (
+                "sshd",
+                format!(
+                    "Accepted publickey for deploy from 198.51.100.{} port {} ssh2",
+                    rng.below(255),
+                    30000 + rng.below(30000)
+                ),
+            ),
+            4 => (
+                "kernel",
+                format!(
+                    "[{}.{:06}] eth0: link up, 1000Mbps, full-duplex",
+                    rng.below(90_000),
+                    rng.below(1_000_000)
+                ),
+            ),
+            5 => (
+                "CRON",
+                "(root) CMD (run-parts /etc/cron.hourly)".to_string(),
+            ),
+            _ => (
+                "systemd",
+                format!("Started Session {} of user deploy.", rng.below(9999)),
+            ),
+        };
+        out.push_str(&format!(
+            "May 14 {h:02}:{m:02}:{s:02} web-{} {unit}[{}]: {message}\n",
+            rng.below(4),
+            100 + rng.below(30_000)
+        ));
+    }
+    out
+}
+
+fn python_log(lines: usize, rng: &mut Rng) -> String {
+    let mut out = String::new();
+    let mut seconds = rng.below(80_000) as u64;
+    let mut n = 0;
+    while n < lines {
+        let (h, m, s) = clock(rng, &mut seconds);
+        let stamp = format!("2024-05-14 {h:02}:{m:02}:{s:02},{:03}", rng.below(1000));
+        if rng.below(40) == 0 {
+            out.push_str(&format!(
+                "{stamp} - app.worker - ERROR - task {} failed\n",
+                rng.below(99_999)
+            ));
+            out.push_str("Traceback (most recent call last):\n");
+            out.push_str("  File \"/srv/app/worker.py\", line 88, in run\n    result = task()\n");
+            out.push_str("  File \"/srv/app/tasks.py\", line 31, in fetch\n    raise TimeoutError(\"upstream timed out\")\n");
+            out.push_str("TimeoutError: upstream timed out\n");
+            n += 7;
+        } else {
+            let level = *rng.pick(&["INFO", "INFO", "INFO", "DEBUG", "WARNING"]);
+            out.push_str(&format!(
+                "{stamp} - app.worker - {level} - processed batch {} ({} items) in {} ms\n",
+                rng.below(99_999),
+                rng.below(500),
+                rng.below(2000)
+            ));
+            n += 1;
+        }
+    }
+    out
+}
+
+fn access_log(lines: usize, rng: &mut Rng) -> String {
+    let mut out = String::new();
+    let mut seconds = rng.below(80_000) as u64;
+    for _ in 0..lines {
+        let (h, m, s) = clock(rng, &mut seconds);
+        let path = rng
+            .pick(&PATHS)
+            .replace("{id}", &rng.below(99_999).to_string());
+        let status = *rng.pick(&[200, 200, 200, 301, 304, 404, 500]);
+        out.push_str(&format!(
+            "10.0.{}.{} - - [14/May/2024:{h:02}:{m:02}:{s:02} +0000] \"GET {path} HTTP/1.1\" {status} {} \"-\" \"Mozilla/5.0\"\n",
+            rng.below(255),
+            rng.below(255),
+            rng.below(50_000)
+        ));
+    }
+    out
+}
+
+fn json_lines_log(lines: usize, rng: &mut Rng) -> String {
+    let mut out = String::new();
+    let mut seconds = rng.below(80_000) as u64;
+    for _ in 0..lines {
+        let (h, m, s) = clock(rng, &mut seconds);
+        let level = *rng.pick(&["info", "info", "info", "debug", "warn", "error"]);
+        out.push_str(&format!(
+            "{{\"ts\":\"2024-05-14T{h:02}:{m:02}:{s:02}Z\",\"level\":\"{level}\",\"msg\":\"request handled\",\"path\":\"{}\",\"status\":{},\"ms\":{}}}\n",
+            rng.pick(&PATHS),
+            *rng.pick(&[200, 201, 404, 500]),
+            rng.below(900)
+        ));
+    }
+    out
+}
+
+fn build_log(lines: usize, rng: &mut Rng) -> String {
+    let mut out = String::new();
+    let crates = ["serde", "tokio", "regex", "clap", "rayon", "anyhow", "libc"];
+    let mut seconds = rng.below(80_000) as u64;
+    for i in 0..lines {
+        let (h, m, s) = clock(rng, &mut seconds);
+        let line = match rng.below(12) {
+            0 => format!(
+                "WARNING: unused variable `x{i}` in src/lib.rs:{}",
+                rng.below(900)
+            ),
+            1 => format!("ERROR: test tests::case_{i} failed: assertion `left == right` failed"),
+            _ => format!(
+                "INFO Compiling {} v1.{}.{}",
+                rng.pick(&crates),
+                rng.below(40),
+                rng.below(10)
+            ),
+        };
+        out.push_str(&format!("[{h:02}:{m:02}:{s:02}] {line}\n"));
+    }
+    out
+}
