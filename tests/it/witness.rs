@@ -279,7 +279,7 @@ fn nli_endpoint_down_falls_back_to_deterministic_verdicts() {
         .expect("free port")
         .port();
     let base = format!("http://127.0.0.1:{port}/v1");
-    // "ran" for "directed": a paraphrase the deterministic pass is unsure of.
+    // "managed its daily work" for "directed it": a paraphrase the deterministic pass is unsure of.
     let out = check(
         state.path(),
         "fixtures/witness/paraphrase.md",
