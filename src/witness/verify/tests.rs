@@ -1,4 +1,3 @@
-
 use super::*;
 
 const EVIDENCE: &str = "The Oberoi family is an Indian family famous for its hotels, \
