@@ -340,6 +340,22 @@ mod tests {
     }
 
     #[test]
+    fn an_empty_question_checks_the_answers_as_free_standing_claims() {
+        let item = EvalItem {
+            knowledge: "The Oberoi Group is a hotel company with its head office in Delhi. It \
+                was founded in 1934."
+                .into(),
+            question: String::new(),
+            right_answer: "The Oberoi Group was founded in 1934.".into(),
+            hallucinated_answer: "The Oberoi Group was founded in 1943.".into(),
+        };
+        let report = evaluate(&[item], Profile::Rag, Mode::Strict);
+        assert_eq!(report.confusion.true_positive, 1, "{report:?}");
+        assert_eq!(report.confusion.true_negative, 1, "{report:?}");
+        assert_eq!(report.length_matched.items, 1);
+    }
+
+    #[test]
     fn length_matched_subset_keeps_pairs_within_one_word() {
         let item = |right: &str, wrong: &str| EvalItem {
             knowledge: "The Oberoi Group is a hotel company with its head office in Delhi.".into(),

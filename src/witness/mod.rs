@@ -13,7 +13,10 @@
 pub mod bench;
 pub mod certificate;
 pub mod claims;
+pub mod devset;
 pub mod eval;
+pub mod features;
+pub mod model;
 pub mod nli;
 pub mod profile;
 mod question;

@@ -359,7 +359,7 @@ mod tests {
     const EVIDENCE: &str = "The Halden Observatory is on Mount Keld in Norway. It was founded \
         in 1921 by Ingrid Solberg.";
     /// One clear claim and one the deterministic pass is unsure of (a paraphrased verb).
-    const ANSWER: &str = "The observatory was founded in 1921. The observatory sits on Mount Keld.";
+    const ANSWER: &str = "The observatory was founded in 1921. The observatory stands atop the summit of Mount Keld.";
 
     #[derive(Clone, Copy)]
     enum Behaviour {

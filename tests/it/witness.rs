@@ -252,6 +252,29 @@ fn eval_prints_figures_beside_the_baseline() {
     assert_eq!(report["confusion"]["true_positive"], 4);
 }
 
+/// The repository-documentation development set reads as `svc witness eval` input (empty
+/// questions, extra provenance fields): every pair is length-matched, and the fitted witness
+/// ranks right claims above altered ones better than chance on the held-out part.
+#[test]
+fn eval_reads_the_repo_doc_claims() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args([
+        "witness",
+        "eval",
+        "data/witness/repo-docs/heldout.jsonl",
+        "--profile",
+        "rag",
+        "--json",
+    ]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+    assert_eq!(report["items"], 96);
+    assert_eq!(report["length_matched"]["items"], 96);
+    let auroc = report["auroc"].as_f64().expect("auroc");
+    let baseline = report["baseline_auroc"].as_f64().expect("baseline");
+    assert!(auroc > 0.5 && auroc > baseline, "{report}");
+}
+
 #[test]
 fn missing_inputs_are_clear_errors() {
     let state = tempfile::tempdir().expect("tempdir");
@@ -279,7 +302,7 @@ fn nli_endpoint_down_falls_back_to_deterministic_verdicts() {
         .expect("free port")
         .port();
     let base = format!("http://127.0.0.1:{port}/v1");
-    // "ran" for "directed": a paraphrase the deterministic pass is unsure of.
+    // "managed its daily work" for "directed it": a paraphrase the deterministic pass is unsure of.
     let out = check(
         state.path(),
         "fixtures/witness/paraphrase.md",

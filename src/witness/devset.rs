@@ -1,0 +1,190 @@
+//! The witness's development data and the fit of its scoring rule.
+//!
+//! Two sets, both committed under `data/witness/`: the HaluEval QA development split
+//! (`halueval-dev/dev.jsonl`, all of it a tuning part) and claims written against real
+//! documentation (`repo-docs/`), split by a hash of each item's id into a tuning part and a
+//! held-out part before any tuning. The weights in `weights.json` are fitted on the tuning parts
+//! only; the held-out part is only ever evaluated.
+
+use std::path::Path;
+
+use super::eval::{self, EvalError, EvalItem};
+use super::features::Features;
+use super::model::{self, Example, Weights};
+use super::verify::{self, Evidence};
+
+/// Which part of the repository-documentation set an item belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Part {
+    Tune,
+    HeldOut,
+}
+
+/// FNV-1a, 64 bits: a fixed, documented hash so the split can be recomputed anywhere.
+fn fnv1a64(text: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in text.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
+}
+
+/// The part of an item by its id: tune when the hash is 0–3 modulo 10 (about 40 %).
+pub fn part_of(id: &str) -> Part {
+    if fnv1a64(id) % 10 < 4 {
+        Part::Tune
+    } else {
+        Part::HeldOut
+    }
+}
+
+/// The tuning files, relative to the repository root.
+pub const TUNE_FILES: [&str; 2] = [
+    "data/witness/halueval-dev/dev.jsonl",
+    "data/witness/repo-docs/tune.jsonl",
+];
+
+/// The held-out file, relative to the repository root (never used by the fit).
+pub const HELD_OUT_FILE: &str = "data/witness/repo-docs/heldout.jsonl";
+
+/// The claim an answer is judged by when it has several: the one with the least support
+/// before any weights (a fired contradiction detector first, then the lowest coverage), as the
+/// answer's score is its weakest claim's.
+fn weakest(claims: Vec<Features>) -> Option<Features> {
+    claims.into_iter().min_by(|a, b| {
+        let key = |f: &Features| {
+            (
+                u8::from(!f.contradicts()),
+                f.focus_coverage * f.rest_coverage,
+            )
+        };
+        let (ka, kb) = (key(a), key(b));
+        ka.0.cmp(&kb.0).then(ka.1.total_cmp(&kb.1))
+    })
+}
+
+/// One example per answer with a verifiable claim: right answers are supported, hallucinated
+/// ones are not.
+pub fn examples(items: &[EvalItem]) -> Vec<Example> {
+    let mut out = Vec::new();
+    for item in items {
+        let evidence = Evidence::new(&item.knowledge);
+        for (answer, supported) in [
+            (&item.right_answer, true),
+            (&item.hallucinated_answer, false),
+        ] {
+            let claims = verify::claim_features(&evidence, answer, Some(&item.question));
+            if let Some(features) = weakest(claims) {
+                out.push(Example {
+                    features,
+                    supported,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Fit the scoring rule on the tuning files under `root` (the repository root).
+pub fn fit_weights(root: &Path) -> Result<Weights, EvalError> {
+    let mut all = Vec::new();
+    let mut fitted_on = Vec::new();
+    for file in TUNE_FILES {
+        let items = eval::read_items(&root.join(file))?;
+        let examples = examples(&items);
+        fitted_on.push(format!(
+            "{file}: {} items, {} examples",
+            items.len(),
+            examples.len()
+        ));
+        all.extend(examples);
+    }
+    Ok(model::fit(&all, model::L2, fitted_on))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Provenance {
+        id: String,
+        repo: String,
+        path: String,
+        commit: String,
+        alteration: String,
+        question: String,
+        right_answer: String,
+        hallucinated_answer: String,
+    }
+
+    fn provenance(file: &str) -> Vec<Provenance> {
+        std::fs::read_to_string(root().join(file))
+            .expect("committed")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("item"))
+            .collect()
+    }
+
+    #[test]
+    fn fnv1a_matches_the_reference_values() {
+        assert_eq!(fnv1a64(""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64("a"), 0xaf63_dc4c_8601_ec8c);
+    }
+
+    #[test]
+    fn repo_doc_items_sit_in_the_part_their_id_hashes_to() {
+        let tune = provenance("data/witness/repo-docs/tune.jsonl");
+        let held = provenance(HELD_OUT_FILE);
+        assert!(tune.iter().all(|i| part_of(&i.id) == Part::Tune));
+        assert!(held.iter().all(|i| part_of(&i.id) == Part::HeldOut));
+        assert!(tune.len() + held.len() >= 120);
+        let mut ids: Vec<&str> = tune.iter().chain(&held).map(|i| i.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), tune.len() + held.len(), "ids are unique");
+        for item in tune.iter().chain(&held) {
+            assert!(["requests", "flask", "fd"].contains(&item.repo.as_str()));
+            assert!(
+                !item.path.is_empty() && item.commit.len() == 40,
+                "{}",
+                item.id
+            );
+            assert!(item.question.is_empty());
+            let words = |s: &str| s.split_whitespace().count();
+            assert!(
+                words(&item.right_answer).abs_diff(words(&item.hallucinated_answer)) <= 1,
+                "{} is not length-matched",
+                item.id
+            );
+            assert_ne!(item.right_answer, item.hallucinated_answer);
+        }
+        for kind in ["number", "name", "negation", "relation"] {
+            for part in [&tune, &held] {
+                assert!(part.iter().any(|i| i.alteration == kind), "{kind}");
+            }
+        }
+    }
+
+    /// The committed weights are exactly what the fit gives on the committed tuning data, so
+    /// neither can change without the other. `SVC_WRITE_WEIGHTS=1` rewrites the file instead.
+    #[test]
+    fn weights_file_matches_the_fit_on_the_tuning_parts() {
+        let fitted = fit_weights(root()).expect("tuning data reads");
+        let path = root().join("src/witness/weights.json");
+        if std::env::var_os("SVC_WRITE_WEIGHTS").is_some() {
+            std::fs::write(&path, fitted.to_json()).expect("write weights");
+        }
+        let committed = std::fs::read_to_string(&path).expect("weights file");
+        assert_eq!(
+            committed,
+            fitted.to_json(),
+            "src/witness/weights.json is stale: run SVC_WRITE_WEIGHTS=1 cargo test weights_file_matches"
+        );
+    }
+}

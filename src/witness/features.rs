@@ -1,0 +1,933 @@
+//! The named features a claim is scored by. Each is measured on the evidence span the claim is
+//! aligned with (see [`super::verify`]); [`super::model`] turns them into one support score
+//! with weights fitted on the development data.
+//!
+//! A feature is a number, not a verdict: a number that disagrees with the evidence, a flipped
+//! negation or another name in the claim's slot are strong signals, and the fitted weights say
+//! how strong. Each detector that fires also leaves a human-readable [`Reason`].
+
+use serde::{Deserialize, Serialize};
+
+use super::claims::ClaimKind;
+use super::question::{QuestionInfo, year_of};
+use super::text::{self, Token, TokenKind};
+use super::verify::{Alignment, Evidence, Reason, ReasonKind, Term, normalise_quote, partners};
+
+/// Counts (words found nowhere, words found elsewhere) are capped here: beyond it one more
+/// missing word says little more.
+const COUNT_CAP: f64 = 3.0;
+
+/// Everything the scoring rule looks at for one claim. Shares are in [0, 1]; flags are 0 or 1;
+/// counts are capped at [`COUNT_CAP`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Features {
+    /// Weighted share of the claim's new words (those not restating the question) found in the
+    /// aligned span; names and numbers weigh double, a word found only in a joined partner
+    /// sentence counts partly.
+    pub focus_coverage: f64,
+    /// The same share for the claim's words that restate the question (1 without a question).
+    pub rest_coverage: f64,
+    /// Share of the question's evidence words the aligned span holds, relative to the best span
+    /// (1 without a question): the answer to a question sits where the question does.
+    pub question_alignment: f64,
+    /// Share of the claim's names and numbers found in the aligned span (1 when it has none).
+    pub name_coverage: f64,
+    /// Claim names found nowhere in the evidence (count).
+    pub missing_names: f64,
+    /// Other claim words found nowhere in the evidence (count; paraphrase makes these common).
+    pub missing_words: f64,
+    /// Claim numbers found nowhere that no evidence number of their kind contradicts (count).
+    pub missing_numbers: f64,
+    /// Claim words the evidence holds, but only outside the aligned span (count): words taken
+    /// from another fact of the same passage.
+    pub unaligned_words: f64,
+    /// A number or date of the claim disagrees with one of its kind in the aligned span.
+    pub number_mismatch: f64,
+    /// Negation on one side only, over a span that otherwise matches.
+    pub negation_flip: f64,
+    /// The claim uses the opposite of a span word (older/younger, sensitive/insensitive).
+    pub antonym_flip: f64,
+    /// A claim name is found nowhere while the aligned span names someone new in its place.
+    pub name_substitution: f64,
+    /// "X wrote it" against "written by Z": the span names another agent of the same verb.
+    pub agent_mismatch: f64,
+    /// A short answer found elsewhere while the sentence answering the question names another
+    /// filler of its kind.
+    pub slot_mismatch: f64,
+    /// The question asks for a number or date and the claim gives none.
+    pub answer_type_mismatch: f64,
+    /// The answer picks the side of an "A or B?" question the evidence contradicts.
+    pub comparison_mismatch: f64,
+    /// A yes/no answer (or a leading "Yes,"/"No,") the evidence answers the other way.
+    pub polarity_mismatch: f64,
+    /// A yes/no answer the evidence answers the same way.
+    pub polarity_agrees: f64,
+    /// A bare yes/no answer word overlap cannot decide.
+    pub polarity_unconfirmed: f64,
+    /// The claim appears verbatim (six words or more) in the evidence.
+    pub verbatim: f64,
+    /// The aligned span needed a partner sentence.
+    pub joined_span: f64,
+    /// Among pairs of claim words both in the anchor sentence, the share in the sentence's
+    /// order (1 with fewer than two such words, and for short answers): a swapped relation
+    /// reverses pairs.
+    pub order_agreement: f64,
+    /// The claim stands alone (no question was given): free-standing sentences paraphrase more
+    /// than short answers do, so the rule needs its own baseline for them.
+    pub standalone: f64,
+}
+
+/// The features in the order of [`Features::values`]; the weights file uses these names.
+pub const NAMES: [&str; 23] = [
+    "focus_coverage",
+    "rest_coverage",
+    "question_alignment",
+    "name_coverage",
+    "missing_names",
+    "missing_words",
+    "missing_numbers",
+    "unaligned_words",
+    "number_mismatch",
+    "negation_flip",
+    "antonym_flip",
+    "name_substitution",
+    "agent_mismatch",
+    "slot_mismatch",
+    "answer_type_mismatch",
+    "comparison_mismatch",
+    "polarity_mismatch",
+    "polarity_agrees",
+    "polarity_unconfirmed",
+    "verbatim",
+    "joined_span",
+    "order_agreement",
+    "standalone",
+];
+
+impl Features {
+    /// The values in the order of [`NAMES`].
+    pub fn values(&self) -> [f64; NAMES.len()] {
+        [
+            self.focus_coverage,
+            self.rest_coverage,
+            self.question_alignment,
+            self.name_coverage,
+            self.missing_names,
+            self.missing_words,
+            self.missing_numbers,
+            self.unaligned_words,
+            self.number_mismatch,
+            self.negation_flip,
+            self.antonym_flip,
+            self.name_substitution,
+            self.agent_mismatch,
+            self.slot_mismatch,
+            self.answer_type_mismatch,
+            self.comparison_mismatch,
+            self.polarity_mismatch,
+            self.polarity_agrees,
+            self.polarity_unconfirmed,
+            self.verbatim,
+            self.joined_span,
+            self.order_agreement,
+            self.standalone,
+        ]
+    }
+
+    /// Set every value from an array in the order of [`NAMES`].
+    pub fn set_values(&mut self, v: [f64; NAMES.len()]) {
+        [
+            self.focus_coverage,
+            self.rest_coverage,
+            self.question_alignment,
+            self.name_coverage,
+            self.missing_names,
+            self.missing_words,
+            self.missing_numbers,
+            self.unaligned_words,
+            self.number_mismatch,
+            self.negation_flip,
+            self.antonym_flip,
+            self.name_substitution,
+            self.agent_mismatch,
+            self.slot_mismatch,
+            self.answer_type_mismatch,
+            self.comparison_mismatch,
+            self.polarity_mismatch,
+            self.polarity_agrees,
+            self.polarity_unconfirmed,
+            self.verbatim,
+            self.joined_span,
+            self.order_agreement,
+            self.standalone,
+        ] = v;
+    }
+
+    /// Whether a detector of a contradiction fired: a claim scored below the threshold is then
+    /// `contradicted` rather than merely `unsupported`.
+    pub fn contradicts(&self) -> bool {
+        [
+            self.number_mismatch,
+            self.negation_flip,
+            self.antonym_flip,
+            self.name_substitution,
+            self.agent_mismatch,
+            self.slot_mismatch,
+            self.comparison_mismatch,
+            self.polarity_mismatch,
+        ]
+        .iter()
+        .any(|&v| v > 0.0)
+    }
+}
+
+/// What measuring a claim found: its features, the reasons the detectors left, the evidence
+/// sentences it rests on and the claim words found nowhere.
+#[derive(Debug, Clone)]
+pub(super) struct Findings {
+    pub(super) features: Features,
+    pub(super) reasons: Vec<Reason>,
+    pub(super) sentences: Vec<usize>,
+    pub(super) missing: Vec<String>,
+}
+
+fn reason(kind: ReasonKind, detail: impl Into<String>) -> Reason {
+    Reason {
+        kind,
+        detail: detail.into(),
+    }
+}
+
+/// A claim to measure, with its tokens and content terms.
+pub(super) struct ClaimView<'a> {
+    pub(super) text: &'a str,
+    pub(super) kind: ClaimKind,
+    pub(super) tokens: &'a [Token],
+    pub(super) terms: &'a [Term],
+}
+
+/// Measure a claim (not a bare yes/no answer; see [`polarity`]) against its aligned span.
+pub(super) fn measure(
+    evidence: &Evidence,
+    claim: &ClaimView<'_>,
+    question: Option<&QuestionInfo>,
+    alignment: Option<Alignment>,
+) -> Findings {
+    let short = claim.kind == ClaimKind::ShortAnswer;
+    let mut f = Features {
+        rest_coverage: 1.0,
+        question_alignment: 1.0,
+        name_coverage: 1.0,
+        order_agreement: 1.0,
+        standalone: f64::from(u8::from(question.is_none())),
+        ..Features::default()
+    };
+    let mut reasons = Vec::new();
+    let missing: Vec<&Term> = claim.terms.iter().filter(|t| !t.found()).collect();
+    let missing_words: Vec<String> = missing.iter().map(|t| t.surface.clone()).collect();
+    if !missing.is_empty() {
+        reasons.push(reason(
+            ReasonKind::MissingTerms,
+            format!("not in the evidence: {}", missing_words.join(", ")),
+        ));
+    }
+    let count =
+        |kind: TokenKind| (missing.iter().filter(|t| t.kind == kind).count() as f64).min(COUNT_CAP);
+    f.missing_names = count(TokenKind::Entity);
+    f.missing_words = count(TokenKind::Word);
+
+    let quote = normalise_quote(claim.text);
+    if !short && quote.split(' ').count() >= 6 && evidence.normalised_text.contains(&quote) {
+        f.verbatim = 1.0;
+        reasons.push(reason(
+            ReasonKind::ExactQuote,
+            "the claim appears verbatim in the evidence",
+        ));
+    }
+    let Some(alignment) = alignment else {
+        f.focus_coverage = 0.0;
+        f.rest_coverage = 0.0;
+        f.name_coverage = 0.0;
+        reasons.push(reason(
+            ReasonKind::Coverage,
+            "no evidence sentence shares a content word with the claim",
+        ));
+        return Findings {
+            features: f,
+            reasons,
+            sentences: Vec::new(),
+            missing: missing_words,
+        };
+    };
+    let span: Vec<usize> = std::iter::once(alignment.anchor)
+        .chain(alignment.partner)
+        .collect();
+    f.focus_coverage = alignment.focus;
+    f.rest_coverage = alignment.rest;
+    f.question_alignment = alignment.question;
+    f.joined_span = f64::from(u8::from(alignment.partner.is_some()));
+    let in_span = |t: &Term| span.iter().any(|&s| t.in_sentence(s));
+    let facts: Vec<&Term> = claim
+        .terms
+        .iter()
+        .filter(|t| t.kind != TokenKind::Word)
+        .collect();
+    if !facts.is_empty() {
+        f.name_coverage = facts.iter().filter(|t| in_span(t)).count() as f64 / facts.len() as f64;
+    }
+    f.unaligned_words = (claim
+        .terms
+        .iter()
+        .filter(|t| t.found() && !in_span(t))
+        .count() as f64)
+        .min(COUNT_CAP);
+    // A short answer is a name or a phrase, whose word order says nothing about a relation.
+    if !short {
+        f.order_agreement = order_agreement(evidence, claim.terms, alignment.anchor);
+    }
+    reasons.push(reason(
+        ReasonKind::Coverage,
+        format!(
+            "aligned span covers {:.0}% of the claim's new words and {:.0}% of the rest",
+            alignment.focus * 100.0,
+            alignment.rest * 100.0
+        ),
+    ));
+    if question.is_some() {
+        reasons.push(reason(
+            ReasonKind::QuestionAlignment,
+            format!(
+                "aligned span holds {:.0}% of the question's evidence words",
+                alignment.question * 100.0
+            ),
+        ));
+    }
+    let mut sentences = span.clone();
+    numbers(
+        evidence,
+        claim,
+        alignment.anchor,
+        &span,
+        &mut f,
+        &mut reasons,
+    );
+    polarity_and_antonyms(evidence, claim, &span, alignment, &mut f, &mut reasons);
+    names(
+        evidence,
+        claim,
+        question,
+        alignment,
+        &span,
+        &mut f,
+        &mut reasons,
+        &mut sentences,
+    );
+    question_checks(claim, question, &mut f, &mut reasons);
+    Findings {
+        features: f,
+        reasons,
+        sentences,
+        missing: missing_words,
+    }
+}
+
+/// Numbers and dates: a claim number the anchor sentence lacks, while the anchor gives another
+/// of its kind (a year for a year, a month for a month), disagrees with it; found only in
+/// another sentence it belongs to another fact.
+fn numbers(
+    evidence: &Evidence,
+    claim: &ClaimView<'_>,
+    anchor: usize,
+    span: &[usize],
+    f: &mut Features,
+    reasons: &mut Vec<Reason>,
+) {
+    let anchor_tokens = &evidence.tokens[anchor];
+    for term in claim.terms.iter().filter(|t| t.kind == TokenKind::Number) {
+        if term.in_sentence(anchor) {
+            continue;
+        }
+        let is_year = year_of(&term.norm).is_some();
+        let is_month = text::is_month(&term.norm);
+        let same_kind = |t: &Token| {
+            t.kind == TokenKind::Number
+                && if is_month {
+                    text::is_month(&t.norm)
+                } else {
+                    !text::is_month(&t.norm) && (year_of(&t.norm).is_some() == is_year)
+                }
+        };
+        let mut others: Vec<&str> = anchor_tokens
+            .iter()
+            .filter(|t| same_kind(t))
+            .map(|t| &evidence.text[t.start..t.end])
+            .collect();
+        if others.is_empty() && !term.found() {
+            others = span
+                .iter()
+                .flat_map(|&s| evidence.tokens[s].iter())
+                .filter(|t| same_kind(t))
+                .map(|t| &evidence.text[t.start..t.end])
+                .collect();
+        }
+        others.dedup();
+        if !others.is_empty() {
+            f.number_mismatch = 1.0;
+            let kind = if is_year || is_month {
+                ReasonKind::DateMismatch
+            } else {
+                ReasonKind::NumberMismatch
+            };
+            reasons.push(reason(
+                kind,
+                format!(
+                    "claim says {}, the evidence says {}",
+                    term.surface,
+                    others.join(", ")
+                ),
+            ));
+        } else if !term.found() {
+            f.missing_numbers = (f.missing_numbers + 1.0).min(COUNT_CAP);
+        }
+    }
+}
+
+fn polarity_and_antonyms(
+    evidence: &Evidence,
+    claim: &ClaimView<'_>,
+    span: &[usize],
+    alignment: Alignment,
+    f: &mut Features,
+    reasons: &mut Vec<Reason>,
+) {
+    let claim_negated = claim
+        .tokens
+        .iter()
+        .any(|t| text::NEGATIONS.contains(&t.norm.as_str()));
+    let span_negated = span.iter().any(|&s| evidence.negated[s]);
+    if claim_negated != span_negated
+        && alignment.focus >= 0.75
+        && claim.kind != ClaimKind::ShortAnswer
+    {
+        f.negation_flip = 1.0;
+        reasons.push(reason(
+            ReasonKind::NegationFlip,
+            if claim_negated {
+                "the claim negates what the aligned evidence states"
+            } else {
+                "the aligned evidence negates what the claim states"
+            },
+        ));
+    }
+    let span_words: std::collections::BTreeSet<&str> = span
+        .iter()
+        .flat_map(|&s| evidence.tokens[s].iter())
+        .map(|t| t.norm.as_str())
+        .collect();
+    for token in claim.tokens {
+        if span_words.contains(token.norm.as_str()) {
+            continue;
+        }
+        let opposite = antonym_of(&token.norm)
+            .filter(|o| span_words.contains(o.as_str()))
+            .or_else(|| {
+                NEGATING_PREFIXES.iter().find_map(|p| {
+                    let word = token.norm.as_str();
+                    let plain = word
+                        .strip_prefix(p)
+                        .map(|r| r.trim_start_matches('-').to_string());
+                    [
+                        Some(format!("{p}{word}")),
+                        Some(format!("{p}-{word}")),
+                        plain,
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .find(|w| span_words.contains(w.as_str()) && prefix_opposites(w, word))
+                })
+            });
+        if let Some(opposite) = opposite {
+            f.antonym_flip = 1.0;
+            reasons.push(reason(
+                ReasonKind::AntonymFlip,
+                format!(
+                    "claim says \"{}\", the evidence says \"{opposite}\"",
+                    &claim.text[token.start..token.end]
+                ),
+            ));
+        }
+    }
+}
+
+/// Names: another agent of the same verb, or a claim name found nowhere while the span names
+/// someone new; for short answers, another filler in the sentence that answers the question.
+#[allow(clippy::too_many_arguments)]
+fn names(
+    evidence: &Evidence,
+    claim: &ClaimView<'_>,
+    question: Option<&QuestionInfo>,
+    alignment: Alignment,
+    span: &[usize],
+    f: &mut Features,
+    reasons: &mut Vec<Reason>,
+    sentences: &mut Vec<usize>,
+) {
+    let short = claim.kind == ClaimKind::ShortAnswer;
+    if !short
+        && let Some((verb, agent, claimed)) =
+            agent_mismatch(evidence, claim.text, claim.tokens, span)
+    {
+        f.agent_mismatch = 1.0;
+        reasons.push(reason(
+            ReasonKind::EntitySubstitution,
+            format!(
+                "claim names {claimed} as the one who {verb}, the evidence says {verb} by {agent}"
+            ),
+        ));
+    }
+    let missing_names: Vec<&Term> = claim
+        .terms
+        .iter()
+        .filter(|t| !t.found() && t.kind == TokenKind::Entity)
+        .collect();
+    if !missing_names.is_empty() {
+        let substitute = substitution_candidates(evidence, claim.terms, question, alignment.anchor);
+        if !substitute.is_empty() && alignment.question.max(alignment.rest) >= 0.5 {
+            f.name_substitution = 1.0;
+            reasons.push(reason(
+                ReasonKind::EntitySubstitution,
+                format!(
+                    "claim names {}, the aligned evidence names {}",
+                    missing_names
+                        .iter()
+                        .map(|t| t.surface.as_str())
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    substitute.join(" ")
+                ),
+            ));
+        }
+    }
+    // Only a sentence holding every question word counts as answering it, so multi-hop answers
+    // reached through a bridge are not judged so.
+    let focus: Vec<&Term> = claim
+        .terms
+        .iter()
+        .filter(|t| question.is_none_or(|q| !q.contains(&t.norm)))
+        .collect();
+    if short
+        && let Some(q) = question
+        && let Some((s, t)) = q.answering_span
+        && !focus
+            .iter()
+            .all(|x| x.in_sentence(s) || t.is_some_and(|t| x.in_sentence(t)))
+    {
+        let fillers = same_kind_fillers(evidence, claim.terms, q, s);
+        if !fillers.is_empty() {
+            f.slot_mismatch = 1.0;
+            reasons.push(reason(
+                ReasonKind::EntitySubstitution,
+                format!(
+                    "the sentence that answers the question names {} instead",
+                    fillers.join(" ")
+                ),
+            ));
+            if !sentences.contains(&s) {
+                sentences.push(s);
+            }
+        }
+    }
+}
+
+/// What the question asks for: a number, one side of a choice, yes or no.
+fn question_checks(
+    claim: &ClaimView<'_>,
+    question: Option<&QuestionInfo>,
+    f: &mut Features,
+    reasons: &mut Vec<Reason>,
+) {
+    let Some(q) = question else {
+        return;
+    };
+    if q.wants_number && !claim.tokens.iter().any(|t| t.kind == TokenKind::Number) {
+        f.answer_type_mismatch = 1.0;
+        reasons.push(reason(
+            ReasonKind::AnswerTypeMismatch,
+            "the question asks for a number or date and the claim gives none",
+        ));
+    }
+    if let Some(comparison) = &q.comparison
+        && let Some(winner) = comparison.winner
+    {
+        let picks: Vec<usize> = comparison
+            .options
+            .iter()
+            .enumerate()
+            .filter(|(_, words)| {
+                let hit = words
+                    .iter()
+                    .filter(|w| claim.terms.iter().any(|t| text::fuzzy_eq(&t.norm, w)))
+                    .count();
+                hit * 2 > words.len()
+            })
+            .map(|(i, _)| i)
+            .collect();
+        // Naming both options ("A came before B") is judged by the other features.
+        if let [chosen] = picks.as_slice()
+            && *chosen != winner
+        {
+            f.comparison_mismatch = 1.0;
+            reasons.push(reason(
+                ReasonKind::ComparisonMismatch,
+                format!("the answer picks the other option: {}", comparison.basis),
+            ));
+        }
+    }
+    if let Some(truth) = &q.polar_truth
+        && let Some(said) = leading_polarity(claim.text)
+        && said != truth.0
+    {
+        f.polarity_mismatch = 1.0;
+        reasons.push(reason(ReasonKind::PolarityMismatch, truth.1.clone()));
+    }
+}
+
+/// A bare yes/no answer: the evidence's answer to the question when it decides one, else how
+/// much of the question's statement one span holds ("no" cannot be confirmed by overlap).
+pub(super) fn polarity(evidence: &Evidence, question: &QuestionInfo, yes: bool) -> Findings {
+    let mut best: Option<(f64, usize, Option<usize>)> = None;
+    for s in 0..evidence.sentences.len() {
+        for t in std::iter::once(None).chain(partners(evidence, s).into_iter().map(Some)) {
+            let q = question.alignment(s, t);
+            if best.is_none_or(|(b, _, _)| q > b + 1e-12) {
+                best = Some((q, s, t));
+            }
+        }
+    }
+    let (coverage, s, t) = best.unwrap_or((0.0, 0, None));
+    let sentences: Vec<usize> = if evidence.sentences.is_empty() {
+        Vec::new()
+    } else {
+        std::iter::once(s).chain(t).collect()
+    };
+    let mut f = Features {
+        focus_coverage: coverage,
+        rest_coverage: coverage,
+        question_alignment: coverage,
+        name_coverage: 1.0,
+        order_agreement: 1.0,
+        joined_span: f64::from(u8::from(t.is_some())),
+        ..Features::default()
+    };
+    let reasons = if let Some((truth, why)) = &question.polar_truth {
+        if *truth == yes {
+            f.polarity_agrees = 1.0;
+            vec![reason(ReasonKind::PolarityAgrees, why.clone())]
+        } else {
+            f.polarity_mismatch = 1.0;
+            vec![reason(ReasonKind::PolarityMismatch, why.clone())]
+        }
+    } else if yes && question.polar {
+        vec![reason(
+            ReasonKind::PolarityUnchecked,
+            format!(
+                "one span holds {:.0}% of the question's statement",
+                coverage * 100.0
+            ),
+        )]
+    } else {
+        f.polarity_unconfirmed = 1.0;
+        vec![reason(
+            ReasonKind::PolarityUnchecked,
+            if yes {
+                "the question states nothing a yes could confirm"
+            } else {
+                "a negative answer is not confirmed by word overlap"
+            },
+        )]
+    };
+    Findings {
+        features: f,
+        reasons,
+        sentences,
+        missing: Vec::new(),
+    }
+}
+
+/// Share of pairs of claim words found in `anchor` that keep the claim's order there. A pair
+/// is out of order only when every occurrence of the later claim word precedes every
+/// occurrence of the earlier one, so a word repeated in the sentence does not count as a swap.
+fn order_agreement(evidence: &Evidence, terms: &[Term], anchor: usize) -> f64 {
+    let sentence = &evidence.tokens[anchor];
+    let spans: Vec<(usize, usize)> = terms
+        .iter()
+        .filter(|t| t.in_sentence(anchor))
+        .take(MAX_ORDERED_TERMS)
+        .filter_map(|t| {
+            let hits: Vec<usize> = sentence
+                .iter()
+                .enumerate()
+                .filter(|(_, e)| e.is_content() && text::fuzzy_eq(&e.norm, &t.norm))
+                .map(|(i, _)| i)
+                .collect();
+            Some((*hits.first()?, *hits.last()?))
+        })
+        .collect();
+    let mut pairs = 0usize;
+    let mut agree = 0usize;
+    for (i, a) in spans.iter().enumerate() {
+        for b in &spans[i + 1..] {
+            if a == b {
+                continue;
+            }
+            pairs += 1;
+            if a.0 < b.1 {
+                agree += 1;
+            }
+        }
+    }
+    if pairs == 0 {
+        1.0
+    } else {
+        agree as f64 / pairs as f64
+    }
+}
+
+/// Claim words compared for order: a sentence-sized claim has far fewer; the cap bounds the
+/// quadratic pair count on pathological input.
+const MAX_ORDERED_TERMS: usize = 32;
+
+const ANTONYMS: &[(&str, &str)] = &[
+    ("older", "younger"),
+    ("oldest", "youngest"),
+    ("oldest", "newest"),
+    ("before", "after"),
+    ("earlier", "later"),
+    ("first", "last"),
+    ("larger", "smaller"),
+    ("largest", "smallest"),
+    ("bigger", "smaller"),
+    ("higher", "lower"),
+    ("highest", "lowest"),
+    ("longer", "shorter"),
+    ("increase", "decrease"),
+    ("increased", "decreased"),
+    ("won", "lost"),
+    ("win", "lose"),
+    ("alive", "dead"),
+    ("north", "south"),
+    ("east", "west"),
+    ("northern", "southern"),
+    ("eastern", "western"),
+    ("male", "female"),
+    ("public", "private"),
+    ("true", "false"),
+    ("accept", "reject"),
+    ("accepted", "rejected"),
+    ("allow", "forbid"),
+    ("minimum", "maximum"),
+    ("above", "below"),
+    ("inside", "outside"),
+    ("success", "failure"),
+    ("succeeded", "failed"),
+    ("enabled", "disabled"),
+    ("include", "exclude"),
+    ("prefix", "suffix"),
+    ("uppercase", "lowercase"),
+    ("upwards", "downwards"),
+    ("upward", "downward"),
+    ("recommended", "discouraged"),
+    ("same", "different"),
+    ("start", "end"),
+];
+
+/// The opposite of a word, by the list above, compared on normalised forms.
+fn antonym_of(norm: &str) -> Option<String> {
+    ANTONYM_NORMS.iter().find_map(|(a, b)| {
+        if a == norm {
+            Some(b.clone())
+        } else if b == norm {
+            Some(a.clone())
+        } else {
+            None
+        }
+    })
+}
+
+static ANTONYM_NORMS: std::sync::LazyLock<Vec<(String, String)>> = std::sync::LazyLock::new(|| {
+    let norm = |w: &str| {
+        text::tokenize(w)
+            .into_iter()
+            .next()
+            .map_or_else(|| w.to_string(), |t| t.norm)
+    };
+    ANTONYMS.iter().map(|(a, b)| (norm(a), norm(b))).collect()
+});
+
+/// Negating prefixes that make a word's opposite (sensitive / insensitive, blocking /
+/// non-blocking, able / unable).
+const NEGATING_PREFIXES: &[&str] = &["in", "un", "non", "dis", "im", "ir", "il"];
+
+/// Whether one word is the other with a negating prefix (at least four letters remain, so
+/// "in" + "to" is not an opposite).
+fn prefix_opposites(a: &str, b: &str) -> bool {
+    let (long, short) = if a.len() > b.len() { (a, b) } else { (b, a) };
+    short.chars().count() >= 4
+        && NEGATING_PREFIXES.iter().any(|p| {
+            long.strip_prefix(p)
+                .map(|rest| rest.trim_start_matches('-'))
+                .is_some_and(|rest| rest == short)
+        })
+}
+
+/// "Yes, …" or "No, …" at the start of a sentence answer.
+fn leading_polarity(claim: &str) -> Option<bool> {
+    let first = claim
+        .split(|c: char| !c.is_alphanumeric())
+        .next()?
+        .to_ascii_lowercase();
+    match first.as_str() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// Fillers of the answer's kind (numbers for a number, names for a name) in sentence `s`
+/// that are neither in the answer nor in the question.
+fn same_kind_fillers(
+    evidence: &Evidence,
+    claim_terms: &[Term],
+    question: &QuestionInfo,
+    s: usize,
+) -> Vec<String> {
+    let wants_number = claim_terms.iter().any(|t| t.kind == TokenKind::Number);
+    let wants_name = claim_terms.iter().any(|t| t.kind == TokenKind::Entity);
+    let mut out: Vec<String> = Vec::new();
+    for token in &evidence.tokens[s] {
+        let fits = match token.kind {
+            TokenKind::Number => wants_number && !text::is_month(&token.norm),
+            TokenKind::Entity => wants_name && !wants_number,
+            TokenKind::Word => false,
+        };
+        if !fits
+            || !token.is_content()
+            || claim_terms
+                .iter()
+                .any(|t| text::fuzzy_eq(&t.norm, &token.norm))
+            || question.contains(&token.norm)
+        {
+            continue;
+        }
+        let surface = evidence.text[token.start..token.end].to_string();
+        if !out.contains(&surface) {
+            out.push(surface);
+        }
+    }
+    out
+}
+
+/// The run of name tokens starting at `from` (forward) or ending at `from` (backward).
+fn name_run_at(tokens: &[Token], from: usize, forward: bool) -> Vec<&Token> {
+    let mut run = Vec::new();
+    let mut i = from as isize;
+    while i >= 0 && (i as usize) < tokens.len() && tokens[i as usize].kind == TokenKind::Entity {
+        run.push(&tokens[i as usize]);
+        i += if forward { 1 } else { -1 };
+    }
+    run.retain(|t| t.is_content());
+    run
+}
+
+/// Whether two words match as the same word, an inflection, or a synonym.
+fn same_word(a: &str, b: &str) -> bool {
+    text::fuzzy_eq(a, b) || text::synonym_key(a).is_some_and(|k| text::synonym_key(b) == Some(k))
+}
+
+/// A claim naming who did something ("The Kingsmen wrote the song", "… was written by the
+/// Kingsmen") while the span says the same verb was done "by" someone else: returns the verb,
+/// the evidence's agent and the claimed one.
+fn agent_mismatch(
+    evidence: &Evidence,
+    claim: &str,
+    tokens: &[Token],
+    span: &[usize],
+) -> Option<(String, String, String)> {
+    for (i, verb) in tokens.iter().enumerate() {
+        if verb.kind != TokenKind::Word || !verb.is_content() {
+            continue;
+        }
+        let passive = tokens.get(i + 1).is_some_and(|t| t.norm == "by");
+        let claimed = if passive {
+            name_run_at(tokens, i + 2, true)
+        } else if i > 0 && claim[tokens[i - 1].end..verb.start].trim().is_empty() {
+            name_run_at(tokens, i - 1, false)
+        } else {
+            Vec::new()
+        };
+        if claimed.is_empty() {
+            continue;
+        }
+        for &s in span {
+            let sentence = &evidence.tokens[s];
+            for (k, e) in sentence.iter().enumerate() {
+                if !same_word(&e.norm, &verb.norm)
+                    || sentence.get(k + 1).is_none_or(|b| b.norm != "by")
+                {
+                    continue;
+                }
+                let agent = name_run_at(sentence, k + 2, true);
+                if agent.is_empty()
+                    || agent
+                        .iter()
+                        .any(|a| claimed.iter().any(|c| text::fuzzy_eq(&a.norm, &c.norm)))
+                {
+                    continue;
+                }
+                let surface = |run: &[&Token], source: &str| {
+                    let (a, b) = (
+                        run[0].start.min(run[run.len() - 1].start),
+                        run[0].end.max(run[run.len() - 1].end),
+                    );
+                    source[a..b].to_string()
+                };
+                return Some((
+                    evidence.text[e.start..e.end].to_string(),
+                    surface(&agent, &evidence.text),
+                    surface(&claimed, claim),
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Names in the anchor sentence that appear in neither the claim nor the question.
+fn substitution_candidates(
+    evidence: &Evidence,
+    claim_terms: &[Term],
+    question: Option<&QuestionInfo>,
+    anchor: usize,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for token in &evidence.tokens[anchor] {
+        if token.kind != TokenKind::Entity || !token.is_content() {
+            continue;
+        }
+        if claim_terms
+            .iter()
+            .any(|t| text::fuzzy_eq(&t.norm, &token.norm))
+            || question.is_some_and(|q| q.contains(&token.norm))
+        {
+            continue;
+        }
+        let surface = evidence.text[token.start..token.end].to_string();
+        if !out.contains(&surface) {
+            out.push(surface);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,198 @@
+use super::*;
+use crate::witness::verify::claim_features;
+
+const EVIDENCE: &str = "The Oberoi family is an Indian family famous for its hotels, namely \
+    through The Oberoi Group. The Oberoi Group is a hotel company with its head office in \
+    Delhi. It was founded in 1934 and runs 31 hotels. The group did not open a hotel in \
+    Pakistan. Rai Bahadur Mohan Singh Oberoi was older than his partner Ernest Grose.";
+
+fn features(answer: &str, question: Option<&str>) -> Features {
+    features_in(EVIDENCE, answer, question)
+}
+
+fn features_in(evidence: &str, answer: &str, question: Option<&str>) -> Features {
+    let evidence = Evidence::new(evidence);
+    let all = claim_features(&evidence, answer, question);
+    assert_eq!(all.len(), 1, "{all:?}");
+    all[0]
+}
+
+#[test]
+fn coverage_of_a_faithful_claim_is_full() {
+    let f = features("The Oberoi Group has its head office in Delhi.", None);
+    assert_eq!(f.focus_coverage, 1.0, "{f:?}");
+    assert_eq!(f.name_coverage, 1.0);
+    assert_eq!(f.missing_words + f.missing_names + f.unaligned_words, 0.0);
+    assert!(!f.contradicts());
+}
+
+#[test]
+fn words_found_nowhere_are_counted_by_kind() {
+    let f = features("The Oberoi Group has its head office in Mumbai.", None);
+    assert_eq!(f.missing_names, 1.0, "{f:?}");
+    assert!(f.name_coverage < 1.0);
+    let f = features("The Oberoi Group keeps its head office in Delhi.", None);
+    assert_eq!(f.missing_words, 1.0, "{f:?}");
+    assert_eq!(f.missing_names, 0.0);
+}
+
+#[test]
+fn numbers_disagreeing_with_the_span_are_a_mismatch() {
+    let f = features("The Oberoi Group was founded in 1943.", None);
+    assert_eq!(f.number_mismatch, 1.0, "{f:?}");
+    assert!(f.contradicts());
+    let f = features("The Oberoi Group runs 13 hotels.", None);
+    assert_eq!(f.number_mismatch, 1.0, "{f:?}");
+    let agree = features("The Oberoi Group runs 31 hotels.", None);
+    assert_eq!(agree.number_mismatch, 0.0, "{agree:?}");
+}
+
+#[test]
+fn a_number_with_nothing_to_compare_is_missing() {
+    let f = features_in(
+        "The library decodes gzip responses.",
+        "The library decodes 40 gzip responses.",
+        None,
+    );
+    assert_eq!(f.missing_numbers, 1.0, "{f:?}");
+    assert_eq!(f.number_mismatch, 0.0);
+}
+
+#[test]
+fn negation_on_one_side_flips() {
+    let f = features("The Oberoi Group opened a hotel in Pakistan.", None);
+    assert_eq!(f.negation_flip, 1.0, "{f:?}");
+    let same = features("The group did not open a hotel in Pakistan.", None);
+    assert_eq!(same.negation_flip, 0.0, "{same:?}");
+}
+
+#[test]
+fn antonyms_and_negating_prefixes_flip() {
+    let f = features(
+        "Mohan Singh Oberoi was younger than his partner Ernest Grose.",
+        None,
+    );
+    assert_eq!(f.antonym_flip, 1.0, "{f:?}");
+    let evidence = "The search is case-insensitive by default.";
+    let f = features_in(evidence, "The search is case-sensitive by default.", None);
+    assert_eq!(f.antonym_flip, 1.0, "{f:?}");
+    let f = features_in(evidence, "The search is case-insensitive by default.", None);
+    assert_eq!(f.antonym_flip, 0.0, "{f:?}");
+    assert!(prefix_opposites("insensitiv", "sensitiv"));
+    assert!(!prefix_opposites("into", "to"));
+}
+
+#[test]
+fn another_name_in_the_span_is_a_substitution() {
+    let q = Some("Where does the Oberoi Group have its head office?");
+    let f = features("The Oberoi Group has its head office in Mumbai.", q);
+    assert_eq!(f.name_substitution, 1.0, "{f:?}");
+}
+
+#[test]
+fn another_agent_of_the_same_verb_is_a_mismatch() {
+    let evidence = "\"Louie Louie\" is a song written by Richard Berry in 1955, best known for \
+        the 1963 version by The Kingsmen.";
+    let f = features_in(evidence, "The Kingsmen wrote the song.", None);
+    assert_eq!(f.agent_mismatch, 1.0, "{f:?}");
+    let f = features_in(evidence, "Richard Berry wrote the song.", None);
+    assert_eq!(f.agent_mismatch, 0.0, "{f:?}");
+}
+
+#[test]
+fn a_short_answer_outside_the_answering_sentence_is_a_slot_mismatch() {
+    let evidence = "The Halden Observatory was founded in 1921 by Ingrid Solberg. Per Anker \
+        succeeded Solberg as director in 1950.";
+    let q = Some("Who founded the Halden Observatory?");
+    let f = features_in(evidence, "Per Anker", q);
+    assert_eq!(f.slot_mismatch, 1.0, "{f:?}");
+    let f = features_in(evidence, "Ingrid Solberg", q);
+    assert_eq!(f.slot_mismatch, 0.0, "{f:?}");
+}
+
+#[test]
+fn a_question_for_a_number_needs_one() {
+    let q = Some("In what year was the Oberoi Group founded?");
+    assert_eq!(features("Delhi", q).answer_type_mismatch, 1.0);
+    assert_eq!(features("1934", q).answer_type_mismatch, 0.0);
+}
+
+#[test]
+fn the_other_side_of_a_comparison_is_a_mismatch() {
+    let evidence = "Arthur's Magazine (1844–1846) was an American literary periodical. First \
+        for Women is a woman's magazine published by Bauer Media Group since 1989.";
+    let q = Some("Which magazine was started first, Arthur's Magazine or First for Women?");
+    assert_eq!(
+        features_in(evidence, "First for Women", q).comparison_mismatch,
+        1.0
+    );
+    assert_eq!(
+        features_in(evidence, "Arthur's Magazine", q).comparison_mismatch,
+        0.0
+    );
+}
+
+#[test]
+fn a_bare_no_is_unconfirmed_by_overlap() {
+    let evidence = "Cadmium Chloride is slightly soluble in alcohol.";
+    let q = Some("Is Cadmium Chloride soluble in alcohol?");
+    let yes = features_in(evidence, "yes", q);
+    let no = features_in(evidence, "no", q);
+    assert_eq!(yes.polarity_unconfirmed, 0.0, "{yes:?}");
+    assert_eq!(no.polarity_unconfirmed, 1.0, "{no:?}");
+    assert_eq!(yes.focus_coverage, 1.0, "{yes:?}");
+}
+
+#[test]
+fn verbatim_quotes_are_marked() {
+    let f = features(
+        "The Oberoi Group is a hotel company with its head office in Delhi.",
+        None,
+    );
+    assert_eq!(f.verbatim, 1.0, "{f:?}");
+    assert_eq!(features("Delhi is the head office.", None).verbatim, 0.0);
+}
+
+#[test]
+fn a_partner_sentence_marks_a_joined_span() {
+    let f = features("The Oberoi Group was founded in 1934 in Delhi.", None);
+    assert_eq!(f.joined_span, 1.0, "{f:?}");
+    let f = features("The group did not open a hotel in Pakistan.", None);
+    assert_eq!(f.joined_span, 0.0, "{f:?}");
+}
+
+#[test]
+fn swapped_order_lowers_order_agreement() {
+    let evidence = "Method-level parameters override session parameters.";
+    let right = features_in(
+        evidence,
+        "Method-level parameters override session parameters.",
+        None,
+    );
+    let swapped = features_in(
+        evidence,
+        "Session parameters override method-level parameters.",
+        None,
+    );
+    assert_eq!(right.order_agreement, 1.0, "{right:?}");
+    assert!(swapped.order_agreement < 1.0, "{swapped:?}");
+}
+
+#[test]
+fn words_from_another_sentence_are_unaligned() {
+    let f = features("The Oberoi Group runs 31 hotels in Pakistan.", None);
+    assert!(f.unaligned_words >= 1.0, "{f:?}");
+}
+
+#[test]
+fn names_follow_the_values_order() {
+    let f = Features {
+        order_agreement: 0.25,
+        focus_coverage: 0.5,
+        ..Features::default()
+    };
+    let values = f.values();
+    let at = |name: &str| NAMES.iter().position(|n| *n == name).expect("named");
+    assert_eq!(values[at("order_agreement")], 0.25);
+    assert_eq!(values[at("focus_coverage")], 0.5);
+}

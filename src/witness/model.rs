@@ -1,0 +1,338 @@
+//! The scoring rule: logistic regression over the named [`Features`], with weights fitted on the
+//! development data's tuning parts and committed in `weights.json` (embedded at build time).
+//!
+//! The fit is iteratively reweighted least squares (Newton's method on the L2-penalised
+//! log-likelihood): a few dozen small linear solves, deterministic to the last bit for the same
+//! examples, so a test can check the committed file is what the fit produces.
+
+use std::sync::LazyLock;
+
+use serde::{Deserialize, Serialize};
+
+use super::features::{Features, NAMES};
+
+/// The committed weights.
+const WEIGHTS_JSON: &str = include_str!("weights.json");
+
+/// L2 penalty on the weights (not the intercept), pulling each towards its prior
+/// ([`prior`]): hard contradictions separate the tuning data perfectly, and without a penalty
+/// their weights would grow without bound.
+pub const L2: f64 = 0.1;
+/// Prior weight of a contradiction detector (and of a bare "no" overlap cannot confirm, and of
+/// an answer without the number or date its question asks for): odds
+/// of about 150 to 1 against support, enough to take a fully covered claim below every
+/// profile's threshold. A detector that never fires on the tuning data (no example to learn
+/// from) keeps this weight instead of falling to zero, so a contradiction it finds still counts.
+pub const CONTRADICTION_PRIOR: f64 = -5.0;
+
+/// The prior of each weight, in the order of [`NAMES`]: [`CONTRADICTION_PRIOR`] for the
+/// contradiction detectors, `polarity_unconfirmed` and `answer_type_mismatch`, zero for the
+/// rest.
+pub fn prior() -> Vec<f64> {
+    let mut probe = Features::default();
+    let mut out = Vec::with_capacity(NAMES.len());
+    for i in 0..NAMES.len() {
+        let mut values = [0.0; NAMES.len()];
+        values[i] = 1.0;
+        probe.set_values(values);
+        out.push(
+            if probe.contradicts()
+                || probe.polarity_unconfirmed > 0.0
+                || probe.answer_type_mismatch > 0.0
+            {
+                CONTRADICTION_PRIOR
+            } else {
+                0.0
+            },
+        );
+    }
+    out
+}
+const MAX_ITERATIONS: usize = 100;
+const TOLERANCE: f64 = 1e-10;
+
+/// Fitted weights, one per feature name, and the intercept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Weights {
+    /// What the weights were fitted on (files and example counts), for the record.
+    pub fitted_on: Vec<String>,
+    pub l2: f64,
+    pub bias: f64,
+    /// Feature name to weight, in the order of [`NAMES`].
+    pub weights: Vec<(String, f64)>,
+}
+
+impl Weights {
+    /// Probability that the claim is supported, in (0, 1).
+    pub fn support(&self, features: &Features) -> f64 {
+        let z = self.bias
+            + self
+                .weights
+                .iter()
+                .zip(features.values())
+                .map(|((_, w), x)| w * x)
+                .sum::<f64>();
+        sigmoid(z)
+    }
+
+    /// The weights file's text: pretty JSON, numbers rounded so the file is stable.
+    pub fn to_json(&self) -> String {
+        let rounded = Weights {
+            fitted_on: self.fitted_on.clone(),
+            l2: self.l2,
+            bias: round(self.bias),
+            weights: self
+                .weights
+                .iter()
+                .map(|(n, w)| (n.clone(), round(*w)))
+                .collect(),
+        };
+        // Serialising plain strings and floats cannot fail.
+        let mut out = serde_json::to_string_pretty(&rounded).expect("weights serialise");
+        out.push('\n');
+        out
+    }
+}
+
+fn round(x: f64) -> f64 {
+    (x * 1e6).round() / 1e6
+}
+
+fn sigmoid(z: f64) -> f64 {
+    1.0 / (1.0 + (-z).exp())
+}
+
+/// The committed weights.
+pub fn weights() -> &'static Weights {
+    static PARSED: LazyLock<Weights> = LazyLock::new(|| {
+        // The file is part of the source tree and a test parses it and checks every feature
+        // name, so it cannot be malformed in a build that passed its tests.
+        let weights: Weights = serde_json::from_str(WEIGHTS_JSON).expect("weights.json parses");
+        weights
+    });
+    &PARSED
+}
+
+/// One training example: a claim's features and whether it is right.
+#[derive(Debug, Clone, Copy)]
+pub struct Example {
+    pub features: Features,
+    pub supported: bool,
+}
+
+/// Fit the logistic regression by IRLS with an L2 penalty of `l2` on the weights' distance
+/// from their [`prior`].
+pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
+    let d = NAMES.len() + 1;
+    let rows: Vec<Vec<f64>> = examples
+        .iter()
+        .map(|e| {
+            std::iter::once(1.0)
+                .chain(e.features.values())
+                .collect::<Vec<f64>>()
+        })
+        .collect();
+    let prior = prior();
+    let mut beta: Vec<f64> = std::iter::once(0.0).chain(prior.iter().copied()).collect();
+    for _ in 0..MAX_ITERATIONS {
+        let mut gradient = vec![0.0; d];
+        let mut hessian = vec![vec![0.0; d]; d];
+        for (x, e) in rows.iter().zip(examples) {
+            let p = sigmoid(x.iter().zip(&beta).map(|(a, b)| a * b).sum());
+            let y = if e.supported { 1.0 } else { 0.0 };
+            let w = (p * (1.0 - p)).max(1e-12);
+            for i in 0..d {
+                gradient[i] += (y - p) * x[i];
+                for j in 0..d {
+                    hessian[i][j] += w * x[i] * x[j];
+                }
+            }
+        }
+        for i in 1..d {
+            gradient[i] -= l2 * (beta[i] - prior[i - 1]);
+            hessian[i][i] += l2;
+        }
+        // A tiny ridge on the intercept keeps the system solvable when a feature is constant.
+        hessian[0][0] += 1e-9;
+        let Some(step) = solve(hessian, gradient) else {
+            break;
+        };
+        let mut largest: f64 = 0.0;
+        for (b, s) in beta.iter_mut().zip(&step) {
+            *b += s;
+            largest = largest.max(s.abs());
+        }
+        if largest < TOLERANCE {
+            break;
+        }
+    }
+    let mut weights = Weights {
+        fitted_on,
+        l2,
+        bias: beta[0],
+        weights: NAMES
+            .iter()
+            .zip(&beta[1..])
+            .map(|(n, w)| (n.to_string(), *w))
+            .collect(),
+    };
+    weights.bias += calibration_offset(&weights, examples);
+    weights
+}
+
+/// The strictest support threshold of a fail-closed profile (`qa`).
+pub const CALIBRATION_THRESHOLD: f64 = 0.9;
+
+/// The shift of the intercept that puts [`CALIBRATION_THRESHOLD`] where the examples' right and
+/// wrong claims are best separated (the cut maximising the share of wrong claims below it minus
+/// the share of right claims below it; the midpoint between neighbouring scores).
+///
+/// The fit is on balanced classes, so its probabilities put the typical right answer near
+/// 0.9: a fixed threshold there would flag a coin's share of them. Shifting the intercept
+/// keeps the ranking (and every AUROC) and makes the profile thresholds cut where the tuning
+/// data says; the more lenient profiles cut lower.
+fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
+    let logit = |p: f64| (p / (1.0 - p)).ln();
+    let mut scored: Vec<(f64, bool)> = examples
+        .iter()
+        .map(|e| {
+            (
+                logit(weights.support(&e.features).clamp(1e-12, 1.0 - 1e-12)),
+                e.supported,
+            )
+        })
+        .collect();
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let right = scored.iter().filter(|s| s.1).count().max(1) as f64;
+    let wrong = scored.iter().filter(|s| !s.1).count().max(1) as f64;
+    let (mut below_right, mut below_wrong) = (0.0, 0.0);
+    let mut best = (f64::NEG_INFINITY, 0.0);
+    for (i, (z, supported)) in scored.iter().enumerate() {
+        if *supported {
+            below_right += 1.0;
+        } else {
+            below_wrong += 1.0;
+        }
+        let Some(next) = scored.get(i + 1) else {
+            break;
+        };
+        if next.0 == *z {
+            continue;
+        }
+        let gain = below_wrong / wrong - below_right / right;
+        if gain > best.0 + 1e-12 {
+            best = (gain, (z + next.0) / 2.0);
+        }
+    }
+    logit(CALIBRATION_THRESHOLD) - best.1
+}
+
+/// Solve `a x = b` by Gaussian elimination with partial pivoting; `None` when singular.
+fn solve(mut a: Vec<Vec<f64>>, mut b: Vec<f64>) -> Option<Vec<f64>> {
+    let n = b.len();
+    for col in 0..n {
+        let pivot = (col..n).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
+        if a[pivot][col].abs() < 1e-14 {
+            return None;
+        }
+        a.swap(col, pivot);
+        b.swap(col, pivot);
+        for row in col + 1..n {
+            let factor = a[row][col] / a[col][col];
+            if factor == 0.0 {
+                continue;
+            }
+            let pivot_row = a[col].clone();
+            for (cell, p) in a[row][col..].iter_mut().zip(&pivot_row[col..]) {
+                *cell -= factor * p;
+            }
+            b[row] -= factor * b[col];
+        }
+    }
+    let mut x = vec![0.0; n];
+    for row in (0..n).rev() {
+        let tail: f64 = (row + 1..n).map(|k| a[row][k] * x[k]).sum();
+        x[row] = (b[row] - tail) / a[row][row];
+    }
+    Some(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_weights_name_every_feature_in_order() {
+        let w = weights();
+        let names: Vec<&str> = w.weights.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, NAMES);
+        assert!(w.bias.is_finite());
+    }
+
+    #[test]
+    fn only_contradiction_detectors_have_a_prior() {
+        let p = prior();
+        let at = |name: &str| p[NAMES.iter().position(|n| *n == name).expect("named")];
+        assert_eq!(at("number_mismatch"), CONTRADICTION_PRIOR);
+        assert_eq!(at("slot_mismatch"), CONTRADICTION_PRIOR);
+        assert_eq!(at("polarity_unconfirmed"), CONTRADICTION_PRIOR);
+        assert_eq!(at("focus_coverage"), 0.0);
+        assert_eq!(at("missing_words"), 0.0);
+    }
+
+    #[test]
+    fn solve_matches_a_known_system() {
+        let x = solve(vec![vec![2.0, 1.0], vec![1.0, 3.0]], vec![3.0, 5.0]).expect("regular");
+        assert!(
+            (x[0] - 0.8).abs() < 1e-12 && (x[1] - 1.4).abs() < 1e-12,
+            "{x:?}"
+        );
+        assert!(solve(vec![vec![1.0, 2.0], vec![2.0, 4.0]], vec![1.0, 2.0]).is_none());
+    }
+
+    #[test]
+    fn fit_learns_the_sign_of_a_separating_feature() {
+        // Right claims are covered, wrong ones carry a number mismatch: the fitted rule must
+        // weigh coverage up and the mismatch down, and score the two kinds apart.
+        let mut examples = Vec::new();
+        for i in 0..40 {
+            let jitter = f64::from(i % 5) * 0.02;
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.9 + jitter,
+                    ..Features::default()
+                },
+                supported: true,
+            });
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.8 + jitter,
+                    number_mismatch: 1.0,
+                    ..Features::default()
+                },
+                supported: false,
+            });
+        }
+        let w = fit(&examples, L2, Vec::new());
+        let weight = |name: &str| {
+            w.weights
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .expect("named")
+        };
+        assert!(weight("number_mismatch") < -1.0, "{w:?}");
+        assert!(w.support(&examples[0].features) > 0.8);
+        assert!(w.support(&examples[1].features) < 0.2);
+        // Deterministic to the bit.
+        assert_eq!(w, fit(&examples, L2, Vec::new()));
+    }
+
+    #[test]
+    fn weights_round_trip_through_json() {
+        let w = weights();
+        let again: Weights = serde_json::from_str(&w.to_json()).expect("parses");
+        assert_eq!(again.weights.len(), NAMES.len());
+    }
+}

@@ -1,0 +1,216 @@
+use super::*;
+
+const EVIDENCE: &str = "The Oberoi family is an Indian family famous for its hotels, \
+        namely through The Oberoi Group. The Oberoi Group is a hotel company with its head office \
+        in Delhi. It was founded in 1934 and runs 31 hotels. The group did not open a hotel in \
+        Pakistan. Rai Bahadur Mohan Singh Oberoi was older than his partner Ernest Grose.";
+
+fn one(answer: &str, question: Option<&str>) -> ClaimVerdict {
+    let v = check(answer, EVIDENCE, question, Profile::Qa);
+    assert_eq!(v.claims.len(), 1, "{:?}", v.claims);
+    v.claims.into_iter().next().expect("one claim")
+}
+
+fn has(verdict: &ClaimVerdict, kind: ReasonKind) -> bool {
+    verdict.reasons.iter().any(|r| r.kind == kind)
+}
+
+#[test]
+fn supported_paraphrase() {
+    let v = one("The head office of the Oberoi Group is in Delhi.", None);
+    assert_eq!(v.label, Label::Supported, "{v:?}");
+    assert!(v.score > 0.8);
+    assert!(v.evidence[0].text.contains("head office"));
+    let pronoun = check(
+        "The Oberoi Group was founded in 1934.",
+        EVIDENCE,
+        None,
+        Profile::Qa,
+    );
+    // The sentence opening with "It" continues the one naming the group, which counts in
+    // full: the claim is covered as well as a single sentence would cover it.
+    assert_eq!(pronoun.claims[0].label, Label::Supported, "{pronoun:?}");
+    assert!(pronoun.claims[0].score > 0.95, "{pronoun:?}");
+    let synonym = check(
+        "The company was established in 1934 in Delhi.",
+        "The company was founded in 1934 in Delhi.",
+        None,
+        Profile::Qa,
+    );
+    assert_eq!(synonym.claims[0].label, Label::Supported, "{synonym:?}");
+}
+
+#[test]
+fn short_answer_in_the_context_of_the_question() {
+    let q =
+        Some("The Oberoi family is part of a hotel company that has a head office in what city?");
+    let right = one("Delhi", q);
+    assert_eq!(right.label, Label::Supported, "{right:?}");
+    assert_eq!(right.claim.kind, ClaimKind::ShortAnswer);
+    let wrong = one("Mumbai", q);
+    assert_ne!(wrong.label, Label::Supported);
+    assert!(wrong.score < right.score);
+}
+
+#[test]
+fn entity_substitution_is_contradicted() {
+    let v = one("The Oberoi Group has its head office in Mumbai.", None);
+    assert_eq!(v.label, Label::Contradicted, "{v:?}");
+    assert!(has(&v, ReasonKind::EntitySubstitution));
+    assert_eq!(v.missing, ["Mumbai"]);
+}
+
+#[test]
+fn another_agent_is_a_substitution() {
+    let evidence = "\"Louie Louie\" is a song written by Richard Berry in 1955, best known \
+            for the 1963 version by The Kingsmen.";
+    for claim in [
+        "The Kingsmen wrote the song.",
+        "The song was written by The Kingsmen.",
+    ] {
+        let v = check(claim, evidence, None, Profile::Rag);
+        assert_eq!(v.claims[0].label, Label::Contradicted, "{v:?}");
+        assert!(has(&v.claims[0], ReasonKind::EntitySubstitution));
+    }
+    let right = check(
+        "Richard Berry wrote the song.",
+        evidence,
+        None,
+        Profile::Rag,
+    );
+    assert_eq!(right.claims[0].label, Label::Supported, "{right:?}");
+    let no_agent = check(
+        "Louie Louie was written in 1955.",
+        evidence,
+        None,
+        Profile::Rag,
+    );
+    assert_eq!(no_agent.claims[0].label, Label::Supported, "{no_agent:?}");
+}
+
+#[test]
+fn number_and_date_mismatch() {
+    let year = one("The Oberoi Group was founded in 1943.", None);
+    assert_eq!(year.label, Label::Contradicted);
+    assert!(has(&year, ReasonKind::DateMismatch), "{year:?}");
+    let count = one("The Oberoi Group runs 13 hotels.", None);
+    assert_eq!(count.label, Label::Contradicted);
+    assert!(has(&count, ReasonKind::NumberMismatch), "{count:?}");
+}
+
+#[test]
+fn negation_flip() {
+    let v = one("The Oberoi Group opened a hotel in Pakistan.", None);
+    assert_eq!(v.label, Label::Contradicted, "{v:?}");
+    assert!(has(&v, ReasonKind::NegationFlip));
+    let v = one(
+        "The Oberoi Group does not have a head office in Delhi.",
+        None,
+    );
+    assert_eq!(v.label, Label::Contradicted, "{v:?}");
+}
+
+#[test]
+fn antonym_flip() {
+    let v = one(
+        "Mohan Singh Oberoi was younger than his partner Ernest Grose.",
+        None,
+    );
+    assert_eq!(v.label, Label::Contradicted, "{v:?}");
+    assert!(has(&v, ReasonKind::AntonymFlip));
+}
+
+#[test]
+fn swapped_relation_from_words_of_the_same_passage() {
+    // Every word occurs in the evidence, but not together: Pakistan is not where the head
+    // office is, and Ernest Grose did not found the group.
+    let q = Some("Where does the Oberoi Group have its head office?");
+    let v = one("The Oberoi Group has its head office in Pakistan.", q);
+    assert_ne!(v.label, Label::Supported, "{v:?}");
+    let right = one("The Oberoi Group has its head office in Delhi.", q);
+    assert_eq!(right.label, Label::Supported, "{right:?}");
+    let swapped = one("Ernest Grose runs 31 hotels in Delhi.", None);
+    assert_ne!(swapped.label, Label::Supported, "{swapped:?}");
+}
+
+#[test]
+fn comparison_questions_follow_the_evidence_dates() {
+    let evidence = "Arthur's Magazine (1844–1846) was an American literary periodical.\
+            First for Women is a woman's magazine published by Bauer Media Group since 1989.";
+    let q = Some("Which magazine was started first, Arthur's Magazine or First for Women?");
+    let right = check("Arthur's Magazine", evidence, q, Profile::Qa);
+    assert_eq!(right.claims[0].label, Label::Supported, "{right:?}");
+    let wrong = check(
+        "First for Women was started first.",
+        evidence,
+        q,
+        Profile::Qa,
+    );
+    assert_eq!(wrong.claims[0].label, Label::Contradicted, "{wrong:?}");
+}
+
+#[test]
+fn unsupported_claim_rate_counts_verifiable_claims_only() {
+    let v = check(
+        "The Oberoi Group is based in Delhi. It owns airlines in Peru. Thanks!",
+        EVIDENCE,
+        None,
+        Profile::Rag,
+    );
+    assert_eq!(v.verifiable().count(), 2);
+    assert!((v.unsupported_claim_rate() - 0.5).abs() < 1e-9, "{v:?}");
+    let none = check("Thanks!", EVIDENCE, None, Profile::Rag);
+    assert_eq!(none.unsupported_claim_rate(), 0.0);
+}
+
+#[test]
+fn code_identifiers_must_match_exactly() {
+    let evidence = "The function `parse_config` reads the file and returns a map. \
+            The helper `load_defaults` fills missing keys.";
+    let right = check(
+        "`parse_config` returns a map.",
+        evidence,
+        None,
+        Profile::Code,
+    );
+    assert_eq!(right.claims[0].label, Label::Supported, "{right:?}");
+    let wrong = check(
+        "`parse_settings` returns a map.",
+        evidence,
+        None,
+        Profile::Code,
+    );
+    assert_ne!(wrong.claims[0].label, Label::Supported, "{wrong:?}");
+}
+
+#[test]
+fn odd_inputs_do_not_panic() {
+    for (answer, evidence) in [
+        ("", ""),
+        ("Delhi", ""),
+        ("", "Some evidence."),
+        ("....", "...."),
+        ("- \n| |\n```\nunclosed", "x"),
+        ("No.", "Is it? No."),
+        ("Yes, é’s 1,2,3.", "é’s 1,2,3 are here."),
+    ] {
+        for question in [
+            None,
+            Some("Are A and B both C?"),
+            Some("Which is older, A or B?"),
+        ] {
+            let v = check(answer, evidence, question, Profile::Qa);
+            assert!((0.0..=1.0).contains(&v.unsupported_claim_rate()));
+            for c in &v.claims {
+                assert!((0.0..=1.0).contains(&c.score), "{c:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn deterministic_bytes() {
+    let a = serde_json::to_string(&check("Mumbai", EVIDENCE, Some("Where?"), Profile::Qa));
+    let b = serde_json::to_string(&check("Mumbai", EVIDENCE, Some("Where?"), Profile::Qa));
+    assert_eq!(a.expect("json"), b.expect("json"));
+}
