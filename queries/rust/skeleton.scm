@@ -34,7 +34,8 @@
 ; Rust documents with ///, //!, /** and /*!; plain comments are dropped from skeletons.
 ((line_comment) @doc.marker (#match? @doc.marker "^//[/!]"))
 ((block_comment) @doc.marker (#match? @doc.marker "^/\\*[*!]"))
-; Attributes that say how, not what, are dropped; derive, test, repr and deprecated stay.
+; Attributes that say how, not what, are dropped; derive, test, repr, deprecated and cfg stay
+; (`#[cfg(unix)]` says when an item exists at all: dropping it changes what the skeleton says).
 ; Inner attributes follow the same rule (`#![allow(...)]`, `#![doc(...)]`, `#![cfg_attr(docsrs, ...)]`).
-((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive|deprecated)"))
-((inner_attribute_item) @drop (#not-match? @drop "^#!\\[(derive|test|tokio::test|repr|non_exhaustive)"))
+((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive|deprecated|cfg\\()"))
+((inner_attribute_item) @drop (#not-match? @drop "^#!\\[(derive|test|tokio::test|repr|non_exhaustive|cfg\\()"))

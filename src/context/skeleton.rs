@@ -896,6 +896,15 @@ mod tests {
     }
 
     #[test]
+    fn cfg_attributes_stay_because_they_say_when_an_item_exists() {
+        let text = "#![cfg(feature = \"net\")]\n\n#[cfg(unix)]\n#[inline]\npub fn a() -> u8 {\n    1\n}\n\n#[cfg(not(unix))]\npub fn a() -> u8 {\n    2\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "#![cfg(feature = \"net\")]\n#[cfg(unix)]\npub fn a() -> u8 {...}\n#[cfg(not(unix))]\npub fn a() -> u8 {...}\n"
+        );
+    }
+
+    #[test]
     fn multiline_initialisers_are_elided_short_ones_stay() {
         let text = "pub const TABLE: &[(char, char)] = &[\n    ('a', 'b'),\n    ('c', 'd'),\n];\nstatic MAX: usize = 8;\n";
         assert_eq!(
