@@ -39,3 +39,13 @@
 ; Inner attributes follow the same rule (`#![allow(...)]`, `#![doc(...)]`, `#![cfg_attr(docsrs, ...)]`).
 ((attribute_item) @drop (#not-match? @drop "^#\\[(derive|test|tokio::test|repr|non_exhaustive|deprecated|cfg\\()"))
 ((inner_attribute_item) @drop (#not-match? @drop "^#!\\[(derive|test|tokio::test|repr|non_exhaustive|cfg\\()"))
+; A method of a standard trait whose signature the trait fixes entirely (`fmt`, `clone`,
+; `default`, `eq`, `cmp`, `hash`, `drop`, `deref`, `next`, `poll`, `from_str`, `source`, …)
+; says nothing the impl header and its associated types do not: its lines are dropped, body
+; and all (the chunk id recovers them). Generic traits (`PartialEq<Other>`, `From<T>`) keep
+; their methods: the signature names the other type. `Read`/`Write`/`Seek` only when qualified
+; (`io::Write`), since a crate may define its own trait of that name.
+(impl_item
+  trait: (_) @std.trait
+  (#match? @std.trait "^((std|core)::)?((fmt::)?(Debug|Display)|(clone::)?Clone|(default::)?Default|(cmp::)?(PartialEq|Eq|PartialOrd|Ord)|(hash::)?Hash|(ops::)?(Drop|Deref|DerefMut)|(iter::)?(Iterator|DoubleEndedIterator|ExactSizeIterator)|(future::)?Future|(str::)?FromStr|(error::)?Error|(io|fmt)::(Read|Write|BufRead|Seek))$")
+  body: (declaration_list (function_item) @drop))

@@ -9,7 +9,8 @@
 //! initialiser with `…`); the piece's header names the recovery handle that holds the exact
 //! bytes. Runs that are not API (private struct fields, private imports) become one counted
 //! label such as `/* 3 private fields … */`; every function signature stays whole, trait-impl
-//! methods included.
+//! methods included, except methods of standard traits whose signature the trait fixes
+//! (`fmt`, `clone`, `next`, `poll`, … — see `queries/rust/skeleton.scm`).
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -734,7 +735,8 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
             continue;
         }
         let flag = line_flags.get(line).copied().unwrap_or(LineFlag::Code);
-        if !touched && flag == LineFlag::Dropped {
+        // A dropped line goes even when a body marker touches it (a dropped method's `{...}`).
+        if flag == LineFlag::Dropped {
             continue;
         }
         let is_comment = !touched && flag == LineFlag::Comment;
@@ -878,11 +880,11 @@ mod tests {
 
     #[test]
     fn private_fields_and_imports_become_counted_labels_trait_methods_stay_whole() {
-        let text = "use std::fmt;\nuse std::io;\npub use inner::Thing;\n\npub struct A {\n    pub open: u32,\n    /// Hidden.\n    hidden: u32,\n    other: u8,\n    pub last: u8,\n}\n\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {\n        Ok(())\n    }\n}\n";
+        let text = "use std::fmt;\nuse std::io;\npub use inner::Thing;\n\npub struct A {\n    pub open: u32,\n    /// Hidden.\n    hidden: u32,\n    other: u8,\n    pub last: u8,\n}\n\nimpl Render for A {\n    type X = u8;\n    /// Formats.\n    fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {\n        Ok(())\n    }\n}\n";
         let skeleton = skeleton_of(Language::Rust, text);
         assert_eq!(
             skeleton,
-            "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl fmt::Debug for A {\n    type X = u8;\n    /// Formats.\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {...}\n}\n"
+            "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl Render for A {\n    type X = u8;\n    /// Formats.\n    fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {...}\n}\n"
         );
     }
 
@@ -901,6 +903,21 @@ mod tests {
         assert_eq!(
             skeleton_of(Language::Rust, text),
             "#![cfg(feature = \"net\")]\n#[cfg(unix)]\npub fn a() -> u8 {...}\n#[cfg(not(unix))]\npub fn a() -> u8 {...}\n"
+        );
+    }
+
+    #[test]
+    fn methods_whose_signature_a_standard_trait_fixes_are_dropped() {
+        let text = "impl fmt::Debug for A {\n    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {\n        f.write_str(\"A\")\n    }\n}\n\nimpl PartialEq<B> for A {\n    fn eq(&self, other: &B) -> bool {\n        true\n    }\n}\n\nimpl Drop for A {\n    fn drop(&mut self) {\n        self.close();\n    }\n}\n\nimpl Deref for A {\n    type Target = B;\n    fn deref(&self) -> &B {\n        &self.b\n    }\n}\n";
+        let more = "impl Iterator for A {\n    type Item = u8;\n    fn next(&mut self) -> Option<u8> {\n        None\n    }\n}\nimpl io::Write for A {\n    fn flush(&mut self) -> io::Result<()> {\n        Ok(())\n    }\n}\nimpl Write for A {\n    fn flush(&mut self) -> io::Result<()> {\n        Ok(())\n    }\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, more),
+            "impl Iterator for A {\n    type Item = u8;\n}\nimpl io::Write for A {\n}\nimpl Write for A {\n    fn flush(&mut self) -> io::Result<()> {...}\n}\n",
+            "an unqualified `Write` may be the crate's own trait"
+        );
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "impl fmt::Debug for A {\n}\nimpl PartialEq<B> for A {\n    fn eq(&self, other: &B) -> bool {...}\n}\nimpl Drop for A {\n}\nimpl Deref for A {\n    type Target = B;\n}\n"
         );
     }
 
