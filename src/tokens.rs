@@ -70,14 +70,6 @@ impl Default for Tokenizer {
 }
 
 impl Tokenizer {
-    /// Loads `encoding`'s rank tables on a background thread, so a command that needs them only
-    /// after other work (walking and indexing a tree) does not wait for them then.
-    pub fn warm_up(encoding: Encoding) {
-        std::thread::spawn(move || {
-            let _ = encoding.bpe();
-        });
-    }
-
     pub fn new(encoding: Encoding) -> Self {
         Self { encoding }
     }
