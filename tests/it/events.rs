@@ -404,9 +404,13 @@ async fn bot_answers_each_command_from_real_state() {
             let _ = stop_rx.await;
         },
     ));
+    // The bot acknowledges updates with the offset of its next poll, which may come after the
+    // last answer: wait for both (stopping at the last answer made this test flaky).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let answers = loop {
         let sent = api.sent.lock().expect("lock").clone();
-        if sent.len() >= 6 {
+        let acknowledged = api.offsets.lock().expect("lock").contains(&14);
+        if (sent.len() >= 6 && acknowledged) || std::time::Instant::now() > deadline {
             break sent;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
