@@ -17,152 +17,92 @@ use super::verify::{Alignment, Evidence, Reason, ReasonKind, Term, normalise_quo
 /// missing word says little more.
 const COUNT_CAP: f64 = 3.0;
 
-/// Everything the scoring rule looks at for one claim. Shares are in [0, 1]; flags are 0 or 1;
-/// counts are capped at [`COUNT_CAP`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
-pub struct Features {
+/// The struct, its field names in order ([`NAMES`]) and the conversions to and from an array
+/// come from one list, so the weights file, the fit and the struct cannot disagree.
+macro_rules! features {
+    ($($(#[$doc:meta])* $name:ident,)*) => {
+        /// Everything the scoring rule looks at for one claim. Shares are in [0, 1]; flags are 0
+        /// or 1; counts are capped at [`COUNT_CAP`].
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+        pub struct Features {
+            $($(#[$doc])* pub $name: f64,)*
+        }
+
+        /// The features in the order of [`Features::values`]; the weights file uses these names.
+        pub const NAMES: [&str; [$(stringify!($name)),*].len()] = [$(stringify!($name)),*];
+
+        impl Features {
+            /// The values in the order of [`NAMES`].
+            pub fn values(&self) -> [f64; NAMES.len()] {
+                [$(self.$name),*]
+            }
+
+            /// Set every value from an array in the order of [`NAMES`].
+            pub fn set_values(&mut self, values: [f64; NAMES.len()]) {
+                [$(self.$name),*] = values;
+            }
+        }
+    };
+}
+
+features! {
     /// Weighted share of the claim's new words (those not restating the question) found in the
     /// aligned span; names and numbers weigh double, a word found only in a joined partner
     /// sentence counts partly.
-    pub focus_coverage: f64,
+    focus_coverage,
     /// The same share for the claim's words that restate the question (1 without a question).
-    pub rest_coverage: f64,
+    rest_coverage,
     /// Share of the question's evidence words the aligned span holds, relative to the best span
     /// (1 without a question): the answer to a question sits where the question does.
-    pub question_alignment: f64,
+    question_alignment,
     /// Share of the claim's names and numbers found in the aligned span (1 when it has none).
-    pub name_coverage: f64,
+    name_coverage,
     /// Claim names found nowhere in the evidence (count).
-    pub missing_names: f64,
+    missing_names,
     /// Other claim words found nowhere in the evidence (count; paraphrase makes these common).
-    pub missing_words: f64,
+    missing_words,
     /// Claim numbers found nowhere that no evidence number of their kind contradicts (count).
-    pub missing_numbers: f64,
+    missing_numbers,
     /// Claim words the evidence holds, but only outside the aligned span (count): words taken
     /// from another fact of the same passage.
-    pub unaligned_words: f64,
+    unaligned_words,
     /// A number or date of the claim disagrees with one of its kind in the aligned span.
-    pub number_mismatch: f64,
+    number_mismatch,
     /// Negation on one side only, over a span that otherwise matches.
-    pub negation_flip: f64,
+    negation_flip,
     /// The claim uses the opposite of a span word (older/younger, sensitive/insensitive).
-    pub antonym_flip: f64,
+    antonym_flip,
     /// A claim name is found nowhere while the aligned span names someone new in its place.
-    pub name_substitution: f64,
+    name_substitution,
     /// "X wrote it" against "written by Z": the span names another agent of the same verb.
-    pub agent_mismatch: f64,
+    agent_mismatch,
     /// A short answer found elsewhere while the sentence answering the question names another
     /// filler of its kind.
-    pub slot_mismatch: f64,
+    slot_mismatch,
     /// The question asks for a number or date and the claim gives none.
-    pub answer_type_mismatch: f64,
+    answer_type_mismatch,
     /// The answer picks the side of an "A or B?" question the evidence contradicts.
-    pub comparison_mismatch: f64,
+    comparison_mismatch,
     /// A yes/no answer (or a leading "Yes,"/"No,") the evidence answers the other way.
-    pub polarity_mismatch: f64,
+    polarity_mismatch,
     /// A yes/no answer the evidence answers the same way.
-    pub polarity_agrees: f64,
+    polarity_agrees,
     /// A bare yes/no answer word overlap cannot decide.
-    pub polarity_unconfirmed: f64,
+    polarity_unconfirmed,
     /// The claim appears verbatim (six words or more) in the evidence.
-    pub verbatim: f64,
+    verbatim,
     /// The aligned span needed a partner sentence.
-    pub joined_span: f64,
+    joined_span,
     /// Among pairs of claim words both in the anchor sentence, the share in the sentence's
     /// order (1 with fewer than two such words, and for short answers): a swapped relation
     /// reverses pairs.
-    pub order_agreement: f64,
+    order_agreement,
     /// The claim stands alone (no question was given): free-standing sentences paraphrase more
     /// than short answers do, so the rule needs its own baseline for them.
-    pub standalone: f64,
+    standalone,
 }
 
-/// The features in the order of [`Features::values`]; the weights file uses these names.
-pub const NAMES: [&str; 23] = [
-    "focus_coverage",
-    "rest_coverage",
-    "question_alignment",
-    "name_coverage",
-    "missing_names",
-    "missing_words",
-    "missing_numbers",
-    "unaligned_words",
-    "number_mismatch",
-    "negation_flip",
-    "antonym_flip",
-    "name_substitution",
-    "agent_mismatch",
-    "slot_mismatch",
-    "answer_type_mismatch",
-    "comparison_mismatch",
-    "polarity_mismatch",
-    "polarity_agrees",
-    "polarity_unconfirmed",
-    "verbatim",
-    "joined_span",
-    "order_agreement",
-    "standalone",
-];
-
 impl Features {
-    /// The values in the order of [`NAMES`].
-    pub fn values(&self) -> [f64; NAMES.len()] {
-        [
-            self.focus_coverage,
-            self.rest_coverage,
-            self.question_alignment,
-            self.name_coverage,
-            self.missing_names,
-            self.missing_words,
-            self.missing_numbers,
-            self.unaligned_words,
-            self.number_mismatch,
-            self.negation_flip,
-            self.antonym_flip,
-            self.name_substitution,
-            self.agent_mismatch,
-            self.slot_mismatch,
-            self.answer_type_mismatch,
-            self.comparison_mismatch,
-            self.polarity_mismatch,
-            self.polarity_agrees,
-            self.polarity_unconfirmed,
-            self.verbatim,
-            self.joined_span,
-            self.order_agreement,
-            self.standalone,
-        ]
-    }
-
-    /// Set every value from an array in the order of [`NAMES`].
-    pub fn set_values(&mut self, v: [f64; NAMES.len()]) {
-        [
-            self.focus_coverage,
-            self.rest_coverage,
-            self.question_alignment,
-            self.name_coverage,
-            self.missing_names,
-            self.missing_words,
-            self.missing_numbers,
-            self.unaligned_words,
-            self.number_mismatch,
-            self.negation_flip,
-            self.antonym_flip,
-            self.name_substitution,
-            self.agent_mismatch,
-            self.slot_mismatch,
-            self.answer_type_mismatch,
-            self.comparison_mismatch,
-            self.polarity_mismatch,
-            self.polarity_agrees,
-            self.polarity_unconfirmed,
-            self.verbatim,
-            self.joined_span,
-            self.order_agreement,
-            self.standalone,
-        ] = v;
-    }
-
     /// Whether a detector of a contradiction fired: a claim scored below the threshold is then
     /// `contradicted` rather than merely `unsupported`.
     pub fn contradicts(&self) -> bool {
