@@ -29,46 +29,29 @@ fn records(dir: &Path) -> Vec<TrialRecord> {
 fn fake_model(fail_first: usize) -> (String, Arc<AtomicUsize>) {
     let count = Arc::new(AtomicUsize::new(0));
     let served = count.clone();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let handler = move |body: String| {
-                let served = served.clone();
-                async move {
-                    let n = served.fetch_add(1, Ordering::SeqCst);
-                    if n < fail_first {
-                        return (
-                            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                            "{}".to_string(),
-                        );
-                    }
-                    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    let prompt = request["messages"][0]["content"].as_str().unwrap_or("");
-                    let answer = format!("answer {}", &svc::digest::sha256_hex(prompt)[..8]);
-                    let reply = serde_json::json!({
-                        "id": format!("chatcmpl-{n}"),
-                        "choices": [{"message": {"role": "assistant", "content": answer}}],
-                        "usage": {"prompt_tokens": 100, "completion_tokens": 3}
-                    });
-                    (axum::http::StatusCode::OK, reply.to_string())
-                }
-            };
-            let app =
-                axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            sender
-                .send(listener.local_addr().expect("address"))
-                .expect("send");
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    let address = receiver.recv().expect("address");
+    let handler = move |body: String| {
+        let served = served.clone();
+        async move {
+            let n = served.fetch_add(1, Ordering::SeqCst);
+            if n < fail_first {
+                return (
+                    axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                    "{}".to_string(),
+                );
+            }
+            let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let prompt = request["messages"][0]["content"].as_str().unwrap_or("");
+            let answer = format!("answer {}", &svc::digest::sha256_hex(prompt)[..8]);
+            let reply = serde_json::json!({
+                "id": format!("chatcmpl-{n}"),
+                "choices": [{"message": {"role": "assistant", "content": answer}}],
+                "usage": {"prompt_tokens": 100, "completion_tokens": 3}
+            });
+            (axum::http::StatusCode::OK, reply.to_string())
+        }
+    };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
+    let address = crate::serve_on_thread(app);
     (format!("http://{address}/v1"), count)
 }
 

@@ -66,80 +66,64 @@ fn answer(mode: Mode, prompt: &str) -> String {
 fn fake(mode: Mode) -> (String, Arc<Seen>) {
     let seen = Arc::new(Seen::default());
     let state = seen.clone();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let handle = move |anthropic: bool, body: String| {
-                let seen = state.clone();
-                async move {
-                    let n = seen.count.fetch_add(1, Ordering::SeqCst);
-                    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    let prompt = request["messages"]
-                        .as_array()
-                        .and_then(|m| m.last())
-                        .and_then(|m| m["content"].as_str())
-                        .unwrap_or_default()
-                        .to_string();
-                    let reuse = request["cache_prompt"].as_bool() != Some(false);
-                    let shared = {
-                        let prompts = seen.prompts.lock().expect("lock");
-                        prompts
-                            .iter()
-                            .map(|p| common_prefix(p, &prompt))
-                            .max()
-                            .unwrap_or(0)
-                    };
-                    let total = (prompt.len() / 4).max(1) as u64;
-                    let cached = if reuse && shared >= 200 {
-                        (shared / 4) as u64
-                    } else {
-                        0
-                    };
-                    seen.prompts.lock().expect("lock").push(prompt.clone());
-                    seen.bodies.lock().expect("lock").push(request);
-                    let text = answer(mode, &prompt);
-                    let reply = if anthropic {
-                        json!({
-                            "id": format!("msg_{n}"),
-                            "content": [{"type": "text", "text": text}],
-                            "usage": {"input_tokens": total - cached, "cache_read_input_tokens": cached,
-                                      "cache_creation_input_tokens": 0, "output_tokens": 3}
-                        })
-                    } else {
-                        json!({
-                            "id": format!("chatcmpl-{n}"),
-                            "choices": [{"message": {"role": "assistant", "content": text}}],
-                            "usage": {"prompt_tokens": total, "completion_tokens": 3,
-                                      "prompt_tokens_details": {"cached_tokens": cached}}
-                        })
-                    };
-                    (axum::http::StatusCode::OK, reply.to_string())
-                }
+    let handle = move |anthropic: bool, body: String| {
+        let seen = state.clone();
+        async move {
+            let n = seen.count.fetch_add(1, Ordering::SeqCst);
+            let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let prompt = request["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or_default()
+                .to_string();
+            let reuse = request["cache_prompt"].as_bool() != Some(false);
+            let shared = {
+                let prompts = seen.prompts.lock().expect("lock");
+                prompts
+                    .iter()
+                    .map(|p| common_prefix(p, &prompt))
+                    .max()
+                    .unwrap_or(0)
             };
-            let openai = handle.clone();
-            let app = axum::Router::new()
-                .route(
-                    "/v1/chat/completions",
-                    axum::routing::post(move |body: String| openai(false, body)),
-                )
-                .route(
-                    "/v1/messages",
-                    axum::routing::post(move |body: String| handle(true, body)),
-                );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            sender
-                .send(listener.local_addr().expect("address"))
-                .expect("send");
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    let address = receiver.recv().expect("address");
+            let total = (prompt.len() / 4).max(1) as u64;
+            let cached = if reuse && shared >= 200 {
+                (shared / 4) as u64
+            } else {
+                0
+            };
+            seen.prompts.lock().expect("lock").push(prompt.clone());
+            seen.bodies.lock().expect("lock").push(request);
+            let text = answer(mode, &prompt);
+            let reply = if anthropic {
+                json!({
+                    "id": format!("msg_{n}"),
+                    "content": [{"type": "text", "text": text}],
+                    "usage": {"input_tokens": total - cached, "cache_read_input_tokens": cached,
+                              "cache_creation_input_tokens": 0, "output_tokens": 3}
+                })
+            } else {
+                json!({
+                    "id": format!("chatcmpl-{n}"),
+                    "choices": [{"message": {"role": "assistant", "content": text}}],
+                    "usage": {"prompt_tokens": total, "completion_tokens": 3,
+                              "prompt_tokens_details": {"cached_tokens": cached}}
+                })
+            };
+            (axum::http::StatusCode::OK, reply.to_string())
+        }
+    };
+    let openai = handle.clone();
+    let app = axum::Router::new()
+        .route(
+            "/v1/chat/completions",
+            axum::routing::post(move |body: String| openai(false, body)),
+        )
+        .route(
+            "/v1/messages",
+            axum::routing::post(move |body: String| handle(true, body)),
+        );
+    let address = crate::serve_on_thread(app);
     (format!("http://{address}"), seen)
 }
 

@@ -28,3 +28,25 @@ mod witness;
 // The MCP-config paths under a temporary HOME are the Linux ones.
 #[cfg(target_os = "linux")]
 mod wrap;
+
+/// Serves `app` on 127.0.0.1:0 from a thread and runtime of its own, for tests that drive `svc`
+/// as a blocking child process; returns the address once it is listening.
+pub fn serve_on_thread(app: axum::Router) -> std::net::SocketAddr {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .expect("bind");
+            sender
+                .send(listener.local_addr().expect("address"))
+                .expect("send");
+            let _ = axum::serve(listener, app).await;
+        });
+    });
+    receiver.recv().expect("address")
+}

@@ -21,52 +21,35 @@ const OUTPUT_TOKENS: u64 = 12;
 fn fake_model() -> (String, Arc<Mutex<Vec<String>>>) {
     let prompts = Arc::new(Mutex::new(Vec::new()));
     let seen = prompts.clone();
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let handler = move |body: String| {
-                let seen = seen.clone();
-                async move {
-                    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-                    let prompt = request["messages"]
-                        .as_array()
-                        .and_then(|m| m.last())
-                        .and_then(|m| m["content"].as_str())
-                        .unwrap_or("")
-                        .to_string();
-                    let year = if prompt.contains(PARK) { 1816 } else { 1900 };
-                    let answer = format!(
-                        "The bridge opened to traffic in 1932. The botanic garden was founded in {year} beside the harbour."
-                    );
-                    let n = {
-                        let mut seen = seen.lock().expect("lock");
-                        seen.push(prompt.clone());
-                        seen.len()
-                    };
-                    let reply = serde_json::json!({
-                        "id": format!("chatcmpl-{n}"),
-                        "choices": [{"message": {"role": "assistant", "content": answer}}],
-                        "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": OUTPUT_TOKENS}
-                    });
-                    reply.to_string()
-                }
+    let handler = move |body: String| {
+        let seen = seen.clone();
+        async move {
+            let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+            let prompt = request["messages"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"].as_str())
+                .unwrap_or("")
+                .to_string();
+            let year = if prompt.contains(PARK) { 1816 } else { 1900 };
+            let answer = format!(
+                "The bridge opened to traffic in 1932. The botanic garden was founded in {year} beside the harbour."
+            );
+            let n = {
+                let mut seen = seen.lock().expect("lock");
+                seen.push(prompt.clone());
+                seen.len()
             };
-            let app =
-                axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            sender
-                .send(listener.local_addr().expect("address"))
-                .expect("send");
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    let address = receiver.recv().expect("address");
+            let reply = serde_json::json!({
+                "id": format!("chatcmpl-{n}"),
+                "choices": [{"message": {"role": "assistant", "content": answer}}],
+                "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": OUTPUT_TOKENS}
+            });
+            reply.to_string()
+        }
+    };
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
+    let address = crate::serve_on_thread(app);
     (format!("http://{address}/v1"), prompts)
 }
 

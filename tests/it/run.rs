@@ -145,32 +145,16 @@ fn shards_split_the_tasks() {
 
 /// A provider that always answers 500, on 127.0.0.1:0, served from a background thread.
 fn failing_endpoint() -> String {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let app = axum::Router::new().route(
-                "/v1/chat/completions",
-                axum::routing::post(|| async {
-                    (
-                        axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                        "{\"error\":\"down\"}",
-                    )
-                }),
-            );
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-                .await
-                .expect("bind");
-            sender
-                .send(listener.local_addr().expect("address"))
-                .expect("send");
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    let address = receiver.recv().expect("address");
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|| async {
+            (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                "{\"error\":\"down\"}",
+            )
+        }),
+    );
+    let address = crate::serve_on_thread(app);
     format!("http://{address}/v1")
 }
 

@@ -152,51 +152,35 @@ type Seen = Arc<Mutex<Vec<(String, Option<String>, Value)>>>;
 
 /// A provider on 127.0.0.1:0 answering both APIs with usage; keeps (path, auth, body).
 fn fake_provider(seen: Seen) -> String {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        runtime.block_on(async move {
-            let handler = move |request: axum::extract::Request| {
-                let seen = seen.clone();
-                async move {
-                    let path = request.uri().path().to_string();
-                    let headers = request.headers().clone();
-                    let auth = headers
-                        .get("authorization")
-                        .or_else(|| headers.get("x-api-key"))
-                        .and_then(|v| v.to_str().ok())
-                        .map(str::to_string);
-                    let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
-                        .await
-                        .expect("body");
-                    let body: Value = serde_json::from_slice(&bytes).expect("JSON body");
-                    seen.lock().expect("lock").push((path.clone(), auth, body));
-                    let answer = if path == "/v1/messages" {
-                        serde_json::json!({"id": "msg_fake", "type": "message", "role": "assistant",
-                            "content": [{"type": "text", "text": "the answer"}],
-                            "usage": {"input_tokens": 100, "output_tokens": 3}})
-                    } else {
-                        serde_json::json!({"id": "chatcmpl-fake", "object": "chat.completion",
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": "the answer"}, "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": 3}})
-                    };
-                    axum::Json(answer)
-                }
-            };
-            let app = axum::Router::new().fallback(handler);
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    let handler = move |request: axum::extract::Request| {
+        let seen = seen.clone();
+        async move {
+            let path = request.uri().path().to_string();
+            let headers = request.headers().clone();
+            let auth = headers
+                .get("authorization")
+                .or_else(|| headers.get("x-api-key"))
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string);
+            let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
                 .await
-                .expect("bind");
-            sender
-                .send(listener.local_addr().expect("address"))
-                .expect("send");
-            let _ = axum::serve(listener, app).await;
-        });
-    });
-    format!("http://{}", receiver.recv().expect("address"))
+                .expect("body");
+            let body: Value = serde_json::from_slice(&bytes).expect("JSON body");
+            seen.lock().expect("lock").push((path.clone(), auth, body));
+            let answer = if path == "/v1/messages" {
+                serde_json::json!({"id": "msg_fake", "type": "message", "role": "assistant",
+                    "content": [{"type": "text", "text": "the answer"}],
+                    "usage": {"input_tokens": 100, "output_tokens": 3}})
+            } else {
+                serde_json::json!({"id": "chatcmpl-fake", "object": "chat.completion",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": "the answer"}, "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 100, "completion_tokens": 3}})
+            };
+            axum::Json(answer)
+        }
+    };
+    let app = axum::Router::new().fallback(handler);
+    format!("http://{}", crate::serve_on_thread(app))
 }
 
 #[test]
