@@ -158,22 +158,6 @@ fn lines(entries: &[Entry]) -> Vec<u8> {
     bytes
 }
 
-/// A torn last line (another writer crashed mid-line) gets its newline, so ours starts a line.
-fn glue_guard(file: &fs::File) -> io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::FileExt;
-    let length = file.metadata()?.len();
-    let mut last = [b'\n'];
-    if length > 0 {
-        file.read_exact_at(&mut last, length - 1)?;
-    }
-    if last[0] != b'\n' {
-        let mut file = file;
-        file.write_all(b"\n")?;
-    }
-    Ok(())
-}
-
 /// Appends like [`EventLog::append`] — whole lines under the same OS lock, so other writers
 /// never interleave — without opening, checking and closing three files per call: on the
 /// proxy's request path that cost more than the rest of a pass-through request. The files are
@@ -198,7 +182,6 @@ impl Appender {
     }
 
     pub fn append(&self, entries: &[Entry]) -> Result<(), LogError> {
-        use std::io::Write;
         use std::os::unix::fs::MetadataExt;
         if entries.is_empty() {
             return Ok(());
@@ -215,19 +198,8 @@ impl Appender {
             *open = None;
         }
         if open.is_none() {
-            // `state::append` creates the directory and the file and mends a torn last line.
-            let held = crate::state::append::lock(path).map_err(error)?;
-            crate::state::append::append(&held, path, b"", false).map_err(error)?;
-            drop(held);
-            let lock = fs::OpenOptions::new()
-                .write(true)
-                .open(path.with_extension("lock"))
-                .map_err(error)?;
-            let file = fs::OpenOptions::new()
-                .read(true)
-                .append(true)
-                .open(path)
-                .map_err(error)?;
+            let lock = crate::state::append::lock_file(path).map_err(error)?;
+            let file = crate::state::append::open(path).map_err(error)?;
             let inode = file.metadata().map_err(error)?.ino();
             *open = Some(Held { lock, file, inode });
         }
@@ -235,7 +207,7 @@ impl Appender {
             return Ok(());
         };
         held.lock.lock().map_err(error)?;
-        let written = glue_guard(&held.file).and_then(|()| (&held.file).write_all(&bytes));
+        let written = crate::state::append::append_to(&held.file, &bytes, false);
         let _ = held.lock.unlock();
         if written.is_err() {
             *open = None;

@@ -3,7 +3,7 @@
 //! writers, and the kernel drops it when its holder dies, so a crash never leaves a log locked.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 /// Held while a writer reads what it needs (a sequence number, the last hash) and appends.
@@ -14,32 +14,52 @@ pub struct AppendLock {
 
 /// Creates the log's folder and takes the lock `<log>.lock`, waiting for other writers.
 pub fn lock(log: &Path) -> io::Result<AppendLock> {
+    let lock = lock_file(log)?;
+    lock.lock()?;
+    Ok(AppendLock { _lock: lock })
+}
+
+/// Creates the log's folder and opens (unlocked) its lock file `<log>.lock`, for a writer that
+/// keeps it open and takes the lock around each append.
+pub fn lock_file(log: &Path) -> io::Result<File> {
     if let Some(dir) = log.parent() {
         fs::create_dir_all(dir)?;
     }
-    let lock = OpenOptions::new()
+    OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
-        .open(log.with_extension("lock"))?;
-    lock.lock()?;
-    Ok(AppendLock { _lock: lock })
+        .open(log.with_extension("lock"))
 }
 
 /// Appends `bytes` (whole lines) to `log`, created private to the user; fsynced when `durable`.
 /// A torn last line (a crash mid-write) would glue onto the new one, so the new text starts on
 /// a line of its own. Call it holding the [`lock`].
 pub fn append(_held: &AppendLock, log: &Path, bytes: &[u8], durable: bool) -> io::Result<()> {
-    let mut file = {
-        use std::os::unix::fs::OpenOptionsExt;
-        OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o600)
-            .open(log)?
-    };
+    append_to(&open(log)?, bytes, durable)
+}
+
+/// Opens (creating it private to the user) `log` for [`append_to`], for a writer that keeps it
+/// open across appends.
+pub fn open(log: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    OpenOptions::new()
+        .create(true)
+        .read(true)
+        .append(true)
+        .mode(0o600)
+        .open(log)
+}
+
+/// [`append`] to a file from [`open`]; call it holding the log's lock.
+pub fn append_to(mut file: &File, bytes: &[u8], durable: bool) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
     let length = file.metadata()?.len();
-    if length > 0 && !ends_with_newline(log, length) {
+    let mut last = [b'\n'];
+    if length > 0 {
+        file.read_exact_at(&mut last, length - 1)?;
+    }
+    if last[0] != b'\n' {
         file.write_all(b"\n")?;
     }
     file.write_all(bytes)?;
@@ -47,16 +67,6 @@ pub fn append(_held: &AppendLock, log: &Path, bytes: &[u8], durable: bool) -> io
         file.sync_all()?;
     }
     Ok(())
-}
-
-fn ends_with_newline(path: &Path, length: u64) -> bool {
-    let Ok(mut file) = File::open(path) else {
-        return true;
-    };
-    let mut last = [0u8; 1];
-    file.seek(SeekFrom::Start(length - 1)).is_ok()
-        && file.read_exact(&mut last).is_ok()
-        && last[0] == b'\n'
 }
 
 #[cfg(test)]
