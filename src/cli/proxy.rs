@@ -150,12 +150,15 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         for skipped in &state.routing.skipped_at_start {
             eprintln!("svc proxy: warning: RAVS log {skipped}");
         }
-        axum::serve(listener, make_service(state))
+        let served = axum::serve(listener, make_service(state.clone()))
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await
-            .context("serving the proxy")?;
+            .context("serving the proxy");
+        // The RAVS log is written in the background: its last lines before the process exits.
+        state.routing.flush();
+        served?;
         anyhow::Ok(())
     })?;
     Ok(ExitCode::SUCCESS)

@@ -165,10 +165,13 @@ async fn serve_proxy(
         .try_clone()
         .and_then(tokio::net::TcpListener::from_std)
         .map_err(|e| format!("reusing the listening socket: {e}"))?;
-    axum::serve(socket, crate::proxy::make_service(proxy))
+    let served = axum::serve(socket, crate::proxy::make_service(proxy.clone()))
         .with_graceful_shutdown(async move { state.stopped().await })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string());
+    // The RAVS log is written in the background: its last lines before the daemon exits.
+    proxy.routing.flush();
+    served
 }
 
 /// Serves the MCP tool server (streamable HTTP) on a clone of `listener` until the state stops.

@@ -100,11 +100,8 @@ impl EventLog {
 
     /// A writer that keeps the log and its lock file open, for a process that appends on every
     /// request (the proxy).
-    pub fn appender(&self) -> Appender {
-        Appender {
-            log: self.clone(),
-            open: std::sync::Mutex::new(None),
-        }
+    pub fn appender(&self) -> super::Appender {
+        super::Appender::new(self.clone())
     }
 
     /// Reads every readable line; a line that is not an event is skipped with a warning.
@@ -148,7 +145,7 @@ impl EventLog {
     }
 }
 
-fn lines(entries: &[Entry]) -> Vec<u8> {
+pub(super) fn lines(entries: &[Entry]) -> Vec<u8> {
     let mut bytes = Vec::new();
     for entry in entries {
         // Our own types always serialise.
@@ -156,64 +153,6 @@ fn lines(entries: &[Entry]) -> Vec<u8> {
         bytes.push(b'\n');
     }
     bytes
-}
-
-/// Appends like [`EventLog::append`] — whole lines under the same OS lock, so other writers
-/// never interleave — without opening, checking and closing three files per call: on the
-/// proxy's request path that cost more than the rest of a pass-through request. The files are
-/// reopened when the log was moved or removed since (an inode check per append), and a torn
-/// last line is mended under the lock before each append, as `state::append` does.
-#[derive(Debug)]
-pub struct Appender {
-    log: EventLog,
-    open: std::sync::Mutex<Option<Held>>,
-}
-
-#[derive(Debug)]
-struct Held {
-    lock: fs::File,
-    file: fs::File,
-    inode: u64,
-}
-
-impl Appender {
-    pub fn log(&self) -> &EventLog {
-        &self.log
-    }
-
-    pub fn append(&self, entries: &[Entry]) -> Result<(), LogError> {
-        use std::os::unix::fs::MetadataExt;
-        if entries.is_empty() {
-            return Ok(());
-        }
-        let path = &self.log.path;
-        let error = |source| LogError::Write {
-            path: path.clone(),
-            source,
-        };
-        let bytes = lines(entries);
-        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
-        let current = fs::metadata(path).ok().map(|m| m.ino());
-        if open.as_ref().map(|held| held.inode) != current || current.is_none() {
-            *open = None;
-        }
-        if open.is_none() {
-            let lock = crate::state::append::lock_file(path).map_err(error)?;
-            let file = crate::state::append::open(path).map_err(error)?;
-            let inode = file.metadata().map_err(error)?.ino();
-            *open = Some(Held { lock, file, inode });
-        }
-        let Some(held) = open.as_mut() else {
-            return Ok(());
-        };
-        held.lock.lock().map_err(error)?;
-        let written = crate::state::append::append_to(&held.file, &bytes, false);
-        let _ = held.lock.unlock();
-        if written.is_err() {
-            *open = None;
-        }
-        written.map_err(error)
-    }
 }
 
 #[cfg(test)]
@@ -278,39 +217,5 @@ mod tests {
         let read = log.read().expect("read");
         assert_eq!(read.entries.len(), 200);
         assert!(read.warnings.is_empty());
-    }
-
-    #[test]
-    fn a_held_appender_interleaves_with_other_writers_and_follows_a_removed_log() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let log = EventLog::in_state_dir(dir.path());
-        let appender = log.appender();
-        std::thread::scope(|scope| {
-            scope.spawn(|| {
-                for _ in 0..50 {
-                    appender.append(&[verdict(Label::Success)]).expect("append");
-                }
-            });
-            scope.spawn(|| {
-                for _ in 0..50 {
-                    log.append(&[verdict(Label::Failure)]).expect("append");
-                }
-            });
-        });
-        let read = log.read().expect("read");
-        assert_eq!(read.entries.len(), 100);
-        assert!(read.warnings.is_empty());
-
-        // Removed (or rotated) while held: the next append starts the file again.
-        fs::remove_file(log.path()).expect("remove");
-        appender.append(&[verdict(Label::Success)]).expect("append");
-        assert_eq!(log.read().expect("read").entries.len(), 1);
-
-        // A torn line left by a crashed writer is not glued to ours.
-        fs::write(log.path(), br#"{"recorded_at":"2026"#).expect("tear");
-        appender.append(&[verdict(Label::Success)]).expect("append");
-        let read = log.read().expect("read");
-        assert_eq!(read.entries.len(), 1);
-        assert_eq!(read.warnings.len(), 1);
     }
 }

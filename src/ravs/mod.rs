@@ -6,10 +6,11 @@
 //! events ([`Tally`]); `svc ravs report` summarises them per task class ([`report`]).
 //!
 //! Layout: [`event`] (the event types and their wire names), [`log`] (locked appends, reads
-//! that skip a corrupt line with a warning), [`tally`] (per-class counts), [`stats`] (the
+//! that skip a corrupt line with a warning), [`appender`] (the proxy's background writer), [`tally`] (per-class counts), [`stats`] (the
 //! Wilson interval), [`report`] (the table and its JSON), [`duration`] (`30m`, `12h`, `7d`,
 //! `2w`).
 
+pub mod appender;
 pub mod duration;
 pub mod event;
 pub mod log;
@@ -17,6 +18,7 @@ pub mod report;
 pub mod stats;
 pub mod tally;
 
+pub use appender::Appender;
 pub use event::{Decision, Entry, Event, Label, Reason};
-pub use log::{Appender, EVENTS_FILE, EventLog, LogError, Read, Warning};
+pub use log::{EVENTS_FILE, EventLog, LogError, Read, Warning};
 pub use tally::{ClassStats, Tally};

@@ -79,6 +79,18 @@ pub struct Request<'a> {
     pub stats: ClassStats,
 }
 
+/// Whether [`decide`] reaches its rewritability check for a request of `provider` for `model`:
+/// routing is on, the request is not high-risk and a cheap model maps from `model`. Before
+/// that, whether the request could be rewritten changes no verdict.
+pub fn may_route(config: &ConfigState, provider: Provider, model: &str, high_risk: bool) -> bool {
+    match config {
+        ConfigState::Loaded(config) if config.enabled && !high_risk => {
+            config.cheap_model(provider, model).is_some()
+        }
+        _ => false,
+    }
+}
+
 /// Decides one request (see the module documentation for the order of the checks).
 pub fn decide(config: &ConfigState, request: &Request<'_>) -> Verdict {
     let config = match config {

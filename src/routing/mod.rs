@@ -36,7 +36,6 @@ pub mod simulate;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -68,8 +67,6 @@ pub struct Routing {
     recent: Mutex<HashMap<String, Instant>>,
     /// Lines of the log skipped at start (unreadable), with their `file:line`.
     pub skipped_at_start: Vec<String>,
-    write_errors: AtomicU64,
-    last_write_error: Mutex<Option<String>>,
 }
 
 /// What routing decided for one request.
@@ -275,8 +272,6 @@ impl Routing {
             tally: Mutex::new(tally),
             recent: Mutex::new(HashMap::new()),
             skipped_at_start: skipped,
-            write_errors: AtomicU64::new(0),
-            last_write_error: Mutex::new(None),
         }
     }
 
@@ -330,14 +325,20 @@ impl Routing {
         let readable = texts.is_some();
         let class = class::classify(route.as_str(), request, texts.unwrap_or(&[]), &self.risk);
         let class_id = class.id();
-        let requested = rewrite::requested(route, path, body, request);
+        let requested_model = rewrite::requested_model(route, path, request);
+        let high_risk = class.high_risk();
+        let rewritable = readable
+            && requested_model.as_deref().is_some_and(|model| {
+                gate::may_route(&self.config, route.provider(), model, high_risk)
+                    && rewrite::can_rewrite(route, body, model)
+            });
         let verdict = gate::decide(
             &self.config,
             &gate::Request {
                 provider: route.provider(),
-                requested_model: requested.model.as_deref(),
-                high_risk: class.high_risk(),
-                rewritable: requested.rewritable && readable,
+                requested_model: requested_model.as_deref(),
+                high_risk,
+                rewritable,
                 stats: self.stats(&class_id),
             },
         );
@@ -345,7 +346,7 @@ impl Routing {
             retry_after: self.seen_before(path, body),
             class,
             class_id,
-            requested_model: requested.model,
+            requested_model,
             verdict,
             escalated_status: None,
         }
@@ -376,8 +377,9 @@ impl Routing {
         rewritten
     }
 
-    /// Appends events to the log and the in-memory counts. A write failure never fails the
-    /// request: it is counted ([`Routing::write_errors`]) and the counts still move.
+    /// Appends events to the log and the in-memory counts. The log is written in the
+    /// background ([`Appender`]); a write failure never fails the request: it is counted
+    /// ([`Routing::write_errors`]) and the counts still move.
     pub fn record(&self, entries: &[Entry]) {
         {
             let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
@@ -385,24 +387,18 @@ impl Routing {
                 tally.observe(entry);
             }
         }
-        if let Err(error) = self.log.append(entries) {
-            self.write_errors.fetch_add(1, Ordering::Relaxed);
-            *self
-                .last_write_error
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(error.to_string());
-        }
+        self.log.append(entries);
+    }
+
+    /// Returns once every event recorded before the call is in the log file (for readers of
+    /// the file in this process, and before the process ends).
+    pub fn flush(&self) {
+        self.log.flush();
     }
 
     /// Failed appends since start, and the last error.
     pub fn write_errors(&self) -> (u64, Option<String>) {
-        (
-            self.write_errors.load(Ordering::Relaxed),
-            self.last_write_error
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone(),
-        )
+        self.log.errors()
     }
 
     /// Seconds since this exact request was last seen (within [`RETRY_WINDOW`]); remembers it.

@@ -37,24 +37,35 @@ pub fn gemini_model(path: &str) -> Option<&str> {
 
 /// What `route` asks for in `path` and `body`.
 pub fn requested(route: Route, path: &str, body: &str, request: &Value) -> Requested {
+    let model = requested_model(route, path, request);
+    let rewritable = model
+        .as_deref()
+        .is_some_and(|model| can_rewrite(route, body, model));
+    Requested { model, rewritable }
+}
+
+/// The model `route` asks for in `path` or the parsed `request`.
+pub fn requested_model(route: Route, path: &str, request: &Value) -> Option<String> {
     match route {
-        Route::GeminiGenerate => {
-            let model = gemini_model(path).map(str::to_string);
-            let rewritable = model.as_deref().is_some_and(plain_model_name);
-            Requested { model, rewritable }
-        }
+        Route::GeminiGenerate => gemini_model(path).map(str::to_string),
+        Route::AnthropicMessages | Route::OpenaiChat | Route::OpenaiResponses => request
+            .get("model")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        Route::Passthrough(_) => None,
+    }
+}
+
+/// Whether another model can be put in place of `model`, the one [`requested_model`] found.
+/// For a body this scans the JSON text once more (duplicate keys, the string's span), so the
+/// router asks only when a cheap model could serve the request.
+pub fn can_rewrite(route: Route, body: &str, model: &str) -> bool {
+    match route {
+        Route::GeminiGenerate => plain_model_name(model),
         Route::AnthropicMessages | Route::OpenaiChat | Route::OpenaiResponses => {
-            let model = request
-                .get("model")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            let rewritable = model.is_some() && rewrite_body(body, "x").is_some();
-            Requested { model, rewritable }
+            rewrite_body(body, "x").is_some()
         }
-        Route::Passthrough(_) => Requested {
-            model: None,
-            rewritable: false,
-        },
+        Route::Passthrough(_) => false,
     }
 }
 

@@ -140,6 +140,7 @@ impl Setup {
     }
 
     fn events(&self) -> Vec<Entry> {
+        self.state.routing.flush();
         let read = EventLog::in_state_dir(self.home.path())
             .read()
             .expect("log read");
