@@ -122,8 +122,17 @@ pub struct Example {
 }
 
 /// Fit the logistic regression by IRLS with an L2 penalty of `l2` on the weights' distance
-/// from their [`prior`].
+/// from their [`prior`], then shift the intercept so [`CALIBRATION_THRESHOLD`] cuts where the
+/// examples say ([`calibration_offset`]).
 pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
+    let mut weights = fit_uncalibrated(examples, l2, fitted_on);
+    weights.bias += calibration_offset(&weights, examples);
+    weights
+}
+
+/// The penalised maximum-likelihood fit alone, its intercept not shifted: its probabilities
+/// are the model's, so held-out log-loss (which chooses `l2`) is measured on them.
+pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
     let d = NAMES.len() + 1;
     let rows: Vec<Vec<f64>> = examples
         .iter()
@@ -167,7 +176,7 @@ pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
             break;
         }
     }
-    let mut weights = Weights {
+    Weights {
         fitted_on,
         l2,
         bias: beta[0],
@@ -176,9 +185,7 @@ pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
             .zip(&beta[1..])
             .map(|(n, w)| (n.to_string(), *w))
             .collect(),
-    };
-    weights.bias += calibration_offset(&weights, examples);
-    weights
+    }
 }
 
 /// The strictest support threshold of a fail-closed profile (`qa`).
