@@ -378,6 +378,22 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         };
         println!("  l2 {:<6} {:.4}{mark}", p.l2, p.log_loss);
     }
+    println!(
+        "cross-validated figures on the answers to questions per qa false-flag limit of the calibration:"
+    );
+    for l in &report.limits {
+        let mark = if l.max_false_flags == report.chosen_max_false_flags {
+            "  <- chosen"
+        } else {
+            ""
+        };
+        println!(
+            "  limit {:<6} flagged {:>5.1} %  false flags {:>5.1} %{mark}",
+            l.max_false_flags,
+            l.figures.flagged * 100.0,
+            l.figures.false_flags * 100.0
+        );
+    }
     println!("figures at the qa threshold (AUROC, hallucinated flagged, right flagged):");
     let row = |f: &cv::Figures| {
         format!(

@@ -25,11 +25,21 @@ pub const DEFAULT_FOLDS: usize = 5;
 /// Candidate L2 penalties, weakest first.
 pub const L2_GRID: [f64; 7] = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0];
 
+/// Candidate limits on the share of right answers to questions the calibration lets fall
+/// below the qa threshold on the fitting data.
+pub const FALSE_FLAG_GRID: [f64; 6] = [0.0, 0.005, 0.01, 0.015, 0.02, 0.03];
+
+/// The most cross-validated false flags (right answers to questions flagged at the qa
+/// threshold) a chosen limit may give: the target.
+pub const FALSE_FLAG_TARGET: f64 = 0.02;
+
 /// One tuning item as the fit sees it: the claim features of its right (0) and hallucinated
 /// (1) answer, their lengths in words, and its fold.
 #[derive(Debug, Clone)]
 struct Item {
     fold: usize,
+    /// Whether the item has a question (else its answers are free-standing claims).
+    question: bool,
     claims: [Vec<Features>; 2],
     words: [usize; 2],
 }
@@ -54,6 +64,7 @@ impl TuningSet {
                     |answer: &str| verify::claim_features(&evidence, answer, Some(&item.question));
                 Item {
                     fold: (fnv1a64(&item.knowledge) % folds as u64) as usize,
+                    question: !item.question.trim().is_empty(),
                     claims: [
                         claims(&item.right_answer),
                         claims(&item.hallucinated_answer),
@@ -150,6 +161,13 @@ pub struct PenaltyScore {
     pub log_loss: f64,
 }
 
+/// Cross-validated figures of one false-flag limit, on the items with a question.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LimitScore {
+    pub max_false_flags: f64,
+    pub figures: Figures,
+}
+
 /// What cross-validation found.
 #[derive(Debug, Clone, Serialize)]
 pub struct CvReport {
@@ -157,6 +175,11 @@ pub struct CvReport {
     pub penalties: Vec<PenaltyScore>,
     /// The penalty with the least held-out log-loss (the committed fit's).
     pub chosen_l2: f64,
+    pub limits: Vec<LimitScore>,
+    /// The false-flag limit of the qa calibration (the committed fit's): the one flagging the
+    /// most hallucinated answers to questions, cross-validated, with at most
+    /// [`FALSE_FLAG_TARGET`] false flags.
+    pub chosen_max_false_flags: f64,
     pub files: Vec<FileReport>,
 }
 
@@ -259,21 +282,74 @@ pub fn choose_l2(sets: &[TuningSet], folds: usize) -> (f64, Vec<PenaltyScore>) {
     (chosen, penalties)
 }
 
+/// The rule fitted without each fold.
+fn fold_fits(sets: &[TuningSet], folds: usize, l2: f64, max_false_flags: f64) -> Vec<Weights> {
+    (0..folds)
+        .map(|fold| {
+            model::fit(
+                &examples(fold_items(sets, fold, false)),
+                l2,
+                max_false_flags,
+                Vec::new(),
+            )
+        })
+        .collect()
+}
+
+/// Score every limit of [`FALSE_FLAG_GRID`] by its cross-validated figures on the items with a
+/// question, and pick the one flagging the most hallucinated answers with at most
+/// [`FALSE_FLAG_TARGET`] false flags (the smaller limit on a tie; the fewest false flags when
+/// none meets the target).
+pub fn choose_false_flags(sets: &[TuningSet], folds: usize, l2: f64) -> (f64, Vec<LimitScore>) {
+    let questions: Vec<Item> = sets
+        .iter()
+        .flat_map(|s| &s.items)
+        .filter(|i| i.question)
+        .cloned()
+        .collect();
+    let limits: Vec<LimitScore> = FALSE_FLAG_GRID
+        .iter()
+        .map(|&limit| {
+            let fits = fold_fits(sets, folds, l2, limit);
+            LimitScore {
+                max_false_flags: limit,
+                figures: file_figures(&questions, |item| &fits[item.fold % fits.len()]).all,
+            }
+        })
+        .collect();
+    let meets = |l: &&LimitScore| l.figures.false_flags <= FALSE_FLAG_TARGET + 1e-12;
+    let chosen = limits
+        .iter()
+        .filter(meets)
+        .fold(None::<&LimitScore>, |best, l| match best {
+            Some(b) if b.figures.flagged >= l.figures.flagged - 1e-12 => Some(b),
+            _ => Some(l),
+        })
+        .or_else(|| {
+            limits
+                .iter()
+                .fold(None::<&LimitScore>, |best, l| match best {
+                    Some(b) if b.figures.false_flags <= l.figures.false_flags => Some(b),
+                    _ => Some(l),
+                })
+        })
+        .map_or(0.0, |l| l.max_false_flags);
+    (chosen, limits)
+}
+
 /// Cross-validate the fit on `sets` (measured with `folds` folds): choose the penalty, then
 /// report each file in-sample (the rule fitted on everything) and cross-validated.
 pub fn cross_validate(sets: &[TuningSet], folds: usize) -> CvReport {
     let folds = folds.max(2);
     let (chosen_l2, penalties) = choose_l2(sets, folds);
-    let full = model::fit(&all_examples(sets), chosen_l2, Vec::new());
-    let per_fold: Vec<Weights> = (0..folds)
-        .map(|fold| {
-            model::fit(
-                &examples(fold_items(sets, fold, false)),
-                chosen_l2,
-                Vec::new(),
-            )
-        })
-        .collect();
+    let (chosen_max_false_flags, limits) = choose_false_flags(sets, folds, chosen_l2);
+    let full = model::fit(
+        &all_examples(sets),
+        chosen_l2,
+        chosen_max_false_flags,
+        Vec::new(),
+    );
+    let per_fold = fold_fits(sets, folds, chosen_l2, chosen_max_false_flags);
     let files = sets
         .iter()
         .map(|set| FileReport {
@@ -286,6 +362,8 @@ pub fn cross_validate(sets: &[TuningSet], folds: usize) -> CvReport {
         folds,
         penalties,
         chosen_l2,
+        limits,
+        chosen_max_false_flags,
         files,
     }
 }

@@ -100,6 +100,11 @@ features! {
     /// The claim stands alone (no question was given): free-standing sentences paraphrase more
     /// than short answers do, so the rule needs its own baseline for them.
     standalone,
+    /// Weighted share of the claim's new words (those not restating the question; all its
+    /// words when every one does) found in the sentences that on their own hold most of the
+    /// question (1 without a question): an answer taken from another fact of the passage sits
+    /// away from where the question points, even when a joined span covers both.
+    answer_at_question,
 }
 
 impl Features {
@@ -160,6 +165,7 @@ pub(super) fn measure(
         name_coverage: 1.0,
         order_agreement: 1.0,
         standalone: f64::from(u8::from(question.is_none())),
+        answer_at_question: question.map_or(1.0, |q| answer_at_question(claim.terms, q)),
         ..Features::default()
     };
     let mut reasons = Vec::new();
@@ -556,6 +562,7 @@ pub(super) fn polarity(evidence: &Evidence, question: &QuestionInfo, yes: bool) 
         question_alignment: coverage,
         name_coverage: 1.0,
         order_agreement: 1.0,
+        answer_at_question: 1.0,
         joined_span: f64::from(u8::from(t.is_some())),
         ..Features::default()
     };
@@ -592,6 +599,32 @@ pub(super) fn polarity(evidence: &Evidence, question: &QuestionInfo, yes: bool) 
         sentences,
         missing: Vec::new(),
     }
+}
+
+/// See [`Features::answer_at_question`]; 1 when the question points nowhere in the evidence.
+fn answer_at_question(terms: &[Term], question: &QuestionInfo) -> f64 {
+    if question.focus_sentences.is_empty() {
+        return 1.0;
+    }
+    let new: Vec<&Term> = terms
+        .iter()
+        .filter(|t| !question.contains(&t.norm))
+        .collect();
+    let focus: Vec<&Term> = if new.is_empty() {
+        terms.iter().collect()
+    } else {
+        new
+    };
+    let total: f64 = focus.iter().map(|t| t.weight).sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    let got: f64 = focus
+        .iter()
+        .filter(|t| question.focus_sentences.iter().any(|&s| t.in_sentence(s)))
+        .map(|t| t.weight)
+        .sum();
+    got / total
 }
 
 /// Share of pairs of claim words found in `anchor` that keep the claim's order there. A pair

@@ -58,6 +58,9 @@ pub struct Weights {
     /// What the weights were fitted on (files and example counts), for the record.
     pub fitted_on: Vec<String>,
     pub l2: f64,
+    /// The largest share of right answers to questions the calibration lets fall below the
+    /// qa threshold on the fitting data (chosen by cross-validation).
+    pub max_false_flags: f64,
     pub bias: f64,
     /// Feature name to weight, in the order of [`NAMES`].
     pub weights: Vec<(String, f64)>,
@@ -81,6 +84,7 @@ impl Weights {
         let rounded = Weights {
             fitted_on: self.fitted_on.clone(),
             l2: self.l2,
+            max_false_flags: self.max_false_flags,
             bias: round(self.bias),
             weights: self
                 .weights
@@ -122,11 +126,27 @@ pub struct Example {
 }
 
 /// Fit the logistic regression by IRLS with an L2 penalty of `l2` on the weights' distance
-/// from their [`prior`], then shift the intercept so [`CALIBRATION_THRESHOLD`] cuts where the
-/// examples say ([`calibration_offset`]).
-pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
+/// from their [`prior`], then calibrate where [`CALIBRATION_THRESHOLD`] cuts: for answers to
+/// a question (the intercept) at the cut that flags the most wrong answers while at most
+/// `max_false_flags` of the right ones fall below it; for free-standing claims (the
+/// `standalone` weight, 1 on exactly those) at the cut that best separates them. See
+/// [`calibration_offset`].
+pub fn fit(examples: &[Example], l2: f64, max_false_flags: f64, fitted_on: Vec<String>) -> Weights {
     let mut weights = fit_uncalibrated(examples, l2, fitted_on);
-    weights.bias += calibration_offset(&weights, examples);
+    weights.max_false_flags = max_false_flags;
+    let (free, answers): (Vec<Example>, Vec<Example>) =
+        examples.iter().partition(|e| e.features.standalone > 0.0);
+    if answers.is_empty() {
+        weights.bias += calibration_offset(&weights, &free, None);
+        return weights;
+    }
+    weights.bias += calibration_offset(&weights, &answers, Some(max_false_flags));
+    if !free.is_empty() {
+        let shift = calibration_offset(&weights, &free, None);
+        if let Some((_, w)) = weights.weights.iter_mut().find(|(n, _)| n == "standalone") {
+            *w += shift;
+        }
+    }
     weights
 }
 
@@ -179,6 +199,7 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
     Weights {
         fitted_on,
         l2,
+        max_false_flags: 0.0,
         bias: beta[0],
         weights: NAMES
             .iter()
@@ -191,15 +212,21 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
 /// The strictest support threshold of a fail-closed profile (`qa`).
 pub const CALIBRATION_THRESHOLD: f64 = 0.9;
 
-/// The shift of the intercept that puts [`CALIBRATION_THRESHOLD`] where the examples' right and
-/// wrong claims are best separated (the cut maximising the share of wrong claims below it minus
-/// the share of right claims below it; the midpoint between neighbouring scores).
+/// The shift of the intercept that puts [`CALIBRATION_THRESHOLD`] at a cut between the
+/// examples' scores (the midpoint between neighbouring scores). With `max_false_flags`, the
+/// middle of the cuts with at most that share of right claims below it that flag the most
+/// wrong claims; without, the cut maximising the share of wrong claims
+/// below it minus the share of right claims below it.
 ///
 /// The fit is on balanced classes, so its probabilities put the typical right answer near
 /// 0.9: a fixed threshold there would flag a coin's share of them. Shifting the intercept
 /// keeps the ranking (and every AUROC) and makes the profile thresholds cut where the tuning
 /// data says; the more lenient profiles cut lower.
-fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
+fn calibration_offset(
+    weights: &Weights,
+    examples: &[Example],
+    max_false_flags: Option<f64>,
+) -> f64 {
     let logit = |p: f64| (p / (1.0 - p)).ln();
     let mut scored: Vec<(f64, bool)> = examples
         .iter()
@@ -214,7 +241,8 @@ fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
     let right = scored.iter().filter(|s| s.1).count().max(1) as f64;
     let wrong = scored.iter().filter(|s| !s.1).count().max(1) as f64;
     let (mut below_right, mut below_wrong) = (0.0, 0.0);
-    let mut best = (f64::NEG_INFINITY, 0.0);
+    // The best gain and the lowest and highest cut reaching it.
+    let mut best = (f64::NEG_INFINITY, 0.0, 0.0);
     for (i, (z, supported)) in scored.iter().enumerate() {
         if *supported {
             below_right += 1.0;
@@ -227,12 +255,30 @@ fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
         if next.0 == *z {
             continue;
         }
-        let gain = below_wrong / wrong - below_right / right;
+        let gain = match max_false_flags {
+            Some(limit) if below_right / right > limit + 1e-12 => break,
+            // Among cuts within the limit, the highest flags the most wrong claims.
+            Some(_) => below_wrong / wrong,
+            None => below_wrong / wrong - below_right / right,
+        };
+        let cut = (z + next.0) / 2.0;
         if gain > best.0 + 1e-12 {
-            best = (gain, (z + next.0) / 2.0);
+            best = (gain, cut, cut);
+        } else if gain >= best.0 - 1e-12 {
+            best.2 = cut;
         }
     }
-    logit(CALIBRATION_THRESHOLD) - best.1
+    if best.0 == f64::NEG_INFINITY {
+        return 0.0;
+    }
+    // Under a false-flag limit every cut from the lowest to the highest reaching the best gain
+    // flags the same wrong claims: the middle of that range leaves a margin on both sides.
+    let cut = if max_false_flags.is_some() {
+        (best.1 + best.2) / 2.0
+    } else {
+        best.1
+    };
+    logit(CALIBRATION_THRESHOLD) - cut
 }
 
 /// Solve `a x = b` by Gaussian elimination with partial pivoting; `None` when singular.
@@ -321,7 +367,7 @@ mod tests {
                 supported: false,
             });
         }
-        let w = fit(&examples, L2, Vec::new());
+        let w = fit(&examples, L2, 0.0, Vec::new());
         let weight = |name: &str| {
             w.weights
                 .iter()
@@ -333,7 +379,7 @@ mod tests {
         assert!(w.support(&examples[0].features) > 0.8);
         assert!(w.support(&examples[1].features) < 0.2);
         // Deterministic to the bit.
-        assert_eq!(w, fit(&examples, L2, Vec::new()));
+        assert_eq!(w, fit(&examples, L2, 0.0, Vec::new()));
     }
 
     #[test]

@@ -29,6 +29,10 @@ pub(super) struct QuestionInfo {
     pub(super) answering_span: Option<(usize, Option<usize>)>,
     /// Whether the question asks for a quantity or a date ("how many", "in what year").
     pub(super) wants_number: bool,
+    /// The evidence sentences holding the greatest share of the question's weight on their own
+    /// (ties all kept; empty when no question word is in the evidence): where the question
+    /// points in the evidence, before any bridge to a partner sentence.
+    pub(super) focus_sentences: Vec<usize>,
 }
 
 impl QuestionInfo {
@@ -85,9 +89,19 @@ impl QuestionInfo {
             total_weight,
             polar,
             best: 0.0,
+            focus_sentences: Vec::new(),
         };
         if total_weight > 0.0 {
+            let mut focus_weight = 0.0;
             for s in 0..evidence.sentences.len() {
+                let alone = info.raw_alignment(s, None);
+                if alone > focus_weight + 1e-12 {
+                    focus_weight = alone;
+                    info.focus_sentences.clear();
+                }
+                if alone > 0.0 && alone >= focus_weight - 1e-12 {
+                    info.focus_sentences.push(s);
+                }
                 let t = (s > 0 && !evidence.breaks[s] && opens_with_anaphor(evidence, s))
                     .then(|| s - 1);
                 // Every question word must be in the evidence: a question word the evidence
