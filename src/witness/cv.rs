@@ -422,6 +422,42 @@ mod tests {
         assert!(!is_flagged(&[Features::default()], 0.95));
     }
 
+    /// The in-sample figures of the fit are what `svc witness eval --profile qa` reports with
+    /// the committed weights, and the cross-validated ones are real out-of-fold figures.
+    #[test]
+    fn in_sample_figures_match_the_eval_command_on_the_committed_data() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let sets = load(root, DEFAULT_FOLDS).expect("tuning data");
+        let report = cross_validate(&sets, DEFAULT_FOLDS);
+        assert_eq!(report.chosen_l2, model::weights().l2);
+        assert_eq!(
+            report.chosen_max_false_flags,
+            model::weights().max_false_flags
+        );
+        assert_eq!(report.files.len(), devset::TUNE_FILES.len());
+        for file in &report.files {
+            let items = eval::read_items(&root.join(&file.file)).expect("items");
+            let eval = eval::evaluate(&items, Profile::Qa, super::super::Mode::Strict);
+            let fig = file.in_sample.all;
+            assert_eq!(fig.items, eval.items);
+            assert!(
+                (fig.flagged - eval.flag_rate_hallucinated).abs() < 1e-9,
+                "{}",
+                file.file
+            );
+            assert!(
+                (fig.false_flags - eval.false_positive_rate).abs() < 1e-9,
+                "{}",
+                file.file
+            );
+            let cv = file.cross_validated.all;
+            assert_eq!(cv.items, fig.items);
+            assert!(cv.auroc > 0.5 && cv.auroc <= 1.0, "{cv:?}");
+            // Out of fold, a rule does not rank its data better than the rule fitted on it.
+            assert!(cv.auroc <= fig.auroc + 0.01, "{cv:?} {fig:?}");
+        }
+    }
+
     #[test]
     fn the_tie_between_penalties_goes_to_the_stronger() {
         // No examples at all: every penalty's loss is 0, so the strongest wins.

@@ -383,6 +383,100 @@ mod tests {
     }
 
     #[test]
+    fn a_false_flag_limit_keeps_right_answers_above_the_threshold() {
+        // Right answers score in a tight band, wrong ones spread below and into it: the
+        // limit puts the qa threshold under all but its share of right answers, and above as
+        // many wrong ones as that allows.
+        let mut examples = Vec::new();
+        for i in 0..100 {
+            let x = f64::from(i) / 100.0;
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.9 + 0.1 * x,
+                    ..Features::default()
+                },
+                supported: true,
+            });
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.5 + 0.45 * x,
+                    ..Features::default()
+                },
+                supported: false,
+            });
+        }
+        for limit in [0.0, 0.05] {
+            let w = fit(&examples, L2, limit, Vec::new());
+            assert_eq!(w.max_false_flags, limit);
+            let below = |supported: bool| {
+                examples
+                    .iter()
+                    .filter(|e| e.supported == supported)
+                    .filter(|e| w.support(&e.features) < CALIBRATION_THRESHOLD)
+                    .count()
+            };
+            assert!(
+                below(true) as f64 <= limit * 100.0 + 1e-9,
+                "{limit}: {}",
+                below(true)
+            );
+            assert!(below(false) >= 75, "{limit}: {}", below(false));
+        }
+        // A looser limit never flags fewer wrong answers.
+        let strict = fit(&examples, L2, 0.0, Vec::new());
+        let loose = fit(&examples, L2, 0.05, Vec::new());
+        let flagged = |w: &Weights| {
+            examples
+                .iter()
+                .filter(|e| !e.supported && w.support(&e.features) < CALIBRATION_THRESHOLD)
+                .count()
+        };
+        assert!(flagged(&loose) >= flagged(&strict));
+    }
+
+    #[test]
+    fn free_standing_claims_are_calibrated_through_the_standalone_weight() {
+        let mut examples = Vec::new();
+        for i in 0..40 {
+            let x = f64::from(i % 10) / 10.0;
+            for (standalone, base) in [(0.0, 0.9), (1.0, 0.6)] {
+                examples.push(Example {
+                    features: Features {
+                        focus_coverage: base + 0.1 * x,
+                        standalone,
+                        ..Features::default()
+                    },
+                    supported: true,
+                });
+                examples.push(Example {
+                    features: Features {
+                        focus_coverage: base - 0.3 + 0.1 * x,
+                        standalone,
+                        number_mismatch: f64::from(u8::from(i % 2 == 0)),
+                        ..Features::default()
+                    },
+                    supported: false,
+                });
+            }
+        }
+        let w = fit(&examples, L2, 0.0, Vec::new());
+        let uncalibrated = fit_uncalibrated(&examples, L2, Vec::new());
+        let standalone = |w: &Weights| {
+            w.weights
+                .iter()
+                .find(|(n, _)| n == "standalone")
+                .map(|(_, v)| *v)
+                .expect("named")
+        };
+        assert_ne!(standalone(&w), standalone(&uncalibrated));
+        // Each group is cut between its right and wrong claims.
+        for e in &examples {
+            let s = w.support(&e.features);
+            assert_eq!(s >= CALIBRATION_THRESHOLD, e.supported, "{e:?} {s}");
+        }
+    }
+
+    #[test]
     fn weights_round_trip_through_json() {
         let w = weights();
         let again: Weights = serde_json::from_str(&w.to_json()).expect("parses");
