@@ -59,6 +59,24 @@ enum WitnessCommand {
     /// hallucinated_answer) and print accuracy, AUROC and flag rates beside the
     /// content-word-coverage baseline.
     Eval(EvalArgs),
+    /// Cross-validate the scoring rule on the committed tuning data (data/witness/): choose
+    /// the L2 penalty by held-out log-loss and print each tuning file's figures at the qa
+    /// threshold, in-sample and cross-validated.
+    Fit(FitArgs),
+}
+
+#[derive(Debug, Args)]
+struct FitArgs {
+    /// Number of folds (items go to folds by the hash of their knowledge text).
+    #[arg(long = "cv", default_value_t = svc::witness::cv::DEFAULT_FOLDS as u64,
+          value_parser = clap::value_parser!(u64).range(2..100))]
+    folds: u64,
+    /// The repository root holding data/witness/.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -138,6 +156,7 @@ pub fn run(args: WitnessArgs) -> anyhow::Result<ExitCode> {
             note,
         }) => run_feedback(&id, verdict, claim, note),
         Some(WitnessCommand::Eval(args)) => run_eval(args),
+        Some(WitnessCommand::Fit(args)) => run_fit(args),
         None => run_check(args.check),
     }
 }
@@ -145,7 +164,7 @@ pub fn run(args: WitnessArgs) -> anyhow::Result<ExitCode> {
 fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     let (Some(context_file), Some(output_file)) = (&args.context_file, &args.output_file) else {
         anyhow::bail!(
-            "svc witness needs --context-file PATH and --output-file PATH (or a subcommand: show, list, feedback, eval)"
+            "svc witness needs --context-file PATH and --output-file PATH (or a subcommand: show, list, feedback, eval, fit)"
         );
     };
     let context = std::fs::read_to_string(context_file)
@@ -328,6 +347,72 @@ fn run_eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{}", render_eval(&report));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
+    use svc::witness::cv;
+    // Parsed in 2..100, so it fits.
+    let folds = args.folds as usize;
+    let sets = cv::load(&args.root, folds).with_context(|| {
+        format!(
+            "reading the tuning data under {} (pass --root with the repository root)",
+            args.root.display()
+        )
+    })?;
+    let report = cv::cross_validate(&sets, folds);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "{}-fold cross-validation (folds by hash of the knowledge text); held-out log-loss per L2 penalty:",
+        report.folds
+    );
+    for p in &report.penalties {
+        let mark = if p.l2 == report.chosen_l2 {
+            "  <- chosen"
+        } else {
+            ""
+        };
+        println!("  l2 {:<6} {:.4}{mark}", p.l2, p.log_loss);
+    }
+    println!(
+        "cross-validated figures on the answers to questions per qa false-flag limit of the calibration:"
+    );
+    for l in &report.limits {
+        let mark = if l.max_false_flags == report.chosen_max_false_flags {
+            "  <- chosen"
+        } else {
+            ""
+        };
+        println!(
+            "  limit {:<6} flagged {:>5.1} %  false flags {:>5.1} %{mark}",
+            l.max_false_flags,
+            l.figures.flagged * 100.0,
+            l.figures.false_flags * 100.0
+        );
+    }
+    println!("figures at the qa threshold (AUROC, hallucinated flagged, right flagged):");
+    let row = |f: &cv::Figures| {
+        format!(
+            "{:>4} items  AUROC {:.4}  flagged {:>5.1} %  false flags {:>5.1} %",
+            f.items,
+            f.auroc,
+            f.flagged * 100.0,
+            f.false_flags * 100.0
+        )
+    };
+    for file in &report.files {
+        println!("{}", file.file);
+        for (name, figures) in [
+            ("in-sample", &file.in_sample),
+            ("cross-validated", &file.cross_validated),
+        ] {
+            println!("  {name:<16} all      {}", row(&figures.all));
+            println!("  {:<16} matched  {}", "", row(&figures.length_matched));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

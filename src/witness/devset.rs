@@ -8,10 +8,10 @@
 
 use std::path::Path;
 
-use super::eval::{self, EvalError, EvalItem};
+use super::cv;
+use super::eval::EvalError;
 use super::features::Features;
-use super::model::{self, Example, Weights};
-use super::verify::{self, Evidence};
+use super::model::{self, Weights};
 
 /// Which part of the repository-documentation set an item belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,7 +21,7 @@ pub enum Part {
 }
 
 /// FNV-1a, 64 bits: a fixed, documented hash so the split can be recomputed anywhere.
-fn fnv1a64(text: &str) -> u64 {
+pub(super) fn fnv1a64(text: &str) -> u64 {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in text.bytes() {
         hash ^= u64::from(byte);
@@ -51,8 +51,8 @@ pub const HELD_OUT_FILE: &str = "data/witness/repo-docs/heldout.jsonl";
 /// The claim an answer is judged by when it has several: the one with the least support
 /// before any weights (a fired contradiction detector first, then the lowest coverage), as the
 /// answer's score is its weakest claim's.
-fn weakest(claims: Vec<Features>) -> Option<Features> {
-    claims.into_iter().min_by(|a, b| {
+pub(super) fn weakest(claims: &[Features]) -> Option<Features> {
+    claims.iter().copied().min_by(|a, b| {
         let key = |f: &Features| {
             (
                 u8::from(!f.contradicts()),
@@ -64,43 +64,30 @@ fn weakest(claims: Vec<Features>) -> Option<Features> {
     })
 }
 
-/// One example per answer with a verifiable claim: right answers are supported, hallucinated
-/// ones are not.
-pub fn examples(items: &[EvalItem]) -> Vec<Example> {
-    let mut out = Vec::new();
-    for item in items {
-        let evidence = Evidence::new(&item.knowledge);
-        for (answer, supported) in [
-            (&item.right_answer, true),
-            (&item.hallucinated_answer, false),
-        ] {
-            let claims = verify::claim_features(&evidence, answer, Some(&item.question));
-            if let Some(features) = weakest(claims) {
-                out.push(Example {
-                    features,
-                    supported,
-                });
-            }
-        }
-    }
-    out
+/// Fit the scoring rule on the tuning files under `root` (the repository root): the L2 penalty
+/// ([`cv::choose_l2`])
+/// and the qa calibration's false-flag limit ([`cv::choose_false_flags`]) are chosen by
+/// cross-validation, then the rule is fitted on all tuning examples with them.
+pub fn fit_weights(root: &Path) -> Result<Weights, EvalError> {
+    let sets = cv::load(root, cv::DEFAULT_FOLDS)?;
+    Ok(fit_sets(&sets))
 }
 
-/// Fit the scoring rule on the tuning files under `root` (the repository root).
-pub fn fit_weights(root: &Path) -> Result<Weights, EvalError> {
-    let mut all = Vec::new();
-    let mut fitted_on = Vec::new();
-    for file in TUNE_FILES {
-        let items = eval::read_items(&root.join(file))?;
-        let examples = examples(&items);
-        fitted_on.push(format!(
-            "{file}: {} items, {} examples",
-            items.len(),
-            examples.len()
-        ));
-        all.extend(examples);
-    }
-    Ok(model::fit(&all, model::L2, fitted_on))
+/// As [`fit_weights`], on tuning sets already measured.
+pub fn fit_sets(sets: &[cv::TuningSet]) -> Weights {
+    let (l2, _) = cv::choose_l2(sets, cv::DEFAULT_FOLDS);
+    let (max_false_flags, _) = cv::choose_false_flags(sets, cv::DEFAULT_FOLDS, l2);
+    let examples = cv::all_examples(sets);
+    let fitted_on = sets
+        .iter()
+        .map(|s| format!("{}: {} items", s.file, s.len()))
+        .chain(std::iter::once(format!(
+            "{} examples; l2 and the qa false-flag limit chosen by {}-fold cross-validation",
+            examples.len(),
+            cv::DEFAULT_FOLDS
+        )))
+        .collect();
+    model::fit(&examples, l2, max_false_flags, fitted_on)
 }
 
 #[cfg(test)]

@@ -100,6 +100,17 @@ features! {
     /// The claim stands alone (no question was given): free-standing sentences paraphrase more
     /// than short answers do, so the rule needs its own baseline for them.
     standalone,
+    /// Weighted share of the claim's new words (those not restating the question; all its
+    /// words when every one does) found in the sentences that on their own hold most of the
+    /// question (1 without a question): an answer taken from another fact of the passage sits
+    /// away from where the question points, even when a joined span covers both.
+    answer_at_question,
+    /// Where an occurrence of the claim's new words sits nearest the question: the question's
+    /// weight within a clause-sized window of it, as a share of the most any window of the
+    /// evidence holds (1 without a question, 0 when no new word is in the evidence). A window,
+    /// not a sentence: a long sentence holds the question's words in one clause and another
+    /// fact's filler in the next.
+    window_alignment,
 }
 
 impl Features {
@@ -160,6 +171,8 @@ pub(super) fn measure(
         name_coverage: 1.0,
         order_agreement: 1.0,
         standalone: f64::from(u8::from(question.is_none())),
+        answer_at_question: question.map_or(1.0, |q| answer_at_question(claim.terms, q)),
+        window_alignment: question.map_or(1.0, |q| window_alignment(evidence, claim.terms, q)),
         ..Features::default()
     };
     let mut reasons = Vec::new();
@@ -556,6 +569,8 @@ pub(super) fn polarity(evidence: &Evidence, question: &QuestionInfo, yes: bool) 
         question_alignment: coverage,
         name_coverage: 1.0,
         order_agreement: 1.0,
+        answer_at_question: 1.0,
+        window_alignment: 1.0,
         joined_span: f64::from(u8::from(t.is_some())),
         ..Features::default()
     };
@@ -592,6 +607,59 @@ pub(super) fn polarity(evidence: &Evidence, question: &QuestionInfo, yes: bool) 
         sentences,
         missing: Vec::new(),
     }
+}
+
+/// See [`Features::window_alignment`]; 1 when no window holds a question word.
+fn window_alignment(evidence: &Evidence, terms: &[Term], question: &QuestionInfo) -> f64 {
+    if question.window_best <= 0.0 {
+        return 1.0;
+    }
+    let new: Vec<&Term> = terms
+        .iter()
+        .filter(|t| !question.contains(&t.norm))
+        .collect();
+    let focus: Vec<&Term> = if new.is_empty() {
+        terms.iter().collect()
+    } else {
+        new
+    };
+    let mut best: f64 = 0.0;
+    for term in focus {
+        for &s in &term.sentences {
+            for (i, token) in evidence.tokens[s].iter().enumerate() {
+                if text::fuzzy_eq(&token.norm, &term.norm) {
+                    best = best.max(question.window_weight(s, i));
+                }
+            }
+        }
+    }
+    (best / question.window_best).min(1.0)
+}
+
+/// See [`Features::answer_at_question`]; 1 when the question points nowhere in the evidence.
+fn answer_at_question(terms: &[Term], question: &QuestionInfo) -> f64 {
+    if question.focus_sentences.is_empty() {
+        return 1.0;
+    }
+    let new: Vec<&Term> = terms
+        .iter()
+        .filter(|t| !question.contains(&t.norm))
+        .collect();
+    let focus: Vec<&Term> = if new.is_empty() {
+        terms.iter().collect()
+    } else {
+        new
+    };
+    let total: f64 = focus.iter().map(|t| t.weight).sum();
+    if total <= 0.0 {
+        return 1.0;
+    }
+    let got: f64 = focus
+        .iter()
+        .filter(|t| question.focus_sentences.iter().any(|&s| t.in_sentence(s)))
+        .map(|t| t.weight)
+        .sum();
+    got / total
 }
 
 /// Share of pairs of claim words found in `anchor` that keep the claim's order there. A pair

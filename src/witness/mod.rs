@@ -13,6 +13,7 @@
 pub mod bench;
 pub mod certificate;
 pub mod claims;
+pub mod cv;
 pub mod devset;
 pub mod eval;
 pub mod features;

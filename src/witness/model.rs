@@ -58,6 +58,9 @@ pub struct Weights {
     /// What the weights were fitted on (files and example counts), for the record.
     pub fitted_on: Vec<String>,
     pub l2: f64,
+    /// The largest share of right answers to questions the calibration lets fall below the
+    /// qa threshold on the fitting data (chosen by cross-validation).
+    pub max_false_flags: f64,
     pub bias: f64,
     /// Feature name to weight, in the order of [`NAMES`].
     pub weights: Vec<(String, f64)>,
@@ -81,6 +84,7 @@ impl Weights {
         let rounded = Weights {
             fitted_on: self.fitted_on.clone(),
             l2: self.l2,
+            max_false_flags: self.max_false_flags,
             bias: round(self.bias),
             weights: self
                 .weights
@@ -122,8 +126,33 @@ pub struct Example {
 }
 
 /// Fit the logistic regression by IRLS with an L2 penalty of `l2` on the weights' distance
-/// from their [`prior`].
-pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
+/// from their [`prior`], then calibrate where [`CALIBRATION_THRESHOLD`] cuts: for answers to
+/// a question (the intercept) at the cut that flags the most wrong answers while at most
+/// `max_false_flags` of the right ones fall below it; for free-standing claims (the
+/// `standalone` weight, 1 on exactly those) at the cut that best separates them. See
+/// [`calibration_offset`].
+pub fn fit(examples: &[Example], l2: f64, max_false_flags: f64, fitted_on: Vec<String>) -> Weights {
+    let mut weights = fit_uncalibrated(examples, l2, fitted_on);
+    weights.max_false_flags = max_false_flags;
+    let (free, answers): (Vec<Example>, Vec<Example>) =
+        examples.iter().partition(|e| e.features.standalone > 0.0);
+    if answers.is_empty() {
+        weights.bias += calibration_offset(&weights, &free, None);
+        return weights;
+    }
+    weights.bias += calibration_offset(&weights, &answers, Some(max_false_flags));
+    if !free.is_empty() {
+        let shift = calibration_offset(&weights, &free, None);
+        if let Some((_, w)) = weights.weights.iter_mut().find(|(n, _)| n == "standalone") {
+            *w += shift;
+        }
+    }
+    weights
+}
+
+/// The penalised maximum-likelihood fit alone, its intercept not shifted: its probabilities
+/// are the model's, so held-out log-loss (which chooses `l2`) is measured on them.
+pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
     let d = NAMES.len() + 1;
     let rows: Vec<Vec<f64>> = examples
         .iter()
@@ -167,32 +196,37 @@ pub fn fit(examples: &[Example], l2: f64, fitted_on: Vec<String>) -> Weights {
             break;
         }
     }
-    let mut weights = Weights {
+    Weights {
         fitted_on,
         l2,
+        max_false_flags: 0.0,
         bias: beta[0],
         weights: NAMES
             .iter()
             .zip(&beta[1..])
             .map(|(n, w)| (n.to_string(), *w))
             .collect(),
-    };
-    weights.bias += calibration_offset(&weights, examples);
-    weights
+    }
 }
 
 /// The strictest support threshold of a fail-closed profile (`qa`).
 pub const CALIBRATION_THRESHOLD: f64 = 0.9;
 
-/// The shift of the intercept that puts [`CALIBRATION_THRESHOLD`] where the examples' right and
-/// wrong claims are best separated (the cut maximising the share of wrong claims below it minus
-/// the share of right claims below it; the midpoint between neighbouring scores).
+/// The shift of the intercept that puts [`CALIBRATION_THRESHOLD`] at a cut between the
+/// examples' scores (the midpoint between neighbouring scores). With `max_false_flags`, the
+/// middle of the cuts with at most that share of right claims below it that flag the most
+/// wrong claims; without, the cut maximising the share of wrong claims
+/// below it minus the share of right claims below it.
 ///
 /// The fit is on balanced classes, so its probabilities put the typical right answer near
 /// 0.9: a fixed threshold there would flag a coin's share of them. Shifting the intercept
 /// keeps the ranking (and every AUROC) and makes the profile thresholds cut where the tuning
 /// data says; the more lenient profiles cut lower.
-fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
+fn calibration_offset(
+    weights: &Weights,
+    examples: &[Example],
+    max_false_flags: Option<f64>,
+) -> f64 {
     let logit = |p: f64| (p / (1.0 - p)).ln();
     let mut scored: Vec<(f64, bool)> = examples
         .iter()
@@ -207,7 +241,8 @@ fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
     let right = scored.iter().filter(|s| s.1).count().max(1) as f64;
     let wrong = scored.iter().filter(|s| !s.1).count().max(1) as f64;
     let (mut below_right, mut below_wrong) = (0.0, 0.0);
-    let mut best = (f64::NEG_INFINITY, 0.0);
+    // The best gain and the lowest and highest cut reaching it.
+    let mut best = (f64::NEG_INFINITY, 0.0, 0.0);
     for (i, (z, supported)) in scored.iter().enumerate() {
         if *supported {
             below_right += 1.0;
@@ -220,12 +255,30 @@ fn calibration_offset(weights: &Weights, examples: &[Example]) -> f64 {
         if next.0 == *z {
             continue;
         }
-        let gain = below_wrong / wrong - below_right / right;
+        let gain = match max_false_flags {
+            Some(limit) if below_right / right > limit + 1e-12 => break,
+            // Among cuts within the limit, the highest flags the most wrong claims.
+            Some(_) => below_wrong / wrong,
+            None => below_wrong / wrong - below_right / right,
+        };
+        let cut = (z + next.0) / 2.0;
         if gain > best.0 + 1e-12 {
-            best = (gain, (z + next.0) / 2.0);
+            best = (gain, cut, cut);
+        } else if gain >= best.0 - 1e-12 {
+            best.2 = cut;
         }
     }
-    logit(CALIBRATION_THRESHOLD) - best.1
+    if best.0 == f64::NEG_INFINITY {
+        return 0.0;
+    }
+    // Under a false-flag limit every cut from the lowest to the highest reaching the best gain
+    // flags the same wrong claims: the middle of that range leaves a margin on both sides.
+    let cut = if max_false_flags.is_some() {
+        (best.1 + best.2) / 2.0
+    } else {
+        best.1
+    };
+    logit(CALIBRATION_THRESHOLD) - cut
 }
 
 /// Solve `a x = b` by Gaussian elimination with partial pivoting; `None` when singular.
@@ -314,7 +367,7 @@ mod tests {
                 supported: false,
             });
         }
-        let w = fit(&examples, L2, Vec::new());
+        let w = fit(&examples, L2, 0.0, Vec::new());
         let weight = |name: &str| {
             w.weights
                 .iter()
@@ -326,7 +379,101 @@ mod tests {
         assert!(w.support(&examples[0].features) > 0.8);
         assert!(w.support(&examples[1].features) < 0.2);
         // Deterministic to the bit.
-        assert_eq!(w, fit(&examples, L2, Vec::new()));
+        assert_eq!(w, fit(&examples, L2, 0.0, Vec::new()));
+    }
+
+    #[test]
+    fn a_false_flag_limit_keeps_right_answers_above_the_threshold() {
+        // Right answers score in a tight band, wrong ones spread below and into it: the
+        // limit puts the qa threshold under all but its share of right answers, and above as
+        // many wrong ones as that allows.
+        let mut examples = Vec::new();
+        for i in 0..100 {
+            let x = f64::from(i) / 100.0;
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.9 + 0.1 * x,
+                    ..Features::default()
+                },
+                supported: true,
+            });
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.5 + 0.45 * x,
+                    ..Features::default()
+                },
+                supported: false,
+            });
+        }
+        for limit in [0.0, 0.05] {
+            let w = fit(&examples, L2, limit, Vec::new());
+            assert_eq!(w.max_false_flags, limit);
+            let below = |supported: bool| {
+                examples
+                    .iter()
+                    .filter(|e| e.supported == supported)
+                    .filter(|e| w.support(&e.features) < CALIBRATION_THRESHOLD)
+                    .count()
+            };
+            assert!(
+                below(true) as f64 <= limit * 100.0 + 1e-9,
+                "{limit}: {}",
+                below(true)
+            );
+            assert!(below(false) >= 75, "{limit}: {}", below(false));
+        }
+        // A looser limit never flags fewer wrong answers.
+        let strict = fit(&examples, L2, 0.0, Vec::new());
+        let loose = fit(&examples, L2, 0.05, Vec::new());
+        let flagged = |w: &Weights| {
+            examples
+                .iter()
+                .filter(|e| !e.supported && w.support(&e.features) < CALIBRATION_THRESHOLD)
+                .count()
+        };
+        assert!(flagged(&loose) >= flagged(&strict));
+    }
+
+    #[test]
+    fn free_standing_claims_are_calibrated_through_the_standalone_weight() {
+        let mut examples = Vec::new();
+        for i in 0..40 {
+            let x = f64::from(i % 10) / 10.0;
+            for (standalone, base) in [(0.0, 0.9), (1.0, 0.6)] {
+                examples.push(Example {
+                    features: Features {
+                        focus_coverage: base + 0.1 * x,
+                        standalone,
+                        ..Features::default()
+                    },
+                    supported: true,
+                });
+                examples.push(Example {
+                    features: Features {
+                        focus_coverage: base - 0.3 + 0.1 * x,
+                        standalone,
+                        number_mismatch: f64::from(u8::from(i % 2 == 0)),
+                        ..Features::default()
+                    },
+                    supported: false,
+                });
+            }
+        }
+        let w = fit(&examples, L2, 0.0, Vec::new());
+        let uncalibrated = fit_uncalibrated(&examples, L2, Vec::new());
+        let standalone = |w: &Weights| {
+            w.weights
+                .iter()
+                .find(|(n, _)| n == "standalone")
+                .map(|(_, v)| *v)
+                .expect("named")
+        };
+        assert_ne!(standalone(&w), standalone(&uncalibrated));
+        // Each group is cut between its right and wrong claims.
+        for e in &examples {
+            let s = w.support(&e.features);
+            assert_eq!(s >= CALIBRATION_THRESHOLD, e.supported, "{e:?} {s}");
+        }
     }
 
     #[test]

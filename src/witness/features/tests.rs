@@ -196,3 +196,39 @@ fn names_follow_the_values_order() {
     assert_eq!(values[at("order_agreement")], 0.25);
     assert_eq!(values[at("focus_coverage")], 0.5);
 }
+
+/// Badr Hari's sentence (after HaluEval dev item 5, shortened): the question's words sit in
+/// the second sentence, the gym in the first.
+const KICKBOXER: &str = "Badr Hari is a Moroccan-Dutch kickboxer from Amsterdam, fighting out \
+    of Mike's Gym in Oostzaan. Hari was once considered the best kickboxer in the world, \
+    however he has been involved in controversies relating to his unsportsmanlike conduct.";
+const KICKBOXER_QUESTION: &str =
+    "Who was once considered the best kickboxer in the world, however involved in controversies?";
+
+#[test]
+fn an_answer_from_another_fact_sits_away_from_the_question() {
+    let right = features_in(KICKBOXER, "Badr Hari", Some(KICKBOXER_QUESTION));
+    let wrong = features_in(
+        KICKBOXER,
+        "Mike's Gym in Oostzaan",
+        Some(KICKBOXER_QUESTION),
+    );
+    assert!(right.answer_at_question > 0.0, "{right:?}");
+    assert_eq!(wrong.answer_at_question, 0.0, "{wrong:?}");
+    assert!(
+        right.window_alignment > wrong.window_alignment,
+        "{right:?} {wrong:?}"
+    );
+    assert!(right.window_alignment <= 1.0 && wrong.window_alignment >= 0.0);
+}
+
+#[test]
+fn proximity_features_are_neutral_without_a_question() {
+    let f = features_in(
+        KICKBOXER,
+        "Badr Hari fights out of Mike's Gym in Oostzaan.",
+        None,
+    );
+    assert_eq!(f.answer_at_question, 1.0, "{f:?}");
+    assert_eq!(f.window_alignment, 1.0, "{f:?}");
+}

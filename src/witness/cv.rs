@@ -1,0 +1,468 @@
+//! Cross-validation of the scoring rule on the tuning parts: figures a fit did not see.
+//!
+//! Every tuning item goes to one of `k` folds by the FNV-1a hash of its knowledge text, so the
+//! claims written against one documentation section (which share it) never sit on both sides
+//! of a split. For each fold the rule is fitted on the other folds — penalty, weights and the
+//! calibrated intercept alike — and scores the fold's answers; pooling the folds gives
+//! out-of-sample figures for every tuning item. The same folds choose the L2 penalty
+//! ([`L2_GRID`], by held-out log-loss), so the committed fit's penalty is itself chosen on
+//! data the candidate fits did not see.
+
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::devset::{self, fnv1a64};
+use super::eval::{self, EvalError, LENGTH_MATCH_WORDS};
+use super::features::Features;
+use super::model::{self, Example, Weights};
+use super::profile::Profile;
+use super::verify::{self, Evidence};
+
+/// Folds of the committed fit's cross-validation.
+pub const DEFAULT_FOLDS: usize = 5;
+
+/// Candidate L2 penalties, weakest first.
+pub const L2_GRID: [f64; 7] = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0];
+
+/// Candidate limits on the share of right answers to questions the calibration lets fall
+/// below the qa threshold on the fitting data.
+pub const FALSE_FLAG_GRID: [f64; 6] = [0.0, 0.005, 0.01, 0.015, 0.02, 0.03];
+
+/// The most cross-validated false flags (right answers to questions flagged at the qa
+/// threshold) a chosen limit may give: the target.
+pub const FALSE_FLAG_TARGET: f64 = 0.02;
+
+/// One tuning item as the fit sees it: the claim features of its right (0) and hallucinated
+/// (1) answer, their lengths in words, and its fold.
+#[derive(Debug, Clone)]
+struct Item {
+    fold: usize,
+    /// Whether the item has a question (else its answers are free-standing claims).
+    question: bool,
+    claims: [Vec<Features>; 2],
+    words: [usize; 2],
+}
+
+/// One tuning file, measured once.
+#[derive(Debug, Clone)]
+pub struct TuningSet {
+    /// The file, relative to the repository root.
+    pub file: String,
+    items: Vec<Item>,
+}
+
+impl TuningSet {
+    /// Measure every item of `items` (read from `file`), assigning folds out of `folds`.
+    pub fn new(file: &str, items: &[eval::EvalItem], folds: usize) -> Self {
+        let folds = folds.max(1);
+        let items = items
+            .iter()
+            .map(|item| {
+                let evidence = Evidence::new(&item.knowledge);
+                let claims =
+                    |answer: &str| verify::claim_features(&evidence, answer, Some(&item.question));
+                Item {
+                    fold: (fnv1a64(&item.knowledge) % folds as u64) as usize,
+                    question: !item.question.trim().is_empty(),
+                    claims: [
+                        claims(&item.right_answer),
+                        claims(&item.hallucinated_answer),
+                    ],
+                    words: [
+                        item.right_answer.split_whitespace().count(),
+                        item.hallucinated_answer.split_whitespace().count(),
+                    ],
+                }
+            })
+            .collect();
+        Self {
+            file: file.to_string(),
+            items,
+        }
+    }
+
+    /// Items in this set.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the set has no items.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// Read and measure the committed tuning files under `root` (the repository root).
+pub fn load(root: &Path, folds: usize) -> Result<Vec<TuningSet>, EvalError> {
+    devset::TUNE_FILES
+        .iter()
+        .map(|file| {
+            let items = eval::read_items(&root.join(file))?;
+            Ok(TuningSet::new(file, &items, folds))
+        })
+        .collect()
+}
+
+/// The training examples of `items`: one per answer with a verifiable claim, its weakest claim.
+fn examples<'a>(items: impl IntoIterator<Item = &'a Item>) -> Vec<Example> {
+    let mut out = Vec::new();
+    for item in items {
+        for (claims, supported) in item.claims.iter().zip([true, false]) {
+            if let Some(features) = devset::weakest(claims) {
+                out.push(Example {
+                    features,
+                    supported,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Every example of every set, for the fit on all tuning data.
+pub fn all_examples(sets: &[TuningSet]) -> Vec<Example> {
+    examples(sets.iter().flat_map(|s| &s.items))
+}
+
+/// The detector's figures at the qa threshold (fail-closed: an answer is flagged when a
+/// verifiable claim scores below it), as `svc witness eval --profile qa` computes them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Figures {
+    pub items: usize,
+    pub auroc: f64,
+    /// Share of hallucinated answers flagged.
+    pub flagged: f64,
+    /// Share of right answers flagged.
+    pub false_flags: f64,
+}
+
+/// Figures on all items of a file and on its length-matched pairs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct FileFigures {
+    pub all: Figures,
+    pub length_matched: Figures,
+}
+
+/// One file's figures: with the rule fitted on everything (in-sample) and pooled over the
+/// folds, each scored by the rule fitted without it (cross-validated).
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    pub file: String,
+    pub in_sample: FileFigures,
+    pub cross_validated: FileFigures,
+}
+
+/// Held-out log-loss of one candidate penalty.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PenaltyScore {
+    pub l2: f64,
+    /// Mean negative log-likelihood of the held-out examples under the uncalibrated fit.
+    pub log_loss: f64,
+}
+
+/// Cross-validated figures of one false-flag limit, on the items with a question.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LimitScore {
+    pub max_false_flags: f64,
+    pub figures: Figures,
+}
+
+/// What cross-validation found.
+#[derive(Debug, Clone, Serialize)]
+pub struct CvReport {
+    pub folds: usize,
+    pub penalties: Vec<PenaltyScore>,
+    /// The penalty with the least held-out log-loss (the committed fit's).
+    pub chosen_l2: f64,
+    pub limits: Vec<LimitScore>,
+    /// The false-flag limit of the qa calibration (the committed fit's): the one flagging the
+    /// most hallucinated answers to questions, cross-validated, with at most
+    /// [`FALSE_FLAG_TARGET`] false flags.
+    pub chosen_max_false_flags: f64,
+    pub files: Vec<FileReport>,
+}
+
+/// Answer support: its weakest verifiable claim's (1 with none, as the witness does).
+fn answer_score(weights: &Weights, claims: &[Features]) -> f64 {
+    claims
+        .iter()
+        .map(|f| weights.support(f))
+        .fold(1.0, f64::min)
+}
+
+/// The qa threshold and whether an answer with these claims and this score is flagged there.
+fn is_flagged(claims: &[Features], score: f64) -> bool {
+    !claims.is_empty() && score < Profile::Qa.support_threshold()
+}
+
+fn figures(scored: &[([f64; 2], [bool; 2])]) -> Figures {
+    let n = scored.len();
+    if n == 0 {
+        return Figures::default();
+    }
+    let right: Vec<f64> = scored.iter().map(|s| s.0[0]).collect();
+    let wrong: Vec<f64> = scored.iter().map(|s| s.0[1]).collect();
+    let share = |side: usize| scored.iter().filter(|s| s.1[side]).count() as f64 / n as f64;
+    Figures {
+        items: n,
+        auroc: eval::auroc(&right, &wrong),
+        flagged: share(1),
+        false_flags: share(0),
+    }
+}
+
+/// Score `items` with `weights_of(item)` and summarise.
+fn file_figures<'a>(
+    items: &'a [Item],
+    weights_of: impl Fn(&'a Item) -> &'a Weights,
+) -> FileFigures {
+    let scored: Vec<([f64; 2], [bool; 2], bool)> = items
+        .iter()
+        .map(|item| {
+            let weights = weights_of(item);
+            let score = [0, 1].map(|side| answer_score(weights, &item.claims[side]));
+            let flagged = [0, 1].map(|side| is_flagged(&item.claims[side], score[side]));
+            let matched = item.words[0].abs_diff(item.words[1]) <= LENGTH_MATCH_WORDS;
+            (score, flagged, matched)
+        })
+        .collect();
+    let all: Vec<([f64; 2], [bool; 2])> = scored.iter().map(|s| (s.0, s.1)).collect();
+    let matched: Vec<([f64; 2], [bool; 2])> =
+        scored.iter().filter(|s| s.2).map(|s| (s.0, s.1)).collect();
+    FileFigures {
+        all: figures(&all),
+        length_matched: figures(&matched),
+    }
+}
+
+/// Items of every set in fold `fold` (`held`) or outside it.
+fn fold_items(sets: &[TuningSet], fold: usize, held: bool) -> impl Iterator<Item = &Item> {
+    sets.iter()
+        .flat_map(|s| &s.items)
+        .filter(move |i| (i.fold == fold) == held)
+}
+
+/// Mean held-out log-loss of the uncalibrated fit with penalty `l2`.
+fn held_out_log_loss(sets: &[TuningSet], folds: usize, l2: f64) -> f64 {
+    let (mut total, mut count) = (0.0, 0usize);
+    for fold in 0..folds {
+        let train = examples(fold_items(sets, fold, false));
+        let test = examples(fold_items(sets, fold, true));
+        if train.is_empty() || test.is_empty() {
+            continue;
+        }
+        let weights = model::fit_uncalibrated(&train, l2, Vec::new());
+        for e in &test {
+            let p = weights.support(&e.features).clamp(1e-12, 1.0 - 1e-12);
+            total -= if e.supported { p.ln() } else { (1.0 - p).ln() };
+            count += 1;
+        }
+    }
+    total / count.max(1) as f64
+}
+
+/// Score every penalty of [`L2_GRID`] and pick the one with the least held-out log-loss (the
+/// stronger penalty on a tie).
+pub fn choose_l2(sets: &[TuningSet], folds: usize) -> (f64, Vec<PenaltyScore>) {
+    let penalties: Vec<PenaltyScore> = L2_GRID
+        .iter()
+        .map(|&l2| PenaltyScore {
+            l2,
+            log_loss: held_out_log_loss(sets, folds, l2),
+        })
+        .collect();
+    let chosen = penalties
+        .iter()
+        .fold(None::<PenaltyScore>, |best, p| match best {
+            Some(b) if b.log_loss < p.log_loss - 1e-12 => Some(b),
+            _ => Some(*p),
+        })
+        .map_or(model::L2, |p| p.l2);
+    (chosen, penalties)
+}
+
+/// The rule fitted without each fold.
+fn fold_fits(sets: &[TuningSet], folds: usize, l2: f64, max_false_flags: f64) -> Vec<Weights> {
+    (0..folds)
+        .map(|fold| {
+            model::fit(
+                &examples(fold_items(sets, fold, false)),
+                l2,
+                max_false_flags,
+                Vec::new(),
+            )
+        })
+        .collect()
+}
+
+/// Score every limit of [`FALSE_FLAG_GRID`] by its cross-validated figures on the items with a
+/// question, and pick the one flagging the most hallucinated answers with at most
+/// [`FALSE_FLAG_TARGET`] false flags (the smaller limit on a tie; the fewest false flags when
+/// none meets the target).
+pub fn choose_false_flags(sets: &[TuningSet], folds: usize, l2: f64) -> (f64, Vec<LimitScore>) {
+    let questions: Vec<Item> = sets
+        .iter()
+        .flat_map(|s| &s.items)
+        .filter(|i| i.question)
+        .cloned()
+        .collect();
+    let limits: Vec<LimitScore> = FALSE_FLAG_GRID
+        .iter()
+        .map(|&limit| {
+            let fits = fold_fits(sets, folds, l2, limit);
+            LimitScore {
+                max_false_flags: limit,
+                figures: file_figures(&questions, |item| &fits[item.fold % fits.len()]).all,
+            }
+        })
+        .collect();
+    let meets = |l: &&LimitScore| l.figures.false_flags <= FALSE_FLAG_TARGET + 1e-12;
+    let chosen = limits
+        .iter()
+        .filter(meets)
+        .fold(None::<&LimitScore>, |best, l| match best {
+            Some(b) if b.figures.flagged >= l.figures.flagged - 1e-12 => Some(b),
+            _ => Some(l),
+        })
+        .or_else(|| {
+            limits
+                .iter()
+                .fold(None::<&LimitScore>, |best, l| match best {
+                    Some(b) if b.figures.false_flags <= l.figures.false_flags => Some(b),
+                    _ => Some(l),
+                })
+        })
+        .map_or(0.0, |l| l.max_false_flags);
+    (chosen, limits)
+}
+
+/// Cross-validate the fit on `sets` (measured with `folds` folds): choose the penalty, then
+/// report each file in-sample (the rule fitted on everything) and cross-validated.
+pub fn cross_validate(sets: &[TuningSet], folds: usize) -> CvReport {
+    let folds = folds.max(2);
+    let (chosen_l2, penalties) = choose_l2(sets, folds);
+    let (chosen_max_false_flags, limits) = choose_false_flags(sets, folds, chosen_l2);
+    let full = model::fit(
+        &all_examples(sets),
+        chosen_l2,
+        chosen_max_false_flags,
+        Vec::new(),
+    );
+    let per_fold = fold_fits(sets, folds, chosen_l2, chosen_max_false_flags);
+    let files = sets
+        .iter()
+        .map(|set| FileReport {
+            file: set.file.clone(),
+            in_sample: file_figures(&set.items, |_| &full),
+            cross_validated: file_figures(&set.items, |item| &per_fold[item.fold]),
+        })
+        .collect();
+    CvReport {
+        folds,
+        penalties,
+        chosen_l2,
+        limits,
+        chosen_max_false_flags,
+        files,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::witness::eval::EvalItem;
+
+    fn item(knowledge: &str, question: &str, right: &str, wrong: &str) -> EvalItem {
+        EvalItem {
+            knowledge: knowledge.into(),
+            question: question.into(),
+            right_answer: right.into(),
+            hallucinated_answer: wrong.into(),
+        }
+    }
+
+    #[test]
+    fn folds_follow_the_knowledge_hash() {
+        let items = [
+            item(
+                "The Oberoi Group is based in Delhi.",
+                "Where is it based?",
+                "Delhi",
+                "Mumbai",
+            ),
+            item(
+                "The Oberoi Group is based in Delhi.",
+                "",
+                "It is in Delhi.",
+                "It is in Pune.",
+            ),
+            item(
+                "Halden Observatory opened in 1921.",
+                "When?",
+                "1921",
+                "1931",
+            ),
+        ];
+        let set = TuningSet::new("x.jsonl", &items, 5);
+        assert_eq!(set.len(), 3);
+        assert_eq!(
+            set.items[0].fold, set.items[1].fold,
+            "one section, one fold"
+        );
+        for (i, it) in set.items.iter().enumerate() {
+            assert_eq!(it.fold, (fnv1a64(&items[i].knowledge) % 5) as usize);
+        }
+    }
+
+    #[test]
+    fn flagging_needs_a_verifiable_claim_below_the_qa_threshold() {
+        assert!(!is_flagged(&[], 0.0));
+        assert!(is_flagged(&[Features::default()], 0.5));
+        assert!(!is_flagged(&[Features::default()], 0.95));
+    }
+
+    /// The in-sample figures of the fit are what `svc witness eval --profile qa` reports with
+    /// the committed weights, and the cross-validated ones are real out-of-fold figures.
+    #[test]
+    fn in_sample_figures_match_the_eval_command_on_the_committed_data() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let sets = load(root, DEFAULT_FOLDS).expect("tuning data");
+        let report = cross_validate(&sets, DEFAULT_FOLDS);
+        assert_eq!(report.chosen_l2, model::weights().l2);
+        assert_eq!(
+            report.chosen_max_false_flags,
+            model::weights().max_false_flags
+        );
+        assert_eq!(report.files.len(), devset::TUNE_FILES.len());
+        for file in &report.files {
+            let items = eval::read_items(&root.join(&file.file)).expect("items");
+            let eval = eval::evaluate(&items, Profile::Qa, super::super::Mode::Strict);
+            let fig = file.in_sample.all;
+            assert_eq!(fig.items, eval.items);
+            assert!(
+                (fig.flagged - eval.flag_rate_hallucinated).abs() < 1e-9,
+                "{}",
+                file.file
+            );
+            assert!(
+                (fig.false_flags - eval.false_positive_rate).abs() < 1e-9,
+                "{}",
+                file.file
+            );
+            let cv = file.cross_validated.all;
+            assert_eq!(cv.items, fig.items);
+            assert!(cv.auroc > 0.5 && cv.auroc <= 1.0, "{cv:?}");
+            // Out of fold, a rule does not rank its data better than the rule fitted on it.
+            assert!(cv.auroc <= fig.auroc + 0.01, "{cv:?} {fig:?}");
+        }
+    }
+
+    #[test]
+    fn the_tie_between_penalties_goes_to_the_stronger() {
+        // No examples at all: every penalty's loss is 0, so the strongest wins.
+        let (l2, scores) = choose_l2(&[], 3);
+        assert_eq!(scores.len(), L2_GRID.len());
+        assert_eq!(l2, L2_GRID[L2_GRID.len() - 1]);
+    }
+}
