@@ -201,7 +201,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             ),
             Some(ContextPart::Localisation) => {}
         }
-        if args.context_part != Some(ContextPart::Needles) {
+        if args.context_part != Some(ContextPart::Needles) || !args.localize_repo.is_empty() {
             figures.extend(localisation(&args)?);
         }
     }
@@ -430,6 +430,51 @@ pub(crate) fn open_history(
     }
 }
 
+/// Needles written against `name` (`fixtures/repo-needles/<name>.json`, held out: no scoring
+/// change was made with them), run at 4K on the repository at their commit; none when the
+/// repository has no needle file.
+fn repo_needle_figure(name: &str, repo: &std::path::Path) -> anyhow::Result<Option<Figure>> {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/repo-needles")
+        .join(format!("{name}.json"));
+    if !file.exists() {
+        return Ok(None);
+    }
+    let needles = svc::context::eval::load_repo_needles(&file)?;
+    eprintln!(
+        "bench: {} needles on {name} at {}…",
+        needles.needles.len(),
+        needles.commit
+    );
+    let outcomes = svc::context::eval::run_repo_needles(repo, &needles, 4_000)?;
+    let hits = outcomes.iter().filter(|o| o.hit).count();
+    let misses: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !o.hit)
+        .map(|o| match (o.rank, o.resolution) {
+            (Some(rank), Some(resolution)) => {
+                format!("{} (rank {rank}, {})", o.symbol, resolution.as_str())
+            }
+            _ => format!("{} (not sent)", o.symbol),
+        })
+        .collect();
+    Ok(Some(Figure {
+        name: format!("needles on {name} (4K budget, held out)"),
+        value: hits as f64,
+        unit: format!("hits of {}", outcomes.len()),
+        target: Some(format!("{} of {}", outcomes.len(), outcomes.len())),
+        detail: format!(
+            "defining fragment sent full; whole repository at {}; missed: {}",
+            needles.commit,
+            if misses.is_empty() {
+                "none".to_string()
+            } else {
+                misses.join(", ")
+            }
+        ),
+    }))
+}
+
 /// The localisation figures of every `--localize-repo` (svc, and the baselines when asked).
 fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
     use svc::context::localize::{SelectFn, Sent};
@@ -471,6 +516,10 @@ fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| repo.display().to_string());
         let (_clone, path, revision) = open_history(repo, &own)?;
+        figures.extend(repo_needle_figure(&name, &path)?);
+        if args.context_part == Some(ContextPart::Needles) {
+            continue;
+        }
         eprintln!(
             "bench: file localisation on {} history ({} tasks)…",
             repo.display(),

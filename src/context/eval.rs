@@ -36,6 +36,17 @@ pub enum EvalError {
     },
     #[error(transparent)]
     Select(#[from] SelectError),
+    #[error(transparent)]
+    Git(#[from] crate::git::GitError),
+    #[error(
+        "{repository} needle {number}: no fragment of {path} defines `{symbol}`; fix the needle's chunk or symbol"
+    )]
+    UnknownSymbol {
+        repository: String,
+        number: usize,
+        symbol: String,
+        path: String,
+    },
 }
 
 /// Reads a needle list.
@@ -92,6 +103,61 @@ pub fn run_needles(
         });
     }
     Ok(outcomes)
+}
+
+/// Needles written against one commit of a real repository (`fixtures/repo-needles/*.json`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RepoNeedles {
+    /// The repository's name (the bundle's file stem).
+    pub repository: String,
+    /// The commit the needles were written against (a unique prefix is enough).
+    pub commit: String,
+    pub needles: Vec<Needle>,
+}
+
+/// Reads a [`RepoNeedles`] file.
+pub fn load_repo_needles(path: &Path) -> Result<RepoNeedles, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Read {
+        path: path.display().to_string(),
+        source,
+    })?;
+    serde_json::from_str(&text).map_err(|source| EvalError::Parse {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+/// Runs `needles` on the tree of `repo` (a git repository, bare or not) at their commit, the
+/// whole tree indexed as the localisation tasks index it. A needle whose symbol no fragment of
+/// its file defines is an error naming it: a typo in the data must not read as a miss.
+pub fn run_repo_needles(
+    repo: &Path,
+    needles: &RepoNeedles,
+    budget: usize,
+) -> Result<Vec<NeedleOutcome>, EvalError> {
+    let files = crate::git::tree_files(repo, &needles.commit, |_, size| size <= 1_000_000)?;
+    let docs: Vec<(String, String)> = files
+        .into_iter()
+        .filter(|(_, bytes)| !bytes.contains(&0))
+        .filter_map(|(path, bytes)| String::from_utf8(bytes).ok().map(|text| (path, text)))
+        .collect();
+    let index = Index::from_documents(&docs);
+    for (number, needle) in needles.needles.iter().enumerate() {
+        let defined = index.fragments.iter().any(|fragment| {
+            index.files[fragment.file].path == needle.chunk
+                && fragment.symbols.iter().any(|s| s == &needle.symbol)
+        });
+        if !defined {
+            return Err(EvalError::UnknownSymbol {
+                repository: needles.repository.clone(),
+                number: number + 1,
+                symbol: needle.symbol.clone(),
+                path: needle.chunk.clone(),
+            });
+        }
+    }
+    run_needles(&index, &needles.needles, "", budget)
 }
 
 /// Skeleton tokens over text tokens, over code fragments only. A fragment without a skeleton
@@ -204,6 +270,74 @@ mod tests {
             }
         }
         assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+
+    #[test]
+    fn repo_needles_run_at_their_commit_and_a_symbol_nowhere_defined_is_an_error() {
+        use std::process::{Command, Stdio};
+        let repo = tempfile::tempdir().expect("repo");
+        let git = |args: &[&str]| {
+            let status = Command::new("git")
+                .arg("-C")
+                .arg(repo.path())
+                .args(args)
+                .env("GIT_AUTHOR_NAME", "t")
+                .env("GIT_AUTHOR_EMAIL", "t@example.com")
+                .env("GIT_COMMITTER_NAME", "t")
+                .env("GIT_COMMITTER_EMAIL", "t@example.com")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .expect("git runs");
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q"]);
+        std::fs::write(
+            repo.path().join("geo.py"),
+            "def haversine(a, b):\n    \"\"\"Great-circle distance between two points.\"\"\"\n    return 2 * asin(sqrt(a * b))\n\n\ndef bearing(a, b):\n    return atan2(a, b)\n",
+        )
+        .expect("write");
+        git(&["add", "."]);
+        git(&["commit", "-q", "-m", "geo"]);
+        let head = String::from_utf8(
+            Command::new("git")
+                .arg("-C")
+                .arg(repo.path())
+                .args(["rev-parse", "HEAD"])
+                .output()
+                .expect("rev-parse")
+                .stdout,
+        )
+        .expect("utf-8");
+        // A later commit removes the function: the needles read the tree they name.
+        std::fs::write(
+            repo.path().join("geo.py"),
+            "def bearing(a, b):\n    return 0\n",
+        )
+        .expect("write");
+        git(&["commit", "-q", "-am", "drop"]);
+        let mut needles = RepoNeedles {
+            repository: "geo".into(),
+            commit: head.trim()[..8].to_string(),
+            needles: vec![Needle {
+                query: "great-circle distance between two points".into(),
+                chunk: "geo.py".into(),
+                symbol: "haversine".into(),
+            }],
+        };
+        let outcomes = run_repo_needles(repo.path(), &needles, 4_000).expect("run");
+        assert!(outcomes[0].hit, "{outcomes:?}");
+
+        needles.needles[0].symbol = "haversin".into();
+        let error = run_repo_needles(repo.path(), &needles, 4_000)
+            .expect_err("unknown symbol")
+            .to_string();
+        assert!(
+            error.contains("geo needle 1")
+                && error.contains("`haversin`")
+                && error.contains("geo.py"),
+            "{error}"
+        );
     }
 
     #[test]
