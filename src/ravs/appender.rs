@@ -5,8 +5,8 @@
 //! calls (an inode check, lock, length, write, unlock) behind a mutex the async workers queued
 //! on: the largest share of svc's own work on a pass-through request under 64 concurrent
 //! clients (`perf`, `svc bench --group proxy`). Here the request only adds its lines to a
-//! queue; one thread writes what has queued in one locked write, so under load many requests
-//! share one append. The thread holds the log and its lock file open, reopens them when the log
+//! queue; one thread writes what has queued in one locked write, then lingers 2 ms before it
+//! sleeps, so under load many requests share one append and none pays for waking the writer. The thread holds the log and its lock file open, reopens them when the log
 //! was moved or removed (an inode check per write), and mends a torn last line under the lock
 //! before writing, as `state::append` does.
 //!
@@ -47,8 +47,8 @@ struct Queue {
     /// `queued` it saw.
     queued: u64,
     written: u64,
-    /// The writer is waiting on `work` (only then does an append wake it: a wake is a system
-    /// call, and under load the writer is busy anyway).
+    /// The writer is asleep on `work` (only then does an append wake it: a wake is a system
+    /// call, and under load the writer is writing or lingering).
     writer_waiting: bool,
     closed: bool,
     errors: u64,
@@ -90,7 +90,6 @@ impl Appender {
         if entries.is_empty() {
             return;
         }
-        let bytes = lines(entries);
         if self.thread.is_none() {
             // No thread could be started: write inline, as the log itself does.
             let result = self.log.append(entries);
@@ -101,6 +100,7 @@ impl Appender {
             }
             return;
         }
+        let bytes = lines(entries);
         let mut queue = locked(&self.shared.queue);
         queue.bytes.extend_from_slice(&bytes);
         queue.queued += 1;
@@ -116,6 +116,10 @@ impl Appender {
         }
         let mut queue = locked(&self.shared.queue);
         let target = queue.queued;
+        if queue.written < target {
+            // The writer may be lingering: no need to wait out its pause.
+            self.shared.work.notify_one();
+        }
         while queue.written < target {
             queue = self
                 .shared
@@ -142,6 +146,9 @@ impl Drop for Appender {
     }
 }
 
+/// How long the writer waits for more lines after a write before it sleeps until woken.
+const LINGER: std::time::Duration = std::time::Duration::from_millis(2);
+
 /// The files the writer keeps open.
 struct Held {
     lock: fs::File,
@@ -152,21 +159,39 @@ struct Held {
 impl Shared {
     fn run(&self) {
         let mut held: Option<Held> = None;
+        // The buffer written last, swapped back in so neither side reallocates under load.
+        let mut spare: Vec<u8> = Vec::new();
+        let mut lingered = false;
         let mut queue = locked(&self.queue);
         loop {
             if queue.bytes.is_empty() {
                 if queue.closed {
                     return;
                 }
-                queue.writer_waiting = true;
-                queue = self.work.wait(queue).unwrap_or_else(|e| e.into_inner());
-                queue.writer_waiting = false;
+                if lingered {
+                    queue.writer_waiting = true;
+                    queue = self.work.wait(queue).unwrap_or_else(|e| e.into_inner());
+                    queue.writer_waiting = false;
+                    lingered = false;
+                } else {
+                    // Linger before waiting: appends meanwhile do not wake the writer (a
+                    // system call each), so under load lines gather for one write. A flush or
+                    // close still wakes it at once.
+                    queue = self
+                        .work
+                        .wait_timeout(queue, LINGER)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    lingered = true;
+                }
                 continue;
             }
-            let bytes = std::mem::take(&mut queue.bytes);
+            lingered = false;
+            spare.clear();
+            std::mem::swap(&mut queue.bytes, &mut spare);
             let upto = queue.queued;
             drop(queue);
-            let result = self.write(&mut held, &bytes);
+            let result = self.write(&mut held, &spare);
             queue = locked(&self.queue);
             if let Err(error) = result {
                 queue.errors += 1;
