@@ -15,8 +15,9 @@ use std::collections::{HashMap, HashSet};
 
 use rayon::prelude::*;
 
-use super::index::{Fragment, Index};
+use super::index::{Fragment, Index, is_test_code};
 use super::postings::{Keyed, Lists, Reader, Writer};
+use super::roles::{FileRole, role_of};
 use super::weights::{Feature, RankingWeights};
 use crate::text::{stem, stopwords};
 
@@ -509,14 +510,36 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
     graph_boost(index, &mut scores, ranking);
     let prior = ranking.get(Feature::RecordPrior);
     for (fragment, scored) in scores.iter_mut() {
-        let path = index.path(&index.fragments[*fragment as usize]);
+        let f = &index.fragments[*fragment as usize];
+        let path = index.path(f);
         if is_record_file(path) {
             scored.score *= prior;
             scored.evidence.record_file = true;
             scored.reason.push(format!("changelog or licence ×{prior}"));
+            continue;
+        }
+        let role = fragment_role(index, f);
+        if role != FileRole::Source {
+            let factor = role.prior();
+            scored.score *= factor;
+            scored.reason.push(format!("{} ×{factor}", role.as_str()));
         }
     }
     scores
+}
+
+/// The role of a fragment's file, and test code inside a source file (`#[cfg(test)]`
+/// modules, test functions) as a test.
+fn fragment_role(index: &Index, fragment: &Fragment) -> FileRole {
+    let path = index.path(fragment);
+    match role_of(path) {
+        FileRole::Source
+            if is_test_code(path, index.text(fragment), fragment.context.as_deref()) =>
+        {
+            FileRole::Test
+        }
+        role => role,
+    }
 }
 
 /// Changelogs, licences and contributor lists: they name every feature and identifier of a
@@ -800,6 +823,45 @@ mod tests {
             reason.iter().any(|r| r.contains("named in the query")),
             "{reason:?}"
         );
+    }
+
+    fn best_path(index: &Index, query: &str) -> String {
+        let scores = score(index, query);
+        let mut ranked: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
+        sort_by_score(index, &mut ranked);
+        index
+            .path(&index.fragments[ranked[0].0 as usize])
+            .to_string()
+    }
+
+    #[test]
+    fn source_outranks_docs_config_and_lock_files_matching_the_same_words() {
+        let text = "retry backoff jitter budget\n";
+        let docs = vec![
+            ("docs/retry.md".to_string(), format!("# Retry\n\n{text}")),
+            (
+                "pyproject.toml".to_string(),
+                format!("[retry]\nnote = \"{text}\"\n"),
+            ),
+            ("uv.lock".to_string(), text.to_string()),
+            (
+                "src/pool.py".to_string(),
+                format!("def pool():\n    # {text}    return 1\n"),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        assert_eq!(
+            best_path(&index, "retry backoff jitter budget"),
+            "src/pool.py"
+        );
+        let scores = score(&index, "retry backoff jitter budget");
+        let reasons: Vec<String> = scores.values().flat_map(|s| s.reason.clone()).collect();
+        for role in ["docs ×", "config ×", "generated ×"] {
+            assert!(
+                reasons.iter().any(|r| r.starts_with(role)),
+                "{role} {reasons:?}"
+            );
+        }
     }
 
     #[test]
