@@ -412,6 +412,7 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
 
 /// Scores every fragment that matches `query` (fragments not in the map score 0).
 pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashMap<u32, Scored> {
+    let query = &super::query::searchable(query);
     let terms = index.terms();
     let mut query_terms: Vec<u64> = Vec::new();
     let mut query_identifiers: HashSet<u64> = HashSet::new();
@@ -862,6 +863,31 @@ mod tests {
                 "{role} {reasons:?}"
             );
         }
+    }
+
+    #[test]
+    fn trailers_and_addresses_in_the_query_match_nothing() {
+        let docs = vec![
+            (
+                "src/retry.py".to_string(),
+                "def retry_loop(n):\n    return n\n".to_string(),
+            ),
+            (
+                "src/meta.py".to_string(),
+                "AUTHOR = 'Jane Roe <jane@roe.org>'\nURL = 'https://roe.org/x'\n".to_string(),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        let scores = score(
+            &index,
+            "Fix retry loop (#4242)\n\nSee https://roe.org/x\n\nCo-authored-by: Jane Roe <jane@roe.org>",
+        );
+        assert!(
+            scores
+                .keys()
+                .all(|f| index.path(&index.fragments[*f as usize]) == "src/retry.py"),
+            "{scores:?}"
+        );
     }
 
     #[test]
