@@ -508,6 +508,19 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
                 .push(format!("in {path}, named in the query +{boost:.2}"));
         }
     }
+    for (file, share) in module_files(index, query) {
+        let unweighted = max_idf * share * MODULE_NAME_SHARE;
+        let boost = unweighted * ranking.get(Feature::NamedFile);
+        let path = &index.files[file].path;
+        for fragment in index.files[file].fragments.clone() {
+            let scored = scores.entry(fragment as u32).or_default();
+            scored.score += boost;
+            scored.evidence.named_file += unweighted;
+            scored
+                .reason
+                .push(format!("{path} is a module the query names +{boost:.2}"));
+        }
+    }
     graph_boost(index, &mut scores, ranking);
     let prior = ranking.get(Feature::RecordPrior);
     for (fragment, scored) in scores.iter_mut() {
@@ -608,6 +621,56 @@ fn named_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
             .collect();
         for &file in &matched {
             let share = 1.0 / matched.len() as f64;
+            let slot = out.entry(file).or_insert(0.0);
+            *slot = slot.max(share);
+        }
+    }
+    let mut files: Vec<(usize, f64)> = out.into_iter().collect();
+    files.sort_unstable_by_key(|f| f.0);
+    files
+}
+
+/// A file named after a module the query mentions (`helpers.send_from_directory`, `filesystem:
+/// fix …`) gains this share of a named file's boost: a bare word is weaker evidence than a
+/// path, since it may be meant as plain English.
+const MODULE_NAME_SHARE: f64 = 0.5;
+/// File stems that name their directory's module rather than a module of their own.
+const MODULE_ROOT_STEMS: &[&str] = &["mod", "__init__", "index", "lib", "main"];
+
+/// Code files whose module name (the file stem, or the directory of a `mod.rs`/`__init__.py`)
+/// is a word of the query of at least four letters, each with its share when one word names
+/// several.
+fn module_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
+    let asked: HashSet<String> = words(query)
+        .filter(|w| w.len() >= 4 && !w.as_bytes()[0].is_ascii_digit())
+        .map(str::to_ascii_lowercase)
+        .filter(|w| !stopwords::is_code_search(w))
+        .collect();
+    if asked.is_empty() {
+        return Vec::new();
+    }
+    let mut by_word: HashMap<String, Vec<usize>> = HashMap::new();
+    for (number, file) in index.files.iter().enumerate() {
+        if !file.language.is_code() {
+            continue;
+        }
+        let mut parts = file.path.rsplit('/');
+        let name = parts.next().unwrap_or_default();
+        let stem = name.split_once('.').map_or(name, |(stem, _)| stem);
+        let module = if MODULE_ROOT_STEMS.contains(&stem) {
+            parts.next().unwrap_or(stem)
+        } else {
+            stem
+        };
+        let module = module.to_ascii_lowercase();
+        if asked.contains(&module) {
+            by_word.entry(module).or_default().push(number);
+        }
+    }
+    let mut out: HashMap<usize, f64> = HashMap::new();
+    for files in by_word.values() {
+        for &file in files {
+            let share = 1.0 / files.len() as f64;
             let slot = out.entry(file).or_insert(0.0);
             *slot = slot.max(share);
         }
@@ -887,6 +950,45 @@ mod tests {
                 .keys()
                 .all(|f| index.path(&index.fragments[*f as usize]) == "src/retry.py"),
             "{scores:?}"
+        );
+    }
+
+    #[test]
+    fn a_module_named_in_the_query_lifts_its_file() {
+        let docs = vec![
+            (
+                "src/app/helpers.py".to_string(),
+                "def send_file(path):\n    # fix the docstring typo\n    return open(path)\n"
+                    .to_string(),
+            ),
+            (
+                "src/app/views.py".to_string(),
+                "def render(path):\n    # fix the docstring typo\n    return open(path)\n"
+                    .to_string(),
+            ),
+            (
+                "src/app/filesystem/__init__.py".to_string(),
+                "def walk():\n    pass\n".to_string(),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        assert_eq!(
+            module_files(&index, "helpers: fix docstring typo"),
+            vec![(0, 1.0)]
+        );
+        assert_eq!(module_files(&index, "filesystem: walk"), vec![(2, 1.0)]);
+        assert_eq!(
+            best_path(&index, "helpers: fix docstring typo"),
+            "src/app/helpers.py"
+        );
+        let scores = score(&index, "helpers: fix docstring typo");
+        assert!(
+            scores[&0]
+                .reason
+                .iter()
+                .any(|r| r.contains("is a module the query names")),
+            "{:?}",
+            scores[&0].reason
         );
     }
 
