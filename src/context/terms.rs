@@ -412,6 +412,7 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
 
 /// Scores every fragment that matches `query` (fragments not in the map score 0).
 pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashMap<u32, Scored> {
+    let phrases = super::query::quoted_phrases(query);
     let query = &super::query::searchable(query);
     let terms = index.terms();
     let mut query_terms: Vec<u64> = Vec::new();
@@ -519,6 +520,20 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
             scored
                 .reason
                 .push(format!("{path} is a module the query names +{boost:.2}"));
+        }
+    }
+    for phrase in &phrases {
+        let matched = fragments_containing(index, phrase);
+        if matched.is_empty() || matched.len() > MAX_PHRASE_FRAGMENTS {
+            continue;
+        }
+        let boost = PHRASE_WEIGHT * max_idf / (matched.len() as f64).sqrt();
+        for fragment in matched {
+            let scored = scores.entry(fragment).or_default();
+            scored.score += boost;
+            scored
+                .reason
+                .push(format!("holds the quoted text {phrase:?} +{boost:.2}"));
         }
     }
     graph_boost(index, &mut scores, ranking);
@@ -678,6 +693,37 @@ fn module_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
     let mut files: Vec<(usize, f64)> = out.into_iter().collect();
     files.sort_unstable_by_key(|f| f.0);
     files
+}
+
+/// A fragment holding text the query quotes verbatim gains this share of the query's largest
+/// IDF, divided by the square root of the number of fragments holding it.
+const PHRASE_WEIGHT: f64 = 1.0;
+/// Quoted text found in more fragments than this points nowhere in particular.
+const MAX_PHRASE_FRAGMENTS: usize = 20;
+
+/// Fragments whose text holds `phrase` (exact bytes), ascending.
+fn fragments_containing(index: &Index, phrase: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for file in &index.files {
+        let mut last = None;
+        for (offset, _) in file.text.match_indices(phrase) {
+            let found = index.fragments[file.fragments.clone()]
+                .iter()
+                .position(|f| f.bytes.start <= offset && offset < f.bytes.end)
+                .map(|i| (file.fragments.start + i) as u32);
+            if let Some(fragment) = found
+                && last != Some(fragment)
+            {
+                out.push(fragment);
+                last = Some(fragment);
+            }
+            if out.len() > MAX_PHRASE_FRAGMENTS {
+                return out;
+            }
+        }
+    }
+    out.dedup();
+    out
 }
 
 /// Query term hashes with their weights: the query's own terms at 1, and the other words of a
@@ -950,6 +996,29 @@ mod tests {
                 .keys()
                 .all(|f| index.path(&index.fragments[*f as usize]) == "src/retry.py"),
             "{scores:?}"
+        );
+    }
+
+    #[test]
+    fn quoted_text_is_matched_as_a_phrase() {
+        let mut docs = vec![(
+            "src/pool.py".to_string(),
+            "def put(conn):\n    log.warning(\"Connection pool is full, discarding connection\")\n"
+                .to_string(),
+        )];
+        // Files that hold the same words, more often, but not as the quoted phrase.
+        for i in 0..4 {
+            docs.push((
+                format!("src/other_{i}.py"),
+                format!("def full_{i}(pool, connection):\n    # the pool is full of connection objects; connection pool\n    return pool.connection\n"),
+            ));
+        }
+        let index = Index::from_documents(&docs);
+        let query = "Quiet the \"Connection pool is full\" warning";
+        assert_eq!(best_path(&index, query), "src/pool.py");
+        assert_eq!(
+            fragments_containing(&index, "Connection pool is full").len(),
+            1
         );
     }
 
