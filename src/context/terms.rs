@@ -538,16 +538,27 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
     }
     graph_boost(index, &mut scores, ranking);
     let prior = ranking.get(Feature::RecordPrior);
+    // Classified once per file: a common word scores thousands of fragments of few files.
+    let mut file_roles: HashMap<usize, Option<FileRole>> = HashMap::new();
     for (fragment, scored) in scores.iter_mut() {
         let f = &index.fragments[*fragment as usize];
         let path = index.path(f);
-        if is_record_file(path) {
+        let file_role = *file_roles.entry(f.file).or_insert_with(|| {
+            // `None`: a changelog or licence, which has a prior of its own.
+            (!is_record_file(path)).then(|| role_of(path))
+        });
+        let Some(file_role) = file_role else {
             scored.score *= prior;
             scored.evidence.record_file = true;
             scored.reason.push(format!("changelog or licence ×{prior}"));
             continue;
-        }
-        let role = fragment_role(index, f);
+        };
+        let role = match file_role {
+            FileRole::Source if is_test_code(path, index.text(f), f.context.as_deref()) => {
+                FileRole::Test
+            }
+            role => role,
+        };
         if role != FileRole::Source {
             let factor = role.prior();
             scored.score *= factor;
@@ -555,20 +566,6 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
         }
     }
     scores
-}
-
-/// The role of a fragment's file, and test code inside a source file (`#[cfg(test)]`
-/// modules, test functions) as a test.
-fn fragment_role(index: &Index, fragment: &Fragment) -> FileRole {
-    let path = index.path(fragment);
-    match role_of(path) {
-        FileRole::Source
-            if is_test_code(path, index.text(fragment), fragment.context.as_deref()) =>
-        {
-            FileRole::Test
-        }
-        role => role,
-    }
 }
 
 /// Changelogs, licences and contributor lists: they name every feature and identifier of a
