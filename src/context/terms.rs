@@ -548,9 +548,14 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
             (!is_record_file(path)).then(|| role_of(path))
         });
         let Some(file_role) = file_role else {
-            scored.score *= prior;
+            // Records are documentation too: their prior applies on top of the docs prior, so
+            // a changelog never outranks the README it would have ranked below.
+            let docs = FileRole::Docs.prior();
+            scored.score *= prior * docs;
             scored.evidence.record_file = true;
-            scored.reason.push(format!("changelog or licence ×{prior}"));
+            scored
+                .reason
+                .push(format!("changelog or licence ×{prior}, docs ×{docs}"));
             continue;
         };
         let role = match file_role {
@@ -559,7 +564,8 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
             }
             role => role,
         };
-        if role != FileRole::Source {
+        // Roles whose prior is 1 (source, tests) leave score and reason as they were.
+        if role.prior() != 1.0 {
             let factor = role.prior();
             scored.score *= factor;
             scored.reason.push(format!("{} ×{factor}", role.as_str()));
@@ -939,6 +945,19 @@ mod tests {
         index
             .path(&index.fragments[ranked[0].0 as usize])
             .to_string()
+    }
+
+    /// Found when the docs prior (0.3) came in below the record prior (0.5): a question about
+    /// installation got the changelog's lines before the README's section.
+    #[test]
+    fn a_changelog_never_outranks_the_readme_matching_the_same_words() {
+        let text = "install the package with cargo install\n";
+        let docs = vec![
+            ("CHANGELOG.md".to_string(), format!("## 1.0\n\n{text}")),
+            ("README.md".to_string(), format!("## Setup\n\n{text}")),
+        ];
+        let index = Index::from_documents(&docs);
+        assert_eq!(best_path(&index, "install the package"), "README.md");
     }
 
     #[test]
