@@ -884,7 +884,7 @@ fn skeleton_header(fragment: &Fragment) -> String {
 
 /// Whether a fragment is test code: a file under a `tests`/`benches` directory or named as a
 /// test file, a member of a test module, or an item carrying a test attribute.
-fn is_test_code(path: &str, body: &str, context: Option<&str>) -> bool {
+pub(crate) fn is_test_code(path: &str, body: &str, context: Option<&str>) -> bool {
     let mut parts: Vec<&str> = path.split('/').collect();
     let file = parts.pop().unwrap_or_default();
     if parts

@@ -9,6 +9,8 @@ pub mod eval;
 pub mod index;
 pub mod localize;
 pub mod postings;
+pub mod query;
+pub mod roles;
 pub mod seams;
 pub mod select;
 pub mod skeleton;

@@ -15,8 +15,9 @@ use std::collections::{HashMap, HashSet};
 
 use rayon::prelude::*;
 
-use super::index::{Fragment, Index};
+use super::index::{Fragment, Index, is_test_code};
 use super::postings::{Keyed, Lists, Reader, Writer};
+use super::roles::{FileRole, role_of};
 use super::weights::{Feature, RankingWeights};
 use crate::text::{stem, stopwords};
 
@@ -411,6 +412,8 @@ pub fn score(index: &Index, query: &str) -> HashMap<u32, Scored> {
 
 /// Scores every fragment that matches `query` (fragments not in the map score 0).
 pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashMap<u32, Scored> {
+    let phrases = super::query::quoted_phrases(query);
+    let query = &super::query::searchable(query);
     let terms = index.terms();
     let mut query_terms: Vec<u64> = Vec::new();
     let mut query_identifiers: HashSet<u64> = HashSet::new();
@@ -506,14 +509,66 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
                 .push(format!("in {path}, named in the query +{boost:.2}"));
         }
     }
+    for (file, share) in module_files(index, query) {
+        let unweighted = max_idf * share * MODULE_NAME_SHARE;
+        let boost = unweighted * ranking.get(Feature::NamedFile);
+        let path = &index.files[file].path;
+        for fragment in index.files[file].fragments.clone() {
+            let scored = scores.entry(fragment as u32).or_default();
+            scored.score += boost;
+            scored.evidence.named_file += unweighted;
+            scored
+                .reason
+                .push(format!("{path} is a module the query names +{boost:.2}"));
+        }
+    }
+    for phrase in &phrases {
+        let matched = fragments_containing(index, phrase);
+        if matched.is_empty() || matched.len() > MAX_PHRASE_FRAGMENTS {
+            continue;
+        }
+        let boost = PHRASE_WEIGHT * max_idf / (matched.len() as f64).sqrt();
+        for fragment in matched {
+            let scored = scores.entry(fragment).or_default();
+            scored.score += boost;
+            scored
+                .reason
+                .push(format!("holds the quoted text {phrase:?} +{boost:.2}"));
+        }
+    }
     graph_boost(index, &mut scores, ranking);
     let prior = ranking.get(Feature::RecordPrior);
+    // Classified once per file: a common word scores thousands of fragments of few files.
+    let mut file_roles: HashMap<usize, Option<FileRole>> = HashMap::new();
     for (fragment, scored) in scores.iter_mut() {
-        let path = index.path(&index.fragments[*fragment as usize]);
-        if is_record_file(path) {
-            scored.score *= prior;
+        let f = &index.fragments[*fragment as usize];
+        let path = index.path(f);
+        let file_role = *file_roles.entry(f.file).or_insert_with(|| {
+            // `None`: a changelog or licence, which has a prior of its own.
+            (!is_record_file(path)).then(|| role_of(path))
+        });
+        let Some(file_role) = file_role else {
+            // Records are documentation too: their prior applies on top of the docs prior, so
+            // a changelog never outranks the README it would have ranked below.
+            let docs = FileRole::Docs.prior();
+            scored.score *= prior * docs;
             scored.evidence.record_file = true;
-            scored.reason.push(format!("changelog or licence ×{prior}"));
+            scored
+                .reason
+                .push(format!("changelog or licence ×{prior}, docs ×{docs}"));
+            continue;
+        };
+        let role = match file_role {
+            FileRole::Source if is_test_code(path, index.text(f), f.context.as_deref()) => {
+                FileRole::Test
+            }
+            role => role,
+        };
+        // Roles whose prior is 1 (source, tests) leave score and reason as they were.
+        if role.prior() != 1.0 {
+            let factor = role.prior();
+            scored.score *= factor;
+            scored.reason.push(format!("{} ×{factor}", role.as_str()));
         }
     }
     scores
@@ -591,6 +646,87 @@ fn named_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
     let mut files: Vec<(usize, f64)> = out.into_iter().collect();
     files.sort_unstable_by_key(|f| f.0);
     files
+}
+
+/// A file named after a module the query mentions (`helpers.send_from_directory`, `filesystem:
+/// fix …`) gains this share of a named file's boost: a bare word is weaker evidence than a
+/// path, since it may be meant as plain English.
+const MODULE_NAME_SHARE: f64 = 0.5;
+/// File stems that name their directory's module rather than a module of their own.
+const MODULE_ROOT_STEMS: &[&str] = &["mod", "__init__", "index", "lib", "main"];
+
+/// Code files whose module name (the file stem, or the directory of a `mod.rs`/`__init__.py`)
+/// is a word of the query of at least four letters, each with its share when one word names
+/// several.
+fn module_files(index: &Index, query: &str) -> Vec<(usize, f64)> {
+    let asked: HashSet<String> = words(query)
+        .filter(|w| w.len() >= 4 && !w.as_bytes()[0].is_ascii_digit())
+        .map(str::to_ascii_lowercase)
+        .filter(|w| !stopwords::is_code_search(w))
+        .collect();
+    if asked.is_empty() {
+        return Vec::new();
+    }
+    let mut by_word: HashMap<String, Vec<usize>> = HashMap::new();
+    for (number, file) in index.files.iter().enumerate() {
+        if !file.language.is_code() {
+            continue;
+        }
+        let mut parts = file.path.rsplit('/');
+        let name = parts.next().unwrap_or_default();
+        let stem = name.split_once('.').map_or(name, |(stem, _)| stem);
+        let module = if MODULE_ROOT_STEMS.contains(&stem) {
+            parts.next().unwrap_or(stem)
+        } else {
+            stem
+        };
+        let module = module.to_ascii_lowercase();
+        if asked.contains(&module) {
+            by_word.entry(module).or_default().push(number);
+        }
+    }
+    let mut out: HashMap<usize, f64> = HashMap::new();
+    for files in by_word.values() {
+        for &file in files {
+            let share = 1.0 / files.len() as f64;
+            let slot = out.entry(file).or_insert(0.0);
+            *slot = slot.max(share);
+        }
+    }
+    let mut files: Vec<(usize, f64)> = out.into_iter().collect();
+    files.sort_unstable_by_key(|f| f.0);
+    files
+}
+
+/// A fragment holding text the query quotes verbatim gains this share of the query's largest
+/// IDF, divided by the square root of the number of fragments holding it.
+const PHRASE_WEIGHT: f64 = 1.0;
+/// Quoted text found in more fragments than this points nowhere in particular.
+const MAX_PHRASE_FRAGMENTS: usize = 20;
+
+/// Fragments whose text holds `phrase` (exact bytes), ascending.
+fn fragments_containing(index: &Index, phrase: &str) -> Vec<u32> {
+    let mut out = Vec::new();
+    for file in &index.files {
+        let mut last = None;
+        for (offset, _) in file.text.match_indices(phrase) {
+            let found = index.fragments[file.fragments.clone()]
+                .iter()
+                .position(|f| f.bytes.start <= offset && offset < f.bytes.end)
+                .map(|i| (file.fragments.start + i) as u32);
+            if let Some(fragment) = found
+                && last != Some(fragment)
+            {
+                out.push(fragment);
+                last = Some(fragment);
+            }
+            if out.len() > MAX_PHRASE_FRAGMENTS {
+                return out;
+            }
+        }
+    }
+    out.dedup();
+    out
 }
 
 /// Query term hashes with their weights: the query's own terms at 1, and the other words of a
@@ -799,6 +935,145 @@ mod tests {
         assert!(
             reason.iter().any(|r| r.contains("named in the query")),
             "{reason:?}"
+        );
+    }
+
+    fn best_path(index: &Index, query: &str) -> String {
+        let scores = score(index, query);
+        let mut ranked: Vec<(u32, f64)> = scores.iter().map(|(f, s)| (*f, s.score)).collect();
+        sort_by_score(index, &mut ranked);
+        index
+            .path(&index.fragments[ranked[0].0 as usize])
+            .to_string()
+    }
+
+    /// Found when the docs prior (0.3) came in below the record prior (0.5): a question about
+    /// installation got the changelog's lines before the README's section.
+    #[test]
+    fn a_changelog_never_outranks_the_readme_matching_the_same_words() {
+        let text = "install the package with cargo install\n";
+        let docs = vec![
+            ("CHANGELOG.md".to_string(), format!("## 1.0\n\n{text}")),
+            ("README.md".to_string(), format!("## Setup\n\n{text}")),
+        ];
+        let index = Index::from_documents(&docs);
+        assert_eq!(best_path(&index, "install the package"), "README.md");
+    }
+
+    #[test]
+    fn source_outranks_docs_config_and_lock_files_matching_the_same_words() {
+        let text = "retry backoff jitter budget\n";
+        let docs = vec![
+            ("docs/retry.md".to_string(), format!("# Retry\n\n{text}")),
+            (
+                "pyproject.toml".to_string(),
+                format!("[retry]\nnote = \"{text}\"\n"),
+            ),
+            ("uv.lock".to_string(), text.to_string()),
+            (
+                "src/pool.py".to_string(),
+                format!("def pool():\n    # {text}    return 1\n"),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        assert_eq!(
+            best_path(&index, "retry backoff jitter budget"),
+            "src/pool.py"
+        );
+        let scores = score(&index, "retry backoff jitter budget");
+        let reasons: Vec<String> = scores.values().flat_map(|s| s.reason.clone()).collect();
+        for role in ["docs ×", "config ×", "generated ×"] {
+            assert!(
+                reasons.iter().any(|r| r.starts_with(role)),
+                "{role} {reasons:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn trailers_and_addresses_in_the_query_match_nothing() {
+        let docs = vec![
+            (
+                "src/retry.py".to_string(),
+                "def retry_loop(n):\n    return n\n".to_string(),
+            ),
+            (
+                "src/meta.py".to_string(),
+                "AUTHOR = 'Jane Roe <jane@roe.org>'\nURL = 'https://roe.org/x'\n".to_string(),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        let scores = score(
+            &index,
+            "Fix retry loop (#4242)\n\nSee https://roe.org/x\n\nCo-authored-by: Jane Roe <jane@roe.org>",
+        );
+        assert!(
+            scores
+                .keys()
+                .all(|f| index.path(&index.fragments[*f as usize]) == "src/retry.py"),
+            "{scores:?}"
+        );
+    }
+
+    #[test]
+    fn quoted_text_is_matched_as_a_phrase() {
+        let mut docs = vec![(
+            "src/pool.py".to_string(),
+            "def put(conn):\n    log.warning(\"Connection pool is full, discarding connection\")\n"
+                .to_string(),
+        )];
+        // Files that hold the same words, more often, but not as the quoted phrase.
+        for i in 0..4 {
+            docs.push((
+                format!("src/other_{i}.py"),
+                format!("def full_{i}(pool, connection):\n    # the pool is full of connection objects; connection pool\n    return pool.connection\n"),
+            ));
+        }
+        let index = Index::from_documents(&docs);
+        let query = "Quiet the \"Connection pool is full\" warning";
+        assert_eq!(best_path(&index, query), "src/pool.py");
+        assert_eq!(
+            fragments_containing(&index, "Connection pool is full").len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_module_named_in_the_query_lifts_its_file() {
+        let docs = vec![
+            (
+                "src/app/helpers.py".to_string(),
+                "def send_file(path):\n    # fix the docstring typo\n    return open(path)\n"
+                    .to_string(),
+            ),
+            (
+                "src/app/views.py".to_string(),
+                "def render(path):\n    # fix the docstring typo\n    return open(path)\n"
+                    .to_string(),
+            ),
+            (
+                "src/app/filesystem/__init__.py".to_string(),
+                "def walk():\n    pass\n".to_string(),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        assert_eq!(
+            module_files(&index, "helpers: fix docstring typo"),
+            vec![(0, 1.0)]
+        );
+        assert_eq!(module_files(&index, "filesystem: walk"), vec![(2, 1.0)]);
+        assert_eq!(
+            best_path(&index, "helpers: fix docstring typo"),
+            "src/app/helpers.py"
+        );
+        let scores = score(&index, "helpers: fix docstring typo");
+        assert!(
+            scores[&0]
+                .reason
+                .iter()
+                .any(|r| r.contains("is a module the query names")),
+            "{:?}",
+            scores[&0].reason
         );
     }
 
