@@ -152,7 +152,20 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         }
         let served = axum::serve(listener, make_service(state.clone()))
             .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
+                // Ctrl-C, or a service manager's SIGTERM: both end with the RAVS flush below.
+                let terminate = async {
+                    match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    {
+                        Ok(mut signal) => {
+                            signal.recv().await;
+                        }
+                        Err(_) => std::future::pending::<()>().await,
+                    }
+                };
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    () = terminate => {}
+                }
             })
             .await
             .context("serving the proxy");

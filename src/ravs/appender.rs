@@ -10,9 +10,12 @@
 //! was moved or removed (an inode check per write), and mends a torn last line under the lock
 //! before writing, as `state::append` does.
 //!
-//! Nothing is lost by the hand-over: [`Appender::flush`] returns once every line queued before
-//! it is written, and dropping the appender writes what is queued before the thread ends. A
-//! process killed outright loses at most the lines of the write in flight, as before.
+//! Nothing is lost by the hand-over when the process stops normally: [`Appender::flush`]
+//! returns once every line queued before it is written, and dropping the appender writes what
+//! is queued before the thread ends. A process killed outright loses the lines of its last
+//! moments (queued within the 2 ms linger, or in the write in flight); inline appends lost
+//! only the line being written. The log is statistics for the gate, not a ledger (see
+//! [`super::log`]).
 
 use std::fs;
 use std::path::PathBuf;

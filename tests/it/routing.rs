@@ -558,8 +558,23 @@ fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
     });
     let mut request_line = String::new();
     stderr.read_line(&mut request_line).expect("request line");
-    let _ = child.kill();
-    let _ = child.wait();
+    // A service manager's SIGTERM stops it cleanly, the RAVS writer flushed before it exits.
+    let signalled = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(signalled.success());
+    let exit = child.wait().expect("proxy exits");
+    assert!(exit.success(), "{exit:?}");
+    let events = EventLog::in_state_dir(state.path()).read().expect("log");
+    assert!(
+        events
+            .entries
+            .iter()
+            .any(|entry| matches!(entry.event, Event::Route { .. })),
+        "{:?}",
+        events.entries
+    );
     assert!(
         line.starts_with("svc proxy: listening on http://127.0.0.1:"),
         "{line}"
