@@ -107,6 +107,39 @@ pub fn tree_files(
     Ok(files)
 }
 
+/// [`tree_files`] decoded: the files that are UTF-8 text, as (path, text) in `ls-tree` order.
+pub fn tree_texts(
+    repo: &Path,
+    rev: &str,
+    keep: impl Fn(&str, u64) -> bool,
+) -> Result<Vec<(String, String)>, GitError> {
+    Ok(tree_files(repo, rev, keep)?
+        .into_iter()
+        .filter_map(|(path, bytes)| String::from_utf8(bytes).ok().map(|text| (path, text)))
+        .collect())
+}
+
+/// Runs `git -C repo ARGS…` for a test's throwaway repository, with a fixed author and date so
+/// commits need no user configuration and their ids repeat; panics when git fails.
+#[cfg(test)]
+pub(crate) fn in_test_repo(repo: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .stdin(Stdio::null())
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
 /// One non-merge commit of a history walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoggedCommit {

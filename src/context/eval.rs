@@ -28,9 +28,11 @@ pub enum EvalError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path} is not a needle list (a JSON array of {{query, chunk, symbol}}): {source}")]
+    #[error("{path} is not {expected}: {source}")]
     Parse {
         path: String,
+        /// What the file should hold.
+        expected: &'static str,
         #[source]
         source: serde_json::Error,
     },
@@ -51,12 +53,23 @@ pub enum EvalError {
 
 /// Reads a needle list.
 pub fn load_needles(path: &Path) -> Result<Vec<Needle>, EvalError> {
+    load_json(
+        path,
+        "a needle list (a JSON array of {query, chunk, symbol})",
+    )
+}
+
+fn load_json<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    expected: &'static str,
+) -> Result<T, EvalError> {
     let text = std::fs::read_to_string(path).map_err(|source| EvalError::Read {
         path: path.display().to_string(),
         source,
     })?;
     serde_json::from_str(&text).map_err(|source| EvalError::Parse {
         path: path.display().to_string(),
+        expected,
         source,
     })
 }
@@ -118,14 +131,10 @@ pub struct RepoNeedles {
 
 /// Reads a [`RepoNeedles`] file.
 pub fn load_repo_needles(path: &Path) -> Result<RepoNeedles, EvalError> {
-    let text = std::fs::read_to_string(path).map_err(|source| EvalError::Read {
-        path: path.display().to_string(),
-        source,
-    })?;
-    serde_json::from_str(&text).map_err(|source| EvalError::Parse {
-        path: path.display().to_string(),
-        source,
-    })
+    load_json(
+        path,
+        "a repository's needles (a JSON object {repository, commit, needles: [{query, chunk, symbol}]})",
+    )
 }
 
 /// Runs `needles` on the tree of `repo` (a git repository, bare or not) at their commit, the
@@ -136,12 +145,7 @@ pub fn run_repo_needles(
     needles: &RepoNeedles,
     budget: usize,
 ) -> Result<Vec<NeedleOutcome>, EvalError> {
-    let files = crate::git::tree_files(repo, &needles.commit, |_, size| size <= 1_000_000)?;
-    let docs: Vec<(String, String)> = files
-        .into_iter()
-        .filter(|(_, bytes)| !bytes.contains(&0))
-        .filter_map(|(path, bytes)| String::from_utf8(bytes).ok().map(|text| (path, text)))
-        .collect();
+    let docs = super::localize::tree_documents(repo, &needles.commit)?;
     let index = Index::from_documents(&docs);
     for (number, needle) in needles.needles.iter().enumerate() {
         let defined = index.fragments.iter().any(|fragment| {
@@ -274,23 +278,8 @@ mod tests {
 
     #[test]
     fn repo_needles_run_at_their_commit_and_a_symbol_nowhere_defined_is_an_error() {
-        use std::process::{Command, Stdio};
         let repo = tempfile::tempdir().expect("repo");
-        let git = |args: &[&str]| {
-            let status = Command::new("git")
-                .arg("-C")
-                .arg(repo.path())
-                .args(args)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.com")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git runs");
-            assert!(status.success(), "git {args:?}");
-        };
+        let git = |args: &[&str]| crate::git::in_test_repo(repo.path(), args);
         git(&["init", "-q"]);
         std::fs::write(
             repo.path().join("geo.py"),
@@ -299,16 +288,7 @@ mod tests {
         .expect("write");
         git(&["add", "."]);
         git(&["commit", "-q", "-m", "geo"]);
-        let head = String::from_utf8(
-            Command::new("git")
-                .arg("-C")
-                .arg(repo.path())
-                .args(["rev-parse", "HEAD"])
-                .output()
-                .expect("rev-parse")
-                .stdout,
-        )
-        .expect("utf-8");
+        let head = git(&["rev-parse", "HEAD"]);
         // A later commit removes the function: the needles read the tree they name.
         std::fs::write(
             repo.path().join("geo.py"),
@@ -327,6 +307,21 @@ mod tests {
         };
         let outcomes = run_repo_needles(repo.path(), &needles, 4_000).expect("run");
         assert!(outcomes[0].hit, "{outcomes:?}");
+
+        // A needle list where a repository's needles belong: the error says which shape.
+        let file = repo.path().join("needles.json");
+        std::fs::write(
+            &file,
+            r#"[{"query": "q", "chunk": "geo.py", "symbol": "bearing"}]"#,
+        )
+        .expect("write");
+        let error = load_repo_needles(&file)
+            .expect_err("wrong shape")
+            .to_string();
+        assert!(
+            error.contains("needles.json is not a repository's needles (a JSON object"),
+            "{error}"
+        );
 
         needles.needles[0].symbol = "haversin".into();
         let error = run_repo_needles(repo.path(), &needles, 4_000)

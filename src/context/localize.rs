@@ -166,14 +166,15 @@ fn parse_diff(diff: &str) -> HashMap<String, Vec<usize>> {
     out
 }
 
-/// The parent tree as `(path, text)` documents (UTF-8 files without NUL bytes, up to 1 MB).
-fn tree_documents(repo: &Path, revision: &str) -> Result<Vec<(String, String)>, LocalizeError> {
-    let files = crate::git::tree_files(repo, revision, |_, size| size <= 1_000_000)?;
-    Ok(files
-        .into_iter()
-        .filter(|(_, bytes)| !bytes.contains(&0))
-        .filter_map(|(path, bytes)| String::from_utf8(bytes).ok().map(|text| (path, text)))
-        .collect())
+/// A commit's tree as `(path, text)` documents (UTF-8 files without NUL bytes, up to 1 MB): what
+/// a localisation task (at its parent) and a repository's needles (at their commit) index.
+pub fn tree_documents(
+    repo: &Path,
+    revision: &str,
+) -> Result<Vec<(String, String)>, crate::git::GitError> {
+    let mut documents = crate::git::tree_texts(repo, revision, |_, size| size <= 1_000_000)?;
+    documents.retain(|(_, text)| !text.contains('\0'));
+    Ok(documents)
 }
 
 /// First line, last line and how a fragment was sent.
@@ -351,7 +352,6 @@ impl PreparedTask {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::process::{Command, Stdio};
 
     #[test]
     fn the_part_follows_the_commit_ids_first_hex_digit() {
@@ -377,19 +377,7 @@ mod tests {
     fn mines_and_scores_a_real_repository() {
         let repo = tempfile::tempdir().expect("repo");
         let run = |args: &[&str]| {
-            let status = Command::new("git")
-                .arg("-C")
-                .arg(repo.path())
-                .args(args)
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.com")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .expect("git runs");
-            assert!(status.success(), "git {args:?}");
+            crate::git::in_test_repo(repo.path(), args);
         };
         run(&["init", "-q"]);
         std::fs::write(

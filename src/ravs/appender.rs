@@ -237,22 +237,7 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::ravs::event::{Event, Label};
-
-    fn verdict(label: Label) -> Entry {
-        Entry::now(
-            "anthropic.messages/no_tools/small/prose",
-            Event::Verdict {
-                certificate_id: "wit_1".into(),
-                served_model: Some("claude-haiku-4-5".into()),
-                routed: true,
-                shadow: false,
-                supported: 2,
-                unsupported: 0,
-                contradicted: 0,
-                label,
-            },
-        )
-    }
+    use crate::ravs::log::tests::verdict;
 
     #[test]
     fn a_held_appender_interleaves_with_other_writers_and_follows_a_removed_log() {

@@ -156,11 +156,12 @@ pub(super) fn lines(entries: &[Entry]) -> Vec<u8> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::ravs::event::{Event, Label};
 
-    fn verdict(label: Label) -> Entry {
+    /// A verdict event of one class (the appender's tests use it too).
+    pub(in crate::ravs) fn verdict(label: Label) -> Entry {
         Entry::now(
             "anthropic.messages/no_tools/small/prose",
             Event::Verdict {

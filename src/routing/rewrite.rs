@@ -14,13 +14,6 @@ use serde_json::Value;
 use crate::proxy::provider::Route;
 use crate::proxy::spans::{self, key};
 
-/// The model a request asks for, and whether it can be rewritten.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Requested {
-    pub model: Option<String>,
-    pub rewritable: bool,
-}
-
 fn plain_model_name(name: &str) -> bool {
     !name.is_empty()
         && name
@@ -33,15 +26,6 @@ pub fn gemini_model(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/v1beta/models/")?;
     let (model, _method) = rest.split_once(':')?;
     Some(model)
-}
-
-/// What `route` asks for in `path` and `body`.
-pub fn requested(route: Route, path: &str, body: &str, request: &Value) -> Requested {
-    let model = requested_model(route, path, request);
-    let rewritable = model
-        .as_deref()
-        .is_some_and(|model| can_rewrite(route, body, model));
-    Requested { model, rewritable }
 }
 
 /// The model `route` asks for in `path` or the parsed `request`.
@@ -150,7 +134,9 @@ mod tests {
         let out = rewrite_body(body, "gpt-5-mini").expect("rewritable");
         assert_eq!(out, body.replacen("\"gpt-5\"", "\"gpt-5-mini\"", 1));
         let value: Value = serde_json::from_str(body).expect("json");
-        assert!(requested(Route::OpenaiChat, "/v1/chat/completions", body, &value).rewritable);
+        let model = requested_model(Route::OpenaiChat, "/v1/chat/completions", &value);
+        assert_eq!(model.as_deref(), Some("gpt-5"));
+        assert!(can_rewrite(Route::OpenaiChat, body, "gpt-5"));
     }
 
     #[test]
@@ -165,19 +151,15 @@ mod tests {
             Some(r#"{"metadata": {"model": "x"}, "model": "gpt-5-mini"}"#)
         );
         let request = json!({"messages": []});
-        let found = requested(
-            Route::AnthropicMessages,
-            "/v1/messages",
-            r#"{"messages": []}"#,
-            &request,
-        );
         assert_eq!(
-            found,
-            Requested {
-                model: None,
-                rewritable: false
-            }
+            requested_model(Route::AnthropicMessages, "/v1/messages", &request),
+            None
         );
+        assert!(!can_rewrite(
+            Route::AnthropicMessages,
+            r#"{"messages": []}"#,
+            "m"
+        ));
     }
 
     #[test]
@@ -194,13 +176,12 @@ mod tests {
             rewrite_gemini_path("/v1beta/models/gem%2Fini:generateContent", "m"),
             None
         );
-        let found = requested(
+        let model = requested_model(
             Route::GeminiGenerate,
             "/v1beta/models/gemini-2.5-pro:streamGenerateContent",
-            "{}",
             &json!({}),
         );
-        assert_eq!(found.model.as_deref(), Some("gemini-2.5-pro"));
-        assert!(found.rewritable);
+        assert_eq!(model.as_deref(), Some("gemini-2.5-pro"));
+        assert!(can_rewrite(Route::GeminiGenerate, "{}", "gemini-2.5-pro"));
     }
 }

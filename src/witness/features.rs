@@ -609,20 +609,25 @@ pub(super) fn polarity(evidence: &Evidence, question: &QuestionInfo, yes: bool) 
     }
 }
 
+/// The answer's own terms: those the question does not hold, or all when it holds every one.
+fn answer_terms<'a>(terms: &'a [Term], question: &QuestionInfo) -> Vec<&'a Term> {
+    let new: Vec<&Term> = terms
+        .iter()
+        .filter(|t| !question.contains(&t.norm))
+        .collect();
+    if new.is_empty() {
+        terms.iter().collect()
+    } else {
+        new
+    }
+}
+
 /// See [`Features::window_alignment`]; 1 when no window holds a question word.
 fn window_alignment(evidence: &Evidence, terms: &[Term], question: &QuestionInfo) -> f64 {
     if question.window_best <= 0.0 {
         return 1.0;
     }
-    let new: Vec<&Term> = terms
-        .iter()
-        .filter(|t| !question.contains(&t.norm))
-        .collect();
-    let focus: Vec<&Term> = if new.is_empty() {
-        terms.iter().collect()
-    } else {
-        new
-    };
+    let focus = answer_terms(terms, question);
     let mut best: f64 = 0.0;
     for term in focus {
         for &s in &term.sentences {
@@ -641,15 +646,7 @@ fn answer_at_question(terms: &[Term], question: &QuestionInfo) -> f64 {
     if question.focus_sentences.is_empty() {
         return 1.0;
     }
-    let new: Vec<&Term> = terms
-        .iter()
-        .filter(|t| !question.contains(&t.norm))
-        .collect();
-    let focus: Vec<&Term> = if new.is_empty() {
-        terms.iter().collect()
-    } else {
-        new
-    };
+    let focus = answer_terms(terms, question);
     let total: f64 = focus.iter().map(|t| t.weight).sum();
     if total <= 0.0 {
         return 1.0;

@@ -232,18 +232,14 @@ pub fn tree_documents(
     rev: &str,
     max_bytes: usize,
 ) -> Result<Vec<Document>, WorkloadError> {
-    let files = crate::git::tree_files(repo, rev, |path, size| {
+    let files = crate::git::tree_texts(repo, rev, |path, size| {
         let ext = extension(path);
         size <= max_bytes as u64
             && (SOURCE_EXTENSIONS.contains(&ext) || TEXT_EXTENSIONS.contains(&ext))
     })?;
     let mut documents: Vec<Document> = files
         .into_iter()
-        .filter_map(|(name, bytes)| {
-            String::from_utf8(bytes)
-                .ok()
-                .map(|text| Document { name, text })
-        })
+        .map(|(name, text)| Document { name, text })
         .collect();
     documents.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(documents)
@@ -316,23 +312,7 @@ pub(crate) mod tests {
     /// Builds a small git repository with known history in `dir`.
     pub(crate) fn fixture_repo(dir: &Path) {
         let run = |args: &[&str]| {
-            let status = Command::new("git")
-                .arg("-C")
-                .arg(dir)
-                .args(args)
-                .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
-                .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
-                .env("GIT_AUTHOR_NAME", "t")
-                .env("GIT_AUTHOR_EMAIL", "t@example.com")
-                .env("GIT_COMMITTER_NAME", "t")
-                .env("GIT_COMMITTER_EMAIL", "t@example.com")
-                .output()
-                .expect("git");
-            assert!(
-                status.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&status.stderr)
-            );
+            crate::git::in_test_repo(dir, args);
         };
         run(&["init", "--quiet", "-b", "main"]);
         std::fs::create_dir_all(dir.join("src")).expect("mkdir");

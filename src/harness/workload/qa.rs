@@ -48,7 +48,7 @@ fn git_documents(
         .extensions
         .clone()
         .unwrap_or_else(|| DOC_EXTENSIONS.iter().map(|e| e.to_string()).collect());
-    let files = crate::git::tree_files(&repo, rev, |path, _| {
+    let files = crate::git::tree_texts(&repo, rev, |path, _| {
         prefixes.iter().any(|p| path.starts_with(p.as_str()))
             && path
                 .rsplit_once('.')
@@ -60,11 +60,7 @@ fn git_documents(
     })?;
     let mut documents: Vec<Document> = files
         .into_iter()
-        .filter_map(|(name, bytes)| {
-            String::from_utf8(bytes)
-                .ok()
-                .map(|text| Document { name, text })
-        })
+        .map(|(name, text)| Document { name, text })
         .collect();
     documents.sort_by(|a, b| a.name.cmp(&b.name));
     if documents.is_empty() {
