@@ -67,7 +67,8 @@ pub struct BenchArgs {
     /// at).
     #[arg(long, value_parser = ["tune", "held-out"])]
     localize_part: Option<String>,
-    /// Also run the naive baselines (BM25 top-k, random) on the localisation tasks.
+    /// Also run the naive baselines (BM25 top-k, random, recently changed fragments only) on
+    /// the localisation tasks.
     #[arg(long)]
     localize_baselines: bool,
     /// Write every localisation outcome (selector, repository, commit, part, budget, recall,
@@ -507,6 +508,7 @@ fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
     if args.localize_baselines {
         selectors.push(("bm25-topk", &bm25));
         selectors.push(("random", &random));
+        selectors.push(("recent-only", &svc::context::localize::recent_selector));
     }
     let mut figures = Vec::new();
     let mut lines = String::new();

@@ -67,6 +67,10 @@ pub struct SelectArgs {
     /// Omitted fragments to list in the text manifest.
     #[arg(long, default_value_t = 10)]
     show_omitted: usize,
+    /// Lift the lines the last N commits (and uncommitted edits) changed, when the directory is
+    /// in a git work tree; 0 turns it off [default: $SVC_RECENT_COMMITS, else 10].
+    #[arg(long)]
+    recent_commits: Option<usize>,
     /// Print where the time went (index, term index, selection, commit, output) to stderr.
     #[arg(long)]
     timings: bool,
@@ -188,8 +192,14 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
             last = now;
         }
     };
-    let index = build(&args.walk)?;
+    let commits = match args.recent_commits {
+        Some(commits) => commits,
+        None => svc::context::recent::commits_from_env()?,
+    };
+    let mut index = build(&args.walk)?;
     lap("index", &mut phases);
+    attach_recent_changes(&mut index, &args.walk.path, commits);
+    lap("history", &mut phases);
     index.prepare();
     lap("terms", &mut phases);
     let home = state::home()?;
@@ -256,6 +266,20 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Attaches what git says changed lately. History is a ranking hint, not a requirement: a
+/// directory outside a work tree has none, and a git that fails is reported and selection goes on.
+fn attach_recent_changes(index: &mut Index, root: &std::path::Path, commits: usize) {
+    match svc::context::recent::RecentChanges::in_work_tree(root, commits) {
+        Ok(Some(recent)) => index.set_recent_changes(recent),
+        Ok(None) => {}
+        Err(error) => {
+            eprintln!(
+                "warning: {error}; selecting without recent changes (--recent-commits 0 skips this)"
+            )
+        }
+    }
 }
 
 fn write_manifest(

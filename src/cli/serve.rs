@@ -18,6 +18,8 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let home = state::home()?;
+    // Refused now rather than ignored at every `select_context` call.
+    svc::context::recent::commits_from_env()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -373,6 +373,8 @@ pub struct Index {
     terms: OnceLock<super::terms::TermIndex>,
     /// Where the term index is kept beside the persisted index (`None`: never saved).
     terms_file: Option<PathBuf>,
+    /// What the tree's history says changed lately (never persisted: it follows `HEAD`).
+    recent: Option<super::recent::RecentChanges>,
 }
 
 /// How a fragment is presented, used to render pieces.
@@ -553,6 +555,17 @@ impl Index {
             let _ = super::postings::save(path, &terms.to_bytes(&fingerprint));
             terms
         })
+    }
+
+    /// Attaches what the tree's history says changed lately; selections then lift the
+    /// fragments those changes touched (see [`super::recent`]). An empty set detaches.
+    pub fn set_recent_changes(&mut self, recent: super::recent::RecentChanges) {
+        self.recent = (!recent.is_empty()).then_some(recent);
+    }
+
+    /// The recent changes attached with [`Index::set_recent_changes`].
+    pub fn recent_changes(&self) -> Option<&super::recent::RecentChanges> {
+        self.recent.as_ref()
     }
 
     /// Builds the term index now rather than at the first selection.
@@ -737,6 +750,7 @@ fn assemble(root: Option<PathBuf>, parsed: Vec<ParsedFile>, encoding: Encoding) 
         encoding,
         terms: OnceLock::new(),
         terms_file: None,
+        recent: None,
     }
 }
 

@@ -199,6 +199,37 @@ pub fn svc_selector(
     svc_selector_with(&SelectOptions::default(), index, query, budget)
 }
 
+/// A naive baseline that reads only the history: the fragments the recent commits changed (see
+/// [`super::recent`]), whole, code files first, in path order until the budget is spent; the
+/// query is ignored.
+/// It shows how much of a selector's figure recent history alone would give.
+pub fn recent_selector(
+    index: &Index,
+    _: &[(String, String)],
+    _: &str,
+    budget: usize,
+) -> Result<Sent, String> {
+    let mut sent = Sent::new();
+    let Some(recent) = index.recent_changes() else {
+        return Ok(sent);
+    };
+    let mut spent = 0;
+    let mut files: Vec<&super::index::IndexedFile> = index.files.iter().collect();
+    files.sort_by_key(|f| (!f.language.is_code(), f.path.as_str()));
+    for file in files {
+        for f in &index.fragments[file.fragments.clone()] {
+            let cost = f.header_tokens + f.text_tokens;
+            if recent.touches(&file.path, f.lines.0, f.lines.1) == Some(true)
+                && spent + cost <= budget
+            {
+                spent += cost;
+                sent.insert(f.chunk_id.clone(), Resolution::Full);
+            }
+        }
+    }
+    Ok(sent)
+}
+
 /// Runs every task at every budget with svc's selector.
 pub fn run_localisation(
     repo: &Path,
@@ -225,7 +256,13 @@ impl PreparedTask {
     /// Reads the task's parent tree from `repo` and indexes it.
     pub fn new(repo: &Path, task: &LocalisationTask) -> Result<PreparedTask, LocalizeError> {
         let documents = tree_documents(repo, &task.parent)?;
-        let index = Index::from_documents(&documents);
+        let mut index = Index::from_documents(&documents);
+        // The history a developer had at the parent: what the commits before it changed.
+        index.set_recent_changes(super::recent::RecentChanges::at_revision(
+            repo,
+            &task.parent,
+            super::recent::DEFAULT_COMMITS,
+        )?);
         index.prepare();
         let fragment_of = index
             .fragments

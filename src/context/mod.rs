@@ -10,6 +10,7 @@ pub mod index;
 pub mod localize;
 pub mod postings;
 pub mod query;
+pub mod recent;
 pub mod roles;
 pub mod seams;
 pub mod select;

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use crate::context::index::{Index, IndexError, IndexOptions, TreeStamp, tree_stamp};
+use crate::context::recent::{DEFAULT_COMMITS, RecentChanges, commits_from_env};
 
 /// Trees kept at once; the least recently used goes first.
 const CAPACITY: usize = 4;
@@ -78,7 +79,15 @@ impl IndexCache {
             state_home: Some(self.state_home.clone()),
             ..IndexOptions::default()
         };
-        let index = Arc::new(Index::build(root, &options)?);
+        let mut index = Index::build(root, &options)?;
+        // History is a ranking hint: a tree outside git, or a git that fails, selects without
+        // it (`svc mcp` refuses a bad SVC_RECENT_COMMITS at start, so the default is only a
+        // fallback for library callers).
+        let commits = commits_from_env().unwrap_or(DEFAULT_COMMITS);
+        if let Ok(Some(recent)) = RecentChanges::in_work_tree(root, commits) {
+            index.set_recent_changes(recent);
+        }
+        let index = Arc::new(index);
         index.prepare();
         let mut guard = self.lock();
         let Entries { clock, map } = &mut *guard;

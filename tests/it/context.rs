@@ -262,3 +262,91 @@ fn walk(dir: &std::path::Path) -> Vec<String> {
     }
     out
 }
+
+/// Runs git in `repo` with a fixed identity and date.
+fn git(repo: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+#[test]
+fn select_in_a_git_work_tree_lifts_what_the_last_commits_changed() {
+    let state = tempfile::tempdir().expect("state");
+    let dir = tempfile::tempdir().expect("repo");
+    let repo = dir.path();
+    let body = |name: &str, value: u32| {
+        format!("def {name}():\n    # improve the patch\n    return {value}\n")
+    };
+    git(repo, &["init", "-q"]);
+    std::fs::write(repo.join("a.py"), body("first", 1)).expect("write");
+    std::fs::write(repo.join("b.py"), body("second", 1)).expect("write");
+    git(repo, &["add", "."]);
+    git(repo, &["commit", "-qm", "start"]);
+    std::fs::write(repo.join("b.py"), body("second", 2)).expect("write");
+    git(repo, &["commit", "-qam", "patch second"]);
+
+    let select = |extra: &[&str], commits: Option<&str>| {
+        let mut command = svc(state.path());
+        if let Some(commits) = commits {
+            command.env("SVC_RECENT_COMMITS", commits);
+        }
+        let out = run(command
+            .args(["context", "select"])
+            .arg(repo)
+            .args([
+                "--query",
+                "improve patch",
+                "--budget",
+                "200",
+                "--format",
+                "json",
+            ])
+            .args(extra));
+        (out.code, out.stdout, out.stderr)
+    };
+    let top = |stdout: &str| {
+        let selection: SelectOutput = serde_json::from_str(stdout).expect("JSON");
+        let entry = &selection.manifest[0];
+        (entry.path.clone(), entry.reason.clone())
+    };
+    // The default (the test harness turns the lift off; unset means 10 commits).
+    let (code, stdout, stderr) = select(&[], Some("10"));
+    assert_eq!(code, 0, "{stderr}");
+    let (path, reason) = top(&stdout);
+    assert_eq!(path, "b.py", "{reason}");
+    assert!(
+        reason.contains("changed in the last 10 commits"),
+        "{reason}"
+    );
+    // The flag wins over the variable; 0 turns the lift off and the tie goes by path.
+    let (code, stdout, stderr) = select(&["--recent-commits", "0"], Some("10"));
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(top(&stdout).0, "a.py");
+    // Uncommitted edits are the most recent changes of all.
+    std::fs::write(repo.join("a.py"), body("first", 3)).expect("write");
+    let (_, stdout, _) = select(&["--recent-commits", "1"], None);
+    let selection: SelectOutput = serde_json::from_str(&stdout).expect("JSON");
+    let lifted: Vec<&str> = selection
+        .manifest
+        .iter()
+        .filter(|e| e.reason.contains("changed in the last commit "))
+        .map(|e| e.path.as_str())
+        .collect();
+    assert_eq!(lifted, ["a.py", "b.py"]);
+    // A bad variable is a usage error that says what to set.
+    let (code, _, stderr) = select(&[], Some("ten"));
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("SVC_RECENT_COMMITS=\"ten\" is not a number of commits"),
+        "{stderr}"
+    );
+}

@@ -14,6 +14,9 @@ pub fn svc(state: &Path) -> Command {
     command
         .current_dir(root())
         .env("SVC_HOME", state)
+        // Fixture trees live in this repository: its own recent commits must not move their
+        // rankings (tests of the lift set the variable themselves).
+        .env("SVC_RECENT_COMMITS", "0")
         .env_remove("RUST_LOG")
         .stdin(Stdio::null());
     command

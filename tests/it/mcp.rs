@@ -245,6 +245,7 @@ async fn stdio_session_lists_and_calls_every_tool_and_survives_bad_calls() {
         .arg("serve")
         .current_dir(root())
         .env("SVC_HOME", state.path())
+        .env("SVC_RECENT_COMMITS", "0")
         .env_remove("RUST_LOG");
     let (transport, _stderr) = TokioChildProcess::builder(command)
         .stderr(Stdio::null())
@@ -272,6 +273,7 @@ async fn streamable_http_session_on_a_free_port() {
         .args(["serve", "--http", "0"])
         .current_dir(root())
         .env("SVC_HOME", state.path())
+        .env("SVC_RECENT_COMMITS", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
