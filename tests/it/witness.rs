@@ -448,3 +448,34 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     let one_fold = run(svc(state.path()).args(["witness", "fit", "--cv", "1"]));
     assert_eq!(one_fold.code, 2);
 }
+
+/// `svc witness fit --nested` adds figures in which each fold's penalty and false-flag limit
+/// were chosen on the other folds alone.
+#[test]
+fn fit_nested_reports_per_fold_choices_and_figures() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args(["witness", "fit", "--cv", "3", "--nested", "--json"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+    assert_eq!(
+        report["folds"], 3,
+        "the plain report stays at the top level"
+    );
+    let nested = &report["nested"];
+    let choices = nested["choices"].as_array().expect("choices");
+    assert_eq!(choices.len(), 3);
+    for c in choices {
+        assert!(c["l2"].as_f64().is_some_and(|l2| l2 > 0.0), "{c}");
+    }
+    let files = nested["files"].as_array().expect("files");
+    assert_eq!(files.len(), 2);
+    for file in files {
+        let all = &file["figures"]["all"];
+        assert!(all["items"].as_u64().is_some_and(|n| n > 0), "{file}");
+        let flagged = all["flagged"].as_f64().expect("flagged");
+        assert!((0.0..=1.0).contains(&flagged), "{file}");
+    }
+    let plain = run(svc(state.path()).args(["witness", "fit", "--cv", "3", "--json"]));
+    let plain: Value = serde_json::from_str(&plain.stdout).expect("report JSON");
+    assert!(plain.get("nested").is_none(), "nested only when asked");
+}
