@@ -426,11 +426,16 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         }
     }
     if let Some(nested) = nested {
-        println!("nested cross-validation (penalty and limit chosen per fold on the other folds):");
+        println!(
+            "nested cross-validation (penalty and limit chosen per fold on the other folds; figures on the fold's answers to questions):"
+        );
         for c in &nested.choices {
             println!(
-                "  fold {}  l2 {:<6} limit {}",
-                c.fold, c.l2, c.max_false_flags
+                "  fold {}  l2 {:<6} limit {:<6} {}",
+                c.fold,
+                c.l2,
+                c.max_false_flags,
+                row(&c.figures)
             );
         }
         for file in &nested.files {

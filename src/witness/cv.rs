@@ -374,6 +374,8 @@ pub struct FoldChoice {
     pub fold: usize,
     pub l2: f64,
     pub max_false_flags: f64,
+    /// The fold's answers to questions, scored by the rule fitted with these choices.
+    pub figures: Figures,
 }
 
 /// One file's figures under nested cross-validation.
@@ -424,12 +426,18 @@ pub fn nested_cross_validate(sets: &[TuningSet], folds: usize) -> NestedReport {
             let inner = without_fold(sets, outer);
             let (l2, _) = choose_l2(&inner, folds - 1);
             let (max_false_flags, _) = choose_false_flags(&inner, folds - 1, l2);
+            let fit = model::fit(&all_examples(&inner), l2, max_false_flags, Vec::new());
+            let held: Vec<Item> = fold_items(sets, outer, true)
+                .filter(|i| i.question)
+                .cloned()
+                .collect();
             choices.push(FoldChoice {
                 fold: outer,
                 l2,
                 max_false_flags,
+                figures: file_figures(&held, |_| &fit).all,
             });
-            model::fit(&all_examples(&inner), l2, max_false_flags, Vec::new())
+            fit
         })
         .collect();
     let files = sets

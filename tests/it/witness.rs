@@ -464,8 +464,10 @@ fn fit_nested_reports_per_fold_choices_and_figures() {
     let nested = &report["nested"];
     let choices = nested["choices"].as_array().expect("choices");
     assert_eq!(choices.len(), 3);
+    let mut fold_items = 0;
     for c in choices {
         assert!(c["l2"].as_f64().is_some_and(|l2| l2 > 0.0), "{c}");
+        fold_items += c["figures"]["items"].as_u64().expect("fold figures");
     }
     let files = nested["files"].as_array().expect("files");
     assert_eq!(files.len(), 2);
@@ -475,6 +477,13 @@ fn fit_nested_reports_per_fold_choices_and_figures() {
         let flagged = all["flagged"].as_f64().expect("flagged");
         assert!((0.0..=1.0).contains(&flagged), "{file}");
     }
+    // The folds' answers to questions are every answer to a question, once.
+    let questions = fs::read_to_string(root().join("data/witness/halueval-dev/dev.jsonl"))
+        .expect("dev split")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count() as u64;
+    assert_eq!(fold_items, questions);
     let plain = run(svc(state.path()).args(["witness", "fit", "--cv", "3", "--json"]));
     let plain: Value = serde_json::from_str(&plain.stdout).expect("report JSON");
     assert!(plain.get("nested").is_none(), "nested only when asked");
