@@ -365,10 +365,16 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
             args.root.display()
         )
     })?;
-    let report = cv::cross_validate(&sets, folds);
+    let scored_only = cv::load_scored_only(&args.root, folds).with_context(|| {
+        format!(
+            "reading the scored-only development data under {} (pass --root with the repository root)",
+            args.root.display()
+        )
+    })?;
+    let report = cv::cross_validate(&sets, &scored_only, folds);
     let nested = args
         .nested
-        .then(|| cv::nested_cross_validate(&sets, folds.max(3)));
+        .then(|| cv::nested_cross_validate(&sets, &scored_only, folds.max(3)));
     if args.json {
         let mut value = serde_json::to_value(&report)?;
         if let (Some(nested), Some(fields)) = (&nested, value.as_object_mut()) {
@@ -416,7 +422,11 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         )
     };
     for file in &report.files {
-        println!("{}", file.file);
+        println!(
+            "{}{}",
+            file.file,
+            if file.fitted { "" } else { "  (not fitted on)" }
+        );
         for (name, figures) in [
             ("in-sample", &file.in_sample),
             ("cross-validated", &file.cross_validated),
@@ -439,7 +449,11 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
             );
         }
         for file in &nested.files {
-            println!("{}", file.file);
+            println!(
+                "{}{}",
+                file.file,
+                if file.fitted { "" } else { "  (not fitted on)" }
+            );
             println!("  {:<16} all      {}", "nested", row(&file.figures.all));
             println!(
                 "  {:<16} matched  {}",

@@ -430,7 +430,11 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     assert_eq!(report["chosen_l2"], weights["l2"]);
     assert_eq!(report["chosen_max_false_flags"], weights["max_false_flags"]);
     let files = report["files"].as_array().expect("files");
-    assert_eq!(files.len(), 2);
+    // Two tuning files and the length-matched swaps, which the fit only scores.
+    assert_eq!(files.len(), 3);
+    let fitted: Vec<bool> = files.iter().map(|f| f["fitted"] == true).collect();
+    assert_eq!(fitted, [true, true, false]);
+    assert_eq!(files[2]["file"], "data/witness/halueval-dev/swaps.jsonl");
     for file in files {
         for part in ["in_sample", "cross_validated"] {
             let flagged = file[part]["all"]["flagged"].as_f64().expect("flagged");
@@ -440,6 +444,11 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     let text = run(svc(state.path()).args(["witness", "fit", "--cv", "2"]));
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(text.stdout.contains("<- chosen") && text.stdout.contains("cross-validated"));
+    assert!(
+        text.stdout.contains("swaps.jsonl  (not fitted on)"),
+        "{}",
+        text.stdout
+    );
 
     let elsewhere =
         run(svc(state.path()).args(["witness", "fit", "--root", "/nonexistent-svc-root"]));
@@ -470,7 +479,7 @@ fn fit_nested_reports_per_fold_choices_and_figures() {
         fold_items += c["figures"]["items"].as_u64().expect("fold figures");
     }
     let files = nested["files"].as_array().expect("files");
-    assert_eq!(files.len(), 2);
+    assert_eq!(files.len(), 3);
     for file in files {
         let all = &file["figures"]["all"];
         assert!(all["items"].as_u64().is_some_and(|n| n > 0), "{file}");
