@@ -679,7 +679,16 @@ fn better_linked_name(evidence: &Evidence, terms: &[Term], question: &QuestionIn
                 continue;
             }
             let start = i;
-            while i < tokens.len() && tokens[i].kind == TokenKind::Entity {
+            i += 1;
+            // A name is a run of name tokens separated by spaces alone: a comma or a bracket
+            // ends it, so each member of a list ("Paul Dano, Zooey Deschanel, John Goodman")
+            // is a name of its own.
+            while i < tokens.len()
+                && tokens[i].kind == TokenKind::Entity
+                && evidence.text[tokens[i - 1].end..tokens[i].start]
+                    .chars()
+                    .all(char::is_whitespace)
+            {
                 i += 1;
             }
             let run: Vec<&Token> = tokens[start..i].iter().filter(|t| t.is_content()).collect();

@@ -256,3 +256,16 @@ fn a_do_support_question_describes_its_subject_not_a_rival() {
     let f = features_in(PAIR, "Okafor", Some(q));
     assert_eq!(f.better_linked_name, 0.0, "{f:?}");
 }
+
+/// Members of a list are names of their own: the answer's list neighbour, described by a
+/// sentence of its own that holds the rest of the question, is the better-linked rival.
+#[test]
+fn each_member_of_a_list_is_a_name_of_its_own() {
+    let evidence = "The film starred Ann Lee, Bo Park, Cy Ray and Di Fox.\n\nBo Park (born 1970) \
+        is a Welsh actress who also starred in Harbour Lights.";
+    let q = "Which Welsh actress of the film also starred in Harbour Lights?";
+    let wrong = features_in(evidence, "Cy Ray", Some(q));
+    assert!(wrong.better_linked_name > 0.3, "{wrong:?}");
+    let right = features_in(evidence, "Bo Park", Some(q));
+    assert_eq!(right.better_linked_name, 0.0, "{right:?}");
+}
