@@ -77,6 +77,10 @@ struct FitArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Also run nested cross-validation: each fold scored by a rule whose penalty and
+    /// false-flag limit were chosen on the other folds alone (takes about `--cv` times longer).
+    #[arg(long)]
+    nested: bool,
 }
 
 #[derive(Debug, Args)]
@@ -361,9 +365,22 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
             args.root.display()
         )
     })?;
-    let report = cv::cross_validate(&sets, folds);
+    let scored_only = cv::load_scored_only(&args.root, folds).with_context(|| {
+        format!(
+            "reading the scored-only development data under {} (pass --root with the repository root)",
+            args.root.display()
+        )
+    })?;
+    let report = cv::cross_validate(&sets, &scored_only, folds);
+    let nested = args
+        .nested
+        .then(|| cv::nested_cross_validate(&sets, &scored_only, folds.max(3)));
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        let mut value = serde_json::to_value(&report)?;
+        if let (Some(nested), Some(fields)) = (&nested, value.as_object_mut()) {
+            fields.insert("nested".into(), serde_json::to_value(nested)?);
+        }
+        println!("{}", serde_json::to_string_pretty(&value)?);
         return Ok(ExitCode::SUCCESS);
     }
     println!(
@@ -405,13 +422,44 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         )
     };
     for file in &report.files {
-        println!("{}", file.file);
+        println!(
+            "{}{}",
+            file.file,
+            if file.fitted { "" } else { "  (not fitted on)" }
+        );
         for (name, figures) in [
             ("in-sample", &file.in_sample),
             ("cross-validated", &file.cross_validated),
         ] {
             println!("  {name:<16} all      {}", row(&figures.all));
             println!("  {:<16} matched  {}", "", row(&figures.length_matched));
+        }
+    }
+    if let Some(nested) = nested {
+        println!(
+            "nested cross-validation (penalty and limit chosen per fold on the other folds; figures on the fold's answers to questions):"
+        );
+        for c in &nested.choices {
+            println!(
+                "  fold {}  l2 {:<6} limit {:<6} {}",
+                c.fold,
+                c.l2,
+                c.max_false_flags,
+                row(&c.figures)
+            );
+        }
+        for file in &nested.files {
+            println!(
+                "{}{}",
+                file.file,
+                if file.fitted { "" } else { "  (not fitted on)" }
+            );
+            println!("  {:<16} all      {}", "nested", row(&file.figures.all));
+            println!(
+                "  {:<16} matched  {}",
+                "",
+                row(&file.figures.length_matched)
+            );
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -45,6 +45,12 @@ pub const TUNE_FILES: [&str; 2] = [
     "data/witness/repo-docs/tune.jsonl",
 ];
 
+/// Development files the fit never reads but `svc witness fit` scores, in-sample and with the
+/// rule fitted without each item's fold: the length-matched answers written against the
+/// development split (`halueval-dev/swaps.jsonl`, built by `swaps.py` there). Its items share
+/// their knowledge, and so their folds, with `dev.jsonl`.
+pub const SCORED_ONLY_FILES: [&str; 1] = ["data/witness/halueval-dev/swaps.jsonl"];
+
 /// The held-out file, relative to the repository root (never used by the fit).
 pub const HELD_OUT_FILE: &str = "data/witness/repo-docs/heldout.jsonl";
 
@@ -155,6 +161,38 @@ mod tests {
             for part in [&tune, &held] {
                 assert!(part.iter().any(|i| i.alteration == kind), "{kind}");
             }
+        }
+    }
+
+    /// Each swap keeps its development item's knowledge, question and right answer, and is
+    /// within one word of it; the swaps share folds with the items they come from.
+    #[test]
+    fn swaps_are_length_matched_alterations_of_development_items() {
+        #[derive(serde::Deserialize)]
+        struct Swap {
+            dev_line: usize,
+            alteration: String,
+            knowledge: String,
+            question: String,
+            right_answer: String,
+            hallucinated_answer: String,
+        }
+        let dev = crate::witness::eval::read_items(&root().join(TUNE_FILES[0])).expect("dev");
+        let swaps: Vec<Swap> = std::fs::read_to_string(root().join(SCORED_ONLY_FILES[0]))
+            .expect("committed")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("swap"))
+            .collect();
+        assert!(swaps.len() >= 50, "{}", swaps.len());
+        for s in &swaps {
+            let item = &dev[s.dev_line];
+            assert_eq!(s.knowledge, item.knowledge, "line {}", s.dev_line);
+            assert_eq!(s.question, item.question);
+            assert_eq!(s.right_answer, item.right_answer);
+            let words = |t: &str| t.split_whitespace().count();
+            assert!(words(&s.right_answer).abs_diff(words(&s.hallucinated_answer)) <= 1);
+            assert_ne!(s.right_answer, s.hallucinated_answer);
+            assert!(["name", "number"].contains(&s.alteration.as_str()));
         }
     }
 

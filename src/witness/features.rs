@@ -111,6 +111,15 @@ features! {
     /// not a sentence: a long sentence holds the question's words in one clause and another
     /// fact's filler in the next.
     window_alignment,
+    /// How much more of the question another name of the answer's sentences reaches than the
+    /// answer does: the share of the question's weight that the sentences about that name
+    /// (opening with it) add to the sentences holding the answer. The name is a run of name
+    /// tokens sharing no word with the answer or the question; 0 without a question and for
+    /// wh-questions with "do"-support, whose description is of their subject. In multi-hop
+    /// evidence the question describes the filler of its slot through a second sentence; a
+    /// name described there while the answer is not — the other member of a pair, the fighter
+    /// beside his gym — is the filler, and the answer only its neighbour.
+    better_linked_name,
 }
 
 impl Features {
@@ -173,6 +182,7 @@ pub(super) fn measure(
         standalone: f64::from(u8::from(question.is_none())),
         answer_at_question: question.map_or(1.0, |q| answer_at_question(claim.terms, q)),
         window_alignment: question.map_or(1.0, |q| window_alignment(evidence, claim.terms, q)),
+        better_linked_name: question.map_or(0.0, |q| better_linked_name(evidence, claim.terms, q)),
         ..Features::default()
     };
     let mut reasons = Vec::new();
@@ -639,6 +649,95 @@ fn window_alignment(evidence: &Evidence, terms: &[Term], question: &QuestionInfo
         }
     }
     (best / question.window_best).min(1.0)
+}
+
+/// See [`Features::better_linked_name`].
+fn better_linked_name(evidence: &Evidence, terms: &[Term], question: &QuestionInfo) -> f64 {
+    // "Who did the player ranked first defeat?": what the question describes is its subject,
+    // and a name linked to that description is the one the answer relates to, not a rival.
+    if question.subject_after_auxiliary {
+        return 0.0;
+    }
+    let focus = answer_terms(terms, question);
+    let mut own: Vec<usize> = focus
+        .iter()
+        .flat_map(|t| t.sentences.iter().copied())
+        .collect();
+    own.sort_unstable();
+    own.dedup();
+    if own.is_empty() {
+        return 0.0;
+    }
+    let base = question.share_in(&own);
+    let mut best: f64 = 0.0;
+    for &s in &own {
+        let tokens = &evidence.tokens[s];
+        let mut i = 0;
+        while i < tokens.len() {
+            if tokens[i].kind != TokenKind::Entity {
+                i += 1;
+                continue;
+            }
+            let start = i;
+            i += 1;
+            // A name is a run of name tokens separated by spaces alone: a comma or a bracket
+            // ends it, so each member of a list ("Paul Dano, Zooey Deschanel, John Goodman")
+            // is a name of its own.
+            while i < tokens.len()
+                && tokens[i].kind == TokenKind::Entity
+                && evidence.text[tokens[i - 1].end..tokens[i].start]
+                    .chars()
+                    .all(char::is_whitespace)
+            {
+                i += 1;
+            }
+            let run: Vec<&Token> = tokens[start..i].iter().filter(|t| t.is_content()).collect();
+            // A name sharing a word with the answer is the answer; one sharing a word with the
+            // question is what the question already names (its bridge), not a rival filler.
+            if run.is_empty()
+                || run.iter().any(|x| {
+                    question.contains(&x.norm)
+                        || terms.iter().any(|t| text::fuzzy_eq(&t.norm, &x.norm))
+                })
+            {
+                continue;
+            }
+            let mut linked = own.clone();
+            for x in &run {
+                // Only sentences about the name: a sentence merely mentioning it (a bridge to
+                // the question's subject) describes something else.
+                linked.extend(
+                    evidence
+                        .sentences_with(&x.norm)
+                        .into_iter()
+                        .filter(|&t| opens_with_name(evidence, t, &x.norm)),
+                );
+            }
+            linked.sort_unstable();
+            linked.dedup();
+            if linked.len() > own.len() {
+                best = best.max(question.share_in(&linked) - base);
+            }
+        }
+    }
+    best
+}
+
+/// Whether a sentence opens with a name (capitalised words, after at most one stop word, as
+/// "The") holding `norm`: the sentence is about that name. Capitals, not token kinds: the
+/// tokenizer does not take a lone capitalised opener for a name.
+fn opens_with_name(evidence: &Evidence, s: usize, norm: &str) -> bool {
+    let tokens = &evidence.tokens[s];
+    let skip = usize::from(tokens.first().is_some_and(|t| t.stop));
+    tokens[skip.min(tokens.len())..]
+        .iter()
+        .take_while(|t| {
+            evidence.text[t.start..t.end]
+                .chars()
+                .next()
+                .is_some_and(char::is_uppercase)
+        })
+        .any(|t| text::fuzzy_eq(&t.norm, norm))
 }
 
 /// See [`Features::answer_at_question`]; 1 when the question points nowhere in the evidence.

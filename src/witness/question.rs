@@ -20,6 +20,10 @@ pub(super) struct QuestionInfo {
     pub(super) total_weight: f64,
     pub(super) comparison: Option<Comparison>,
     pub(super) polar: bool,
+    /// A wh-question with "do"-support ("Who did X defeat?", "What state does X work in?"):
+    /// its grammatical subject follows the auxiliary, so what it describes is that subject, not
+    /// the answer.
+    pub(super) subject_after_auxiliary: bool,
     /// The best raw alignment of any span, which [`QuestionInfo::alignment`] is relative to.
     pub(super) best: f64,
     /// For a yes/no question about two subjects, the answer the evidence gives and why.
@@ -88,6 +92,15 @@ impl QuestionInfo {
             None
         };
         let lower = question.to_lowercase();
+        let words: Vec<&str> = lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .take(4)
+            .collect();
+        let subject_after_auxiliary = words.first().is_some_and(|w| WH_WORDS.contains(w))
+            && words[1..]
+                .iter()
+                .any(|w| matches!(*w, "do" | "does" | "did"));
         let wants_number = NUMBER_QUESTIONS.iter().any(|cue| lower.contains(cue));
         let mut info = Self {
             answering_span: None,
@@ -98,6 +111,7 @@ impl QuestionInfo {
             weights,
             total_weight,
             polar,
+            subject_after_auxiliary,
             best: 0.0,
             focus_sentences: Vec::new(),
             window_hits: Vec::new(),
@@ -193,6 +207,22 @@ impl QuestionInfo {
             .filter(|(k, _)| mask & (1u128 << k) != 0)
             .map(|(_, w)| w)
             .sum()
+    }
+
+    /// Share of the question's evidence-bearing weight present in any of `sentences` (0 when
+    /// no question word is in the evidence).
+    pub(super) fn share_in(&self, sentences: &[usize]) -> f64 {
+        if self.total_weight <= 0.0 {
+            return 0.0;
+        }
+        let got: f64 = self
+            .terms
+            .iter()
+            .zip(&self.weights)
+            .filter(|(term, _)| sentences.iter().any(|&s| term.in_sentence(s)))
+            .map(|(_, w)| w)
+            .sum();
+        got / self.total_weight
     }
 
     /// Share of the question's evidence-bearing weight present in sentences `s` and `t`.
@@ -712,6 +742,11 @@ pub(super) fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
 }
 
 /// Phrases of questions whose answer is a number or a date.
+/// Words opening a wh-question.
+const WH_WORDS: &[&str] = &[
+    "who", "whom", "whose", "what", "which", "where", "when", "how",
+];
+
 const NUMBER_QUESTIONS: &[&str] = &[
     "how many",
     "how much",

@@ -273,7 +273,7 @@ impl Evidence {
     }
 
     /// Sentences holding `norm` or an inflection of it, sorted.
-    fn sentences_with(&self, norm: &str) -> Vec<usize> {
+    pub(super) fn sentences_with(&self, norm: &str) -> Vec<usize> {
         let mut found: Vec<usize> = self.postings.get(norm).cloned().unwrap_or_default();
         if let Some(key) = text::synonym_key(norm)
             && let Some(list) = self.postings.get(&key)

@@ -430,7 +430,11 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     assert_eq!(report["chosen_l2"], weights["l2"]);
     assert_eq!(report["chosen_max_false_flags"], weights["max_false_flags"]);
     let files = report["files"].as_array().expect("files");
-    assert_eq!(files.len(), 2);
+    // Two tuning files and the length-matched swaps, which the fit only scores.
+    assert_eq!(files.len(), 3);
+    let fitted: Vec<bool> = files.iter().map(|f| f["fitted"] == true).collect();
+    assert_eq!(fitted, [true, true, false]);
+    assert_eq!(files[2]["file"], "data/witness/halueval-dev/swaps.jsonl");
     for file in files {
         for part in ["in_sample", "cross_validated"] {
             let flagged = file[part]["all"]["flagged"].as_f64().expect("flagged");
@@ -440,6 +444,11 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     let text = run(svc(state.path()).args(["witness", "fit", "--cv", "2"]));
     assert_eq!(text.code, 0, "{}", text.stderr);
     assert!(text.stdout.contains("<- chosen") && text.stdout.contains("cross-validated"));
+    assert!(
+        text.stdout.contains("swaps.jsonl  (not fitted on)"),
+        "{}",
+        text.stdout
+    );
 
     let elsewhere =
         run(svc(state.path()).args(["witness", "fit", "--root", "/nonexistent-svc-root"]));
@@ -447,4 +456,44 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     assert!(elsewhere.stderr.contains("--root"), "{}", elsewhere.stderr);
     let one_fold = run(svc(state.path()).args(["witness", "fit", "--cv", "1"]));
     assert_eq!(one_fold.code, 2);
+}
+
+/// `svc witness fit --nested` adds figures in which each fold's penalty and false-flag limit
+/// were chosen on the other folds alone.
+#[test]
+fn fit_nested_reports_per_fold_choices_and_figures() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = run(svc(state.path()).args(["witness", "fit", "--cv", "3", "--nested", "--json"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+    assert_eq!(
+        report["folds"], 3,
+        "the plain report stays at the top level"
+    );
+    let nested = &report["nested"];
+    let choices = nested["choices"].as_array().expect("choices");
+    assert_eq!(choices.len(), 3);
+    let mut fold_items = 0;
+    for c in choices {
+        assert!(c["l2"].as_f64().is_some_and(|l2| l2 > 0.0), "{c}");
+        fold_items += c["figures"]["items"].as_u64().expect("fold figures");
+    }
+    let files = nested["files"].as_array().expect("files");
+    assert_eq!(files.len(), 3);
+    for file in files {
+        let all = &file["figures"]["all"];
+        assert!(all["items"].as_u64().is_some_and(|n| n > 0), "{file}");
+        let flagged = all["flagged"].as_f64().expect("flagged");
+        assert!((0.0..=1.0).contains(&flagged), "{file}");
+    }
+    // The folds' answers to questions are every answer to a question, once.
+    let questions = fs::read_to_string(root().join("data/witness/halueval-dev/dev.jsonl"))
+        .expect("dev split")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .count() as u64;
+    assert_eq!(fold_items, questions);
+    let plain = run(svc(state.path()).args(["witness", "fit", "--cv", "3", "--json"]));
+    let plain: Value = serde_json::from_str(&plain.stdout).expect("report JSON");
+    assert!(plain.get("nested").is_none(), "nested only when asked");
 }

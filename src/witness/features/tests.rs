@@ -232,3 +232,40 @@ fn proximity_features_are_neutral_without_a_question() {
     assert_eq!(f.answer_at_question, 1.0, "{f:?}");
     assert_eq!(f.window_alignment, 1.0, "{f:?}");
 }
+
+/// Two members of a pair in one sentence, one of them described by a sentence of its own that
+/// holds the rest of the question: that one fills the question's slot.
+const PAIR: &str = "The Harbour Quartet was a jazz group that consisted of Miller (Tom Ash) and \
+    Okafor (Ben Reyes).\n\nTom Ash (born 3 May 1950) is a Welsh pianist and composer.";
+
+#[test]
+fn a_rival_name_the_question_describes_elsewhere_is_better_linked() {
+    let q = "The Harbour Quartet consisted of what musician born 3 May 1950?";
+    let wrong = features_in(PAIR, "Okafor", Some(q));
+    assert!(wrong.better_linked_name > 0.3, "{wrong:?}");
+    let right = features_in(PAIR, "Tom Ash", Some(q));
+    assert_eq!(right.better_linked_name, 0.0, "{right:?}");
+    // Without a question there is no slot to fill.
+    let free = features_in(PAIR, "Okafor was in the Harbour Quartet.", None);
+    assert_eq!(free.better_linked_name, 0.0, "{free:?}");
+}
+
+#[test]
+fn a_do_support_question_describes_its_subject_not_a_rival() {
+    let q = "Who did the Welsh pianist born 3 May 1950 play beside in the Harbour Quartet?";
+    let f = features_in(PAIR, "Okafor", Some(q));
+    assert_eq!(f.better_linked_name, 0.0, "{f:?}");
+}
+
+/// Members of a list are names of their own: the answer's list neighbour, described by a
+/// sentence of its own that holds the rest of the question, is the better-linked rival.
+#[test]
+fn each_member_of_a_list_is_a_name_of_its_own() {
+    let evidence = "The film starred Ann Lee, Bo Park, Cy Ray and Di Fox.\n\nBo Park (born 1970) \
+        is a Welsh actress who also starred in Harbour Lights.";
+    let q = "Which Welsh actress of the film also starred in Harbour Lights?";
+    let wrong = features_in(evidence, "Cy Ray", Some(q));
+    assert!(wrong.better_linked_name > 0.3, "{wrong:?}");
+    let right = features_in(evidence, "Bo Park", Some(q));
+    assert_eq!(right.better_linked_name, 0.0, "{right:?}");
+}
