@@ -741,12 +741,12 @@ pub(super) fn opens_with_anaphor(evidence: &Evidence, s: usize) -> bool {
         .is_some_and(|t| ANAPHORA.contains(&t.norm.as_str()))
 }
 
-/// Phrases of questions whose answer is a number or a date.
 /// Words opening a wh-question.
 const WH_WORDS: &[&str] = &[
     "who", "whom", "whose", "what", "which", "where", "when", "how",
 ];
 
+/// Phrases of questions whose answer is a number or a date.
 const NUMBER_QUESTIONS: &[&str] = &[
     "how many",
     "how much",

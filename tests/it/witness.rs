@@ -496,4 +496,12 @@ fn fit_nested_reports_per_fold_choices_and_figures() {
     let plain = run(svc(state.path()).args(["witness", "fit", "--cv", "3", "--json"]));
     let plain: Value = serde_json::from_str(&plain.stdout).expect("report JSON");
     assert!(plain.get("nested").is_none(), "nested only when asked");
+    // Two folds cannot nest: it was computed on a third, empty fold before (regression).
+    let two = run(svc(state.path()).args(["witness", "fit", "--cv", "2", "--nested"]));
+    assert_eq!(two.code, 2, "{}", two.stdout);
+    assert!(
+        two.stderr.contains("--nested needs --cv 3 or more"),
+        "{}",
+        two.stderr
+    );
 }
