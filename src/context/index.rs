@@ -31,9 +31,10 @@ use spans::*;
 mod stamp;
 pub use stamp::{TreeStamp, tree_stamp};
 
-/// Version of the persisted index layout and of the skeletons stored in it; a mismatch
-/// re-parses everything (bump it when skeleton rendering changes, or stale skeletons survive).
-const PERSIST_VERSION: u32 = 5;
+/// Version of the persisted index layout and of the skeletons and seam corrections stored in
+/// it; a mismatch re-parses everything (bump it when skeleton rendering or the seam windows
+/// change, or stale values survive). 6: one-line fragments get join corrections.
+const PERSIST_VERSION: u32 = 6;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most
@@ -868,21 +869,43 @@ fn parse_file(path: &str, language: Language, text: String, tokenizer: &Tokenize
 
 /// The token corrections of each fragment's joins, computed with the counts themselves.
 fn join_seams(text: &str, fragments: &mut [Fragment], tokenizer: &Tokenizer) {
-    use super::seams::correction;
+    use super::seams::{Left, correction};
+    use crate::tokens::counts_add;
+    // Whether each fragment's start splits the tokens however it is rendered: after its own
+    // header, or continuing the fragment before it in the file.
+    let clean_start: Vec<bool> = (0..fragments.len())
+        .map(|at| {
+            let f = &fragments[at];
+            let body = &text[f.bytes.clone()];
+            counts_add(&header_line(&f.chunk_id, f.context.as_deref()), body)
+                && at
+                    .checked_sub(1)
+                    .map(|p| &fragments[p])
+                    .filter(|previous| previous.bytes.end == f.bytes.start)
+                    .is_none_or(|previous| counts_add(&text[previous.bytes.clone()], body))
+        })
+        .collect();
     for at in 0..fragments.len() {
         let (before, rest) = fragments.split_at_mut(at);
         let f = &mut rest[0];
         let body = &text[f.bytes.clone()];
         let header = header_line(&f.chunk_id, f.context.as_deref());
-        f.seams.header = correction(&header, body, true, tokenizer);
+        f.seams.header = correction(&header, body, Left::Whole, tokenizer);
         f.seams.join = before
             .last()
             .filter(|previous| previous.bytes.end == f.bytes.start)
-            .and_then(|previous| correction(&text[previous.bytes.clone()], body, false, tokenizer));
+            .and_then(|previous| {
+                let window = if clean_start[at - 1] {
+                    Left::CleanStart
+                } else {
+                    Left::FromLastSplit
+                };
+                correction(&text[previous.bytes.clone()], body, window, tokenizer)
+            });
         f.seams.skeleton = f
             .skeleton
             .as_deref()
-            .and_then(|skeleton| correction(&skeleton_header(f), skeleton, true, tokenizer));
+            .and_then(|skeleton| correction(&skeleton_header(f), skeleton, Left::Whole, tokenizer));
     }
 }
 

@@ -52,22 +52,34 @@ pub fn last_split(text: &str) -> Option<usize> {
         .find(|&at| splits_at(text, at))
 }
 
+/// How much of `left` a seam's window may take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Left {
+    /// `left` stands alone (a piece header): its whole text may be the window.
+    Whole,
+    /// `left` is a fragment whose start splits the tokens in every rendering (each seam that
+    /// can precede it adds with no correction): when it has no split of its own (a one-line
+    /// `mod job;`), its whole text may be the window, since no other window reaches into it.
+    CleanStart,
+    /// The window starts at `left`'s last split, and there must be one.
+    FromLastSplit,
+}
+
 /// `count(left + right) − count(left) − count(right)`, from the lines around the seam.
-/// `left_whole`: `left` stands alone (a piece header), so its whole text may be the window;
-/// else the window starts at `left`'s last split, and there must be one. `None` when the
-/// correction would not be independent of a neighbouring seam (no split where one is needed,
-/// a `left` not ending in a line break, or a `left` of line breaks only).
-pub fn correction(left: &str, right: &str, left_whole: bool, tokenizer: &Tokenizer) -> Option<i32> {
+/// `None` when the correction would not be independent of a neighbouring seam (no split where
+/// one is needed, a `left` not ending in a line break, or a `left` of line breaks only).
+pub fn correction(left: &str, right: &str, window: Left, tokenizer: &Tokenizer) -> Option<i32> {
     if !left.ends_with('\n') || left.trim_end_matches(['\r', '\n']).is_empty() {
         return None;
     }
     if counts_add(left, right) {
         return Some(0);
     }
-    let window_left = if left_whole {
-        left
-    } else {
-        &left[last_split(left)?..]
+    let window_left = match (window, last_split(left)) {
+        (Left::Whole, _) => left,
+        (_, Some(at)) => &left[at..],
+        (Left::CleanStart, None) => left,
+        (Left::FromLastSplit, None) => return None,
     };
     let window_right = &right[..first_split(right).unwrap_or(right.len())];
     let joined = tokenizer.count(&format!("{window_left}{window_right}"));
@@ -90,19 +102,23 @@ mod tests {
         let tokenizer = Tokenizer::default();
         let left = "impl A {\n    fn a(&self) -> u8 {\n        1\n    }\n}\n\n";
         let right = "/// Doc of b.\n/// More.\npub fn b() {}\n";
-        let joined = correction(left, right, false, &tokenizer).expect("a split in left");
+        let joined =
+            correction(left, right, Left::FromLastSplit, &tokenizer).expect("a split in left");
         assert_ne!(joined, 0, "`}}\\n\\n///` is one piece");
         assert_eq!(joined, exact(left, right, &tokenizer));
         // A header stands alone: its whole text is the window.
         let header = ">>> src/a.rs#L3-9 (in impl A)\n";
         assert_eq!(
-            correction(header, right, true, &tokenizer),
+            correction(header, right, Left::Whole, &tokenizer),
             Some(exact(header, right, &tokenizer))
         );
-        assert_eq!(correction(header, right, false, &tokenizer), None);
-        assert_eq!(correction("\n\n", right, true, &tokenizer), None);
         assert_eq!(
-            correction("x\n", "y\n", false, &tokenizer),
+            correction(header, right, Left::FromLastSplit, &tokenizer),
+            None
+        );
+        assert_eq!(correction("\n\n", right, Left::Whole, &tokenizer), None);
+        assert_eq!(
+            correction("x\n", "y\n", Left::FromLastSplit, &tokenizer),
             Some(0),
             "an additive seam needs no window"
         );
@@ -119,7 +135,7 @@ mod tests {
             let starts: Vec<usize> = line_starts(&text).step_by(7).collect();
             for pair in starts.windows(3) {
                 let (left, right) = (&text[pair[0]..pair[1]], &text[pair[1]..pair[2]]);
-                if let Some(joined) = correction(left, right, false, &tokenizer) {
+                if let Some(joined) = correction(left, right, Left::FromLastSplit, &tokenizer) {
                     assert_eq!(joined, exact(left, right, &tokenizer), "{file}");
                     checked += 1;
                 }

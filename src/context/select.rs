@@ -828,6 +828,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn one_line_items_before_a_blank_line_are_summed_from_the_index() {
+        // `mod job;` has no line start of its own where the tokens split, and `;\n\n` is one
+        // piece: the seam after it needed the tokenizer until its whole line became the window
+        // (fd's `src/exec/mod.rs` made every warm select of fd load the rank tables).
+        let text = "mod command;\nmod job;\n\nuse std::io;\nuse std::fmt;\n\n/// Runs.\npub fn run() -> u8 {\n    1\n}\n";
+        let index = Index::from_documents(&[("src/exec/mod.rs".to_string(), text.to_string())]);
+        let one_line = index
+            .fragments
+            .iter()
+            .position(|f| f.lines == (2, 2))
+            .expect("`mod job;` is a fragment of its own");
+        assert!(index.fragments[one_line + 1].seams.join.is_some());
+        let tokenizer = Tokenizer::default();
+        for budget in [40, 200] {
+            let selection = select(&index, "run job command", budget, &SelectOptions::default())
+                .expect("select");
+            assert_eq!(selection.tokens, tokenizer.count(&selection.rendered));
+            assert!(selection.counted_from_index(), "at {budget}");
+        }
+    }
+
     fn walkdir_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         let mut out = Vec::new();
         let mut stack = vec![dir.to_path_buf()];
