@@ -180,6 +180,71 @@ pub fn single_parent_commits(
     Ok(commits)
 }
 
+/// One file of a `git diff -U0`: its path on each side (`None` for `/dev/null`) and its hunks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileDiff {
+    pub old_path: Option<String>,
+    pub new_path: Option<String>,
+    pub hunks: Vec<Hunk>,
+}
+
+/// A hunk header's `(start, count)` on the old and the new side (a count of 0 is a pure
+/// insertion or deletion, whose start is the line before it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hunk {
+    pub old: (usize, usize),
+    pub new: (usize, usize),
+}
+
+/// The files and hunk headers of a `git diff -U0` output. A hunk's body is skipped by its
+/// counts, so a removed line reading `-- x` or an added `++ x` (shown as `--- x`, `+++ x`) is
+/// never taken for a file header.
+pub fn diff_files(diff: &str) -> Vec<FileDiff> {
+    fn range(field: &str) -> (usize, usize) {
+        match field.split_once(',') {
+            Some((start, count)) => (start.parse().unwrap_or(0), count.parse().unwrap_or(0)),
+            None => (field.parse().unwrap_or(0), 1),
+        }
+    }
+    let side = |path: &str, prefix: &str| path.strip_prefix(prefix).map(str::to_string);
+    let mut files: Vec<FileDiff> = Vec::new();
+    let mut body = 0usize;
+    for line in diff.lines() {
+        if body > 0 {
+            // "\ No newline at end of file" follows a body line without being one.
+            if !line.starts_with('\\') {
+                body -= 1;
+            }
+            continue;
+        }
+        if let Some(path) = line.strip_prefix("--- ") {
+            files.push(FileDiff {
+                old_path: side(path, "a/"),
+                new_path: None,
+                hunks: Vec::new(),
+            });
+        } else if let Some(path) = line.strip_prefix("+++ ") {
+            if let Some(file) = files.last_mut() {
+                file.new_path = side(path, "b/");
+            }
+        } else if let Some(header) = line.strip_prefix("@@ -") {
+            let mut fields = header.split_whitespace();
+            let old = range(fields.next().unwrap_or_default());
+            let new = range(
+                fields
+                    .next()
+                    .and_then(|f| f.strip_prefix('+'))
+                    .unwrap_or_default(),
+            );
+            body = old.1 + new.1;
+            if let Some(file) = files.last_mut() {
+                file.hunks.push(Hunk { old, new });
+            }
+        }
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -244,5 +309,31 @@ mod tests {
         assert_eq!(commits[0].message, "Second\n\nWith a body.");
         let parent = String::from_utf8(git(&["rev-parse", "HEAD~2"])).expect("utf8");
         assert_eq!(commits[0].parent, parent.trim());
+    }
+
+    #[test]
+    fn diff_files_skip_hunk_bodies_that_look_like_headers() {
+        // A removed SQL/Lua comment line `-- x` shows as `--- x`, an added `++ y` as `+++ y`.
+        let diff = "diff --git a/q.sql b/q.sql\n--- a/q.sql\n+++ b/q.sql\n@@ -2,2 +2 @@ select\n--- x\n-y\n+++ y\n\\ No newline at end of file\n@@ -9 +8,0 @@\n-z\ndiff --git a/n.rs b/n.rs\nnew file mode 100644\n--- /dev/null\n+++ b/n.rs\n@@ -0,0 +1,2 @@\n+a\n+b\n";
+        let files = diff_files(diff);
+        assert_eq!(files.len(), 2, "{files:#?}");
+        assert_eq!(files[0].old_path.as_deref(), Some("q.sql"));
+        assert_eq!(files[0].new_path.as_deref(), Some("q.sql"));
+        assert_eq!(
+            files[0].hunks,
+            vec![
+                Hunk {
+                    old: (2, 2),
+                    new: (2, 1)
+                },
+                Hunk {
+                    old: (9, 1),
+                    new: (8, 0)
+                }
+            ]
+        );
+        assert_eq!(files[1].old_path, None);
+        assert_eq!(files[1].new_path.as_deref(), Some("n.rs"));
+        assert_eq!(files[1].hunks[0].new, (1, 2));
     }
 }

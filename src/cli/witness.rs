@@ -359,13 +359,6 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
     use svc::witness::cv;
     // Parsed in 2..100, so it fits.
     let folds = args.folds as usize;
-    if args.nested && folds < 3 {
-        // The items are dealt into `--cv` folds once; nested needs one outer fold plus an
-        // inner cross-validation of at least two on the rest.
-        anyhow::bail!(
-            "--nested needs --cv 3 or more (it was {folds}): each outer fold is scored by a rule chosen by cross-validating the other folds"
-        );
-    }
     let sets = cv::load(&args.root, folds).with_context(|| {
         format!(
             "reading the tuning data under {} (pass --root with the repository root)",
@@ -379,9 +372,17 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         )
     })?;
     let report = cv::cross_validate(&sets, &scored_only, folds);
-    let nested = args
-        .nested
-        .then(|| cv::nested_cross_validate(&sets, &scored_only, folds));
+    let nested = if args.nested {
+        Some(
+            cv::nested_cross_validate(&sets, &scored_only, folds).with_context(|| {
+                format!(
+                    "--nested needs --cv 3 or more (it was {folds}): each outer fold is scored by a rule chosen by cross-validating the other folds"
+                )
+            })?,
+        )
+    } else {
+        None
+    };
     if args.json {
         let mut value = serde_json::to_value(&report)?;
         if let (Some(nested), Some(fields)) = (&nested, value.as_object_mut()) {

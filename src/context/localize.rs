@@ -141,26 +141,16 @@ pub fn mine_tasks(
 /// no parent side and are left out; a pure insertion counts the parent line it follows.
 fn parse_diff(diff: &str) -> HashMap<String, Vec<usize>> {
     let mut out: HashMap<String, Vec<usize>> = HashMap::new();
-    let mut current: Option<String> = None;
-    for line in diff.lines() {
-        if let Some(path) = line.strip_prefix("--- ") {
-            current = path.strip_prefix("a/").map(str::to_string);
-            continue;
-        }
-        let Some(hunk) = line.strip_prefix("@@ -") else {
+    for file in crate::git::diff_files(diff) {
+        let (Some(path), false) = (file.old_path, file.hunks.is_empty()) else {
             continue;
         };
-        let Some(path) = &current else { continue };
-        let old = hunk.split_whitespace().next().unwrap_or_default();
-        let (start, count) = match old.split_once(',') {
-            Some((s, c)) => (s.parse().unwrap_or(0), c.parse().unwrap_or(0)),
-            None => (old.parse().unwrap_or(0), 1usize),
-        };
-        let lines = out.entry(path.clone()).or_default();
-        if count == 0 {
-            lines.push(start.max(1));
-        } else {
-            lines.extend(start..start + count);
+        let lines = out.entry(path).or_default();
+        for hunk in file.hunks {
+            match hunk.old {
+                (start, 0) => lines.push(start.max(1)),
+                (start, count) => lines.extend(start..start + count),
+            }
         }
     }
     out
@@ -404,7 +394,7 @@ mod tests {
 
     #[test]
     fn diff_parsing_takes_parent_side_lines() {
-        let diff = "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -3,2 +3,3 @@ fn x\n-a\n-b\n+c\n@@ -10,0 +12 @@\n+d\n--- /dev/null\n+++ b/src/new.rs\n@@ -0,0 +1,2 @@\n+x\n";
+        let diff = "diff --git a/src/a.rs b/src/a.rs\n--- a/src/a.rs\n+++ b/src/a.rs\n@@ -3,2 +3 @@ fn x\n-a\n-b\n+c\n@@ -10,0 +12 @@\n+d\ndiff --git a/src/new.rs b/src/new.rs\n--- /dev/null\n+++ b/src/new.rs\n@@ -0,0 +1,2 @@\n+x\n+y\n";
         let changed = parse_diff(diff);
         assert_eq!(changed.get("src/a.rs"), Some(&vec![3, 4, 10]));
         assert!(!changed.contains_key("src/new.rs"));

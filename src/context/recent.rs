@@ -115,7 +115,7 @@ impl RecentChanges {
                 if git::run(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).is_err() {
                     return Ok(None);
                 }
-                diff_against(&window_base(root, "HEAD", commits)?)?
+                diff_against(&root_commit(root, "HEAD")?)?
             }
         };
         let mut files = parse_new_side(&String::from_utf8_lossy(&diff));
@@ -139,11 +139,6 @@ impl RecentChanges {
         self.commits
     }
 
-    /// Number of changed files.
-    pub fn len(&self) -> usize {
-        self.files.len()
-    }
-
     /// How the lines `first..=last` of `path` changed lately: `Some(true)` when a changed line
     /// falls inside them (or the whole file changed), `Some(false)` when the file changed
     /// elsewhere, `None` when the file did not change.
@@ -160,6 +155,11 @@ fn window_base(repo: &Path, revision: &str, commits: usize) -> Result<String, Gi
     if let Ok(out) = git::run(repo, &["rev-parse", "--verify", "--quiet", &back]) {
         return Ok(String::from_utf8_lossy(&out).trim().to_string());
     }
+    root_commit(repo, revision)
+}
+
+/// The first commit of `revision`'s first-parent history.
+fn root_commit(repo: &Path, revision: &str) -> Result<String, GitError> {
     let roots = git::run(
         repo,
         &["rev-list", "--first-parent", "--max-parents=0", revision],
@@ -171,42 +171,19 @@ fn window_base(repo: &Path, revision: &str, commits: usize) -> Result<String, Gi
 /// New-side changed line ranges per file of a `-U0` diff. A pure deletion marks the line after
 /// it (the code around the removed lines changed); deleted files are left out.
 fn parse_new_side(diff: &str) -> HashMap<String, Vec<(usize, usize)>> {
-    let mut out: HashMap<String, Vec<(usize, usize)>> = HashMap::new();
-    let mut current: Option<String> = None;
-    for line in diff.lines() {
-        if let Some(path) = line.strip_prefix("+++ ") {
-            current = path.strip_prefix("b/").map(str::to_string);
-            if let Some(path) = &current {
-                out.entry(path.clone()).or_default();
-            }
-            continue;
-        }
-        let Some(hunk) = line.strip_prefix("@@ -") else {
-            continue;
-        };
-        let Some(path) = &current else { continue };
-        let Some(new) = hunk
-            .split_whitespace()
-            .nth(1)
-            .and_then(|n| n.strip_prefix('+'))
-        else {
-            continue;
-        };
-        let (start, count) = match new.split_once(',') {
-            Some((s, c)) => (s.parse().unwrap_or(0), c.parse().unwrap_or(0)),
-            None => (new.parse().unwrap_or(0), 1usize),
-        };
-        let range = if count == 0 {
-            (start.max(1), start.max(1) + 1)
-        } else {
-            (start.max(1), start + count - 1)
-        };
-        if let Some(ranges) = out.get_mut(path) {
-            ranges.push(range);
-        }
+    let mut out = HashMap::new();
+    for file in git::diff_files(diff) {
+        let Some(path) = file.new_path else { continue };
+        let ranges = file
+            .hunks
+            .iter()
+            .map(|hunk| match hunk.new {
+                (start, 0) => (start.max(1), start.max(1) + 1),
+                (start, count) => (start.max(1), start + count - 1),
+            })
+            .collect();
+        out.insert(path, ranges);
     }
-    // A file whose hunks were all unparseable still changed; an empty list says "as a whole",
-    // which is the safe reading of a diff that names it.
     out
 }
 
@@ -221,12 +198,26 @@ diff --git a/src/a.rs b/src/a.rs
 --- a/src/a.rs
 +++ b/src/a.rs
 @@ -3,2 +3,3 @@ fn x
+-a
+-b
++a
++b
++c
 @@ -10 +11 @@
+--- a removed comment line that looks like a header
++++ an added line that looks like one
 @@ -20,4 +21,0 @@
+-w
+-x
+-y
+-z
 diff --git a/gone.rs b/gone.rs
 --- a/gone.rs
 +++ /dev/null
 @@ -1,3 +0,0 @@
+-p
+-q
+-r
 ";
         let files = parse_new_side(diff);
         assert_eq!(files.len(), 1);

@@ -434,14 +434,16 @@ fn without_fold(sets: &[TuningSet], outer: usize) -> Vec<TuningSet> {
 /// folds ([`choose_l2`], [`choose_false_flags`] with one fold fewer), fit there and score the
 /// fold. The plain cross-validated figures of [`cross_validate`] score every fold with the
 /// penalty and limit chosen on all folds, which makes them slightly optimistic; these do not.
-/// `folds` must be the number the sets were loaded with (at least 3, so the inner
-/// cross-validation has two folds).
+/// `folds` must be the number the sets were loaded with; `None` below 3, where the inner
+/// cross-validation would have fewer than two folds.
 pub fn nested_cross_validate(
     sets: &[TuningSet],
     scored_only: &[TuningSet],
     folds: usize,
-) -> NestedReport {
-    let folds = folds.max(3);
+) -> Option<NestedReport> {
+    if folds < 3 {
+        return None;
+    }
     let mut choices = Vec::with_capacity(folds);
     let fits: Vec<Weights> = (0..folds)
         .map(|outer| {
@@ -472,11 +474,11 @@ pub fn nested_cross_validate(
             figures: file_figures(&set.items, |item| &fits[item.fold % fits.len()]),
         })
         .collect();
-    NestedReport {
+    Some(NestedReport {
         folds,
         choices,
         files,
-    }
+    })
 }
 
 #[cfg(test)]
