@@ -151,6 +151,28 @@ impl SpanBuilder<'_> {
                 {
                     span.last = last;
                 }
+            } else if node.kind.is_container() && members.is_empty() && size > SPLIT_BYTES * 2 {
+                // A record with no member items (a struct's fields, an enum's variants) that
+                // is too big to send whole is cut into runs of members like module-level
+                // code: the run a query names can then be sent in full instead of the whole
+                // record going out as a one-line reference.
+                let header = match context {
+                    Some(outer) => format!("{outer} > {}", self.header(item)),
+                    None => self.header(item),
+                };
+                for (part, mut span) in record_spans(self.text, self.lines, first, last)
+                    .into_iter()
+                    .enumerate()
+                {
+                    span.kind = kind;
+                    if part == 0 {
+                        span.symbols = symbols.clone();
+                        span.context = context.map(str::to_string);
+                    } else {
+                        span.context = Some(header.clone());
+                    }
+                    out.push(span);
+                }
             } else {
                 // An unsplit container defines its members too.
                 let mut symbols = symbols;
@@ -222,6 +244,38 @@ pub(super) fn block_spans(
         }
         spans.push(Span {
             kind,
+            first: start,
+            last: end,
+            symbols: Vec::new(),
+            context: None,
+        });
+        start = end + 1;
+    }
+    spans
+}
+
+/// Cuts a record's lines `first..=last` into runs of at most [`MAX_BLOCK_LINES`], each ending
+/// after a blank line or, failing one, after a line ending a member (`,` or `;`), so a cut
+/// falls between fields or variants rather than inside one.
+fn record_spans(text: &str, lines: &LineMap, first: usize, last: usize) -> Vec<Span> {
+    let mut spans = Vec::new();
+    let mut start = first;
+    while start <= last {
+        let mut end = (start + MAX_BLOCK_LINES - 1).min(last);
+        if end < last {
+            let window = start + MAX_BLOCK_LINES / 2..=end;
+            let line = |l: usize| text[lines.span(l)].trim();
+            if let Some(cut) = window
+                .clone()
+                .rev()
+                .find(|&l| line(l).is_empty())
+                .or_else(|| window.rev().find(|&l| line(l).ends_with([',', ';'])))
+            {
+                end = cut;
+            }
+        }
+        spans.push(Span {
+            kind: FragmentKind::Block,
             first: start,
             last: end,
             symbols: Vec::new(),

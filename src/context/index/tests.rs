@@ -133,6 +133,48 @@ fn large_impls_split_into_methods() {
     );
 }
 
+/// A struct of many options (fd's 655-line `Opts`) used to be one fragment: too big to send
+/// whole, its name alone matched, and it went out as a one-line reference however well the
+/// query named one of its fields.
+#[test]
+fn large_records_are_cut_into_runs_of_members_between_fields() {
+    let mut text = String::from("/// Options.\n#[derive(Debug)]\npub struct Opts {\n");
+    for i in 0..60 {
+        text.push_str(&format!(
+            "    /// Whether option {i} is on (and what it overrides).\n    #[arg(long, help = \"option {i}\")]\n    pub option_{i}: bool,\n\n"
+        ));
+    }
+    text.push_str("}\n\nfn after() {}\n");
+    let index = doc_index("cli.rs", &text);
+    assert_partition(&index);
+    let parts: Vec<&Fragment> = index
+        .fragments
+        .iter()
+        .filter(|f| f.kind == FragmentKind::Struct)
+        .collect();
+    assert!(parts.len() >= 3, "{} parts", parts.len());
+    assert_eq!(parts[0].symbols, vec!["Opts".to_string()]);
+    assert!(index.text(parts[0]).starts_with("/// Options."));
+    for part in &parts[1..] {
+        assert!(part.symbols.is_empty());
+        assert_eq!(part.context.as_deref(), Some("pub struct Opts"));
+        // Cut between fields: every run starts at a field's doc line.
+        assert!(
+            index.text(part).starts_with("    /// Whether option"),
+            "{:?}",
+            index.text(part)
+        );
+        assert!(part.lines.1 - part.lines.0 < MAX_BLOCK_LINES);
+        let skeleton = part.skeleton.as_deref().expect("a run has a skeleton");
+        assert!(skeleton.contains("pub option_"), "{skeleton}");
+        assert!(!skeleton.contains("#[arg"), "{skeleton}");
+    }
+    assert!(index.text(parts.last().expect("last")).ends_with("}\n\n"));
+    // A small struct stays whole.
+    let small = doc_index("small.rs", "pub struct A {\n    pub b: u8,\n}\n");
+    assert_eq!(small.fragments.len(), 1);
+}
+
 #[test]
 fn documents_split_by_section_key_and_paragraph() {
     let md =
