@@ -36,6 +36,14 @@ pub fn run(repo: &Path, args: &[&str]) -> Result<Vec<u8>, GitError> {
     Ok(output.stdout)
 }
 
+/// The commit `HEAD` names in the work tree holding `dir`; `None` outside a work tree, before
+/// the first commit, or when git cannot run (callers use it to notice that history moved).
+pub fn head_commit(dir: &Path) -> Option<String> {
+    let out = run(dir, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).ok()?;
+    let id = String::from_utf8_lossy(&out).trim().to_string();
+    (!id.is_empty()).then_some(id)
+}
+
 /// The blobs of `rev`'s tree that `keep(path, size)` accepts, as (path, exact bytes) in
 /// `ls-tree` order, read in one `git cat-file --batch`.
 pub fn tree_files(

@@ -1,7 +1,9 @@
 //! Indexes the server keeps in memory between `select_context` calls, so a warm call costs a
 //! stat walk and a selection instead of reading and hashing the whole tree. Each is reused only
-//! while the tree's stamp (every file's path, size and mtime) is unchanged; any edit, new file
-//! or removal rebuilds it (from the persisted index, so only changed files are re-parsed).
+//! while the tree's stamp (every file's path, size and mtime) and the commit `HEAD` names are
+//! unchanged; any edit, new file, removal or commit rebuilds it (from the persisted index, so
+//! only changed files are re-parsed). A commit changes no file but moves the window of recent
+//! changes the selection lifts.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -15,6 +17,8 @@ const CAPACITY: usize = 4;
 
 struct Entry {
     stamp: TreeStamp,
+    /// `HEAD` when the recent changes were read (`None` outside git or with history off).
+    head: Option<String>,
     index: Arc<Index>,
     used: u64,
 }
@@ -61,12 +65,19 @@ impl IndexCache {
         let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
         let key = (canonical, max_file_bytes);
         let stamp = tree_stamp(root, max_file_bytes)?;
+        let commits = commits_from_env().unwrap_or(DEFAULT_COMMITS);
+        let head = if commits == 0 {
+            None
+        } else {
+            crate::git::head_commit(root)
+        };
         {
             let mut guard = self.lock();
             let Entries { clock, map } = &mut *guard;
             *clock += 1;
             if let Some(entry) = map.get_mut(&key)
                 && entry.stamp == stamp
+                && entry.head == head
             {
                 entry.used = *clock;
                 return Ok((entry.index.clone(), Freshness::Warm));
@@ -83,7 +94,6 @@ impl IndexCache {
         // History is a ranking hint: a tree outside git, or a git that fails, selects without
         // it (`svc mcp` refuses a bad SVC_RECENT_COMMITS at start, so the default is only a
         // fallback for library callers).
-        let commits = commits_from_env().unwrap_or(DEFAULT_COMMITS);
         if let Ok(Some(recent)) = RecentChanges::in_work_tree(root, commits) {
             index.set_recent_changes(recent);
         }
@@ -105,6 +115,7 @@ impl IndexCache {
             key,
             Entry {
                 stamp,
+                head,
                 index: index.clone(),
                 used: *clock,
             },
@@ -149,6 +160,30 @@ mod tests {
         let (changed, how) = cache.get(tree.path(), 1_000_000).expect("rebuild");
         assert_eq!(how, Freshness::Built);
         assert_eq!(changed.files.len(), 2);
+    }
+
+    /// A commit of edits already on disk changes no file's stamp, but it moves the window of
+    /// recent changes: the kept index (and the lift it carries) used to outlive it.
+    #[test]
+    fn a_commit_rebuilds_the_kept_index_though_no_file_changed() {
+        use crate::git::in_test_repo as git;
+        let state = tempfile::tempdir().expect("state");
+        let tree = tempfile::tempdir().expect("tree");
+        git(tree.path(), &["init", "-q"]);
+        std::fs::write(tree.path().join("a.py"), "def a():\n    return 1\n").expect("write");
+        git(tree.path(), &["add", "."]);
+        git(tree.path(), &["commit", "-qm", "first"]);
+        std::fs::write(tree.path().join("a.py"), "def a():\n    return 2\n").expect("write");
+        let cache = IndexCache::new(state.path());
+        let (_, how) = cache.get(tree.path(), 1_000_000).expect("build");
+        assert_eq!(how, Freshness::Built);
+        let (_, how) = cache.get(tree.path(), 1_000_000).expect("warm");
+        assert_eq!(how, Freshness::Warm);
+        git(tree.path(), &["commit", "-qam", "second"]);
+        let (_, how) = cache.get(tree.path(), 1_000_000).expect("after the commit");
+        assert_eq!(how, Freshness::Built);
+        let (_, how) = cache.get(tree.path(), 1_000_000).expect("warm again");
+        assert_eq!(how, Freshness::Warm);
     }
 
     #[test]
