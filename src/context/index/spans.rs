@@ -229,35 +229,29 @@ pub(super) fn block_spans(
     last: usize,
     kind: FragmentKind,
 ) -> Vec<Span> {
-    let mut spans = Vec::new();
-    let mut start = first;
-    while start <= last {
-        let mut end = (start + MAX_BLOCK_LINES - 1).min(last);
-        if end < last {
-            let window_start = start + MAX_BLOCK_LINES / 2;
-            if let Some(blank) = (window_start..=end)
-                .rev()
-                .find(|&l| text[lines.span(l)].trim().is_empty())
-            {
-                end = blank;
-            }
-        }
-        spans.push(Span {
-            kind,
-            first: start,
-            last: end,
-            symbols: Vec::new(),
-            context: None,
-        });
-        start = end + 1;
-    }
-    spans
+    runs(text, lines, first, last, kind, |_| false)
 }
 
 /// Cuts a record's lines `first..=last` into runs of at most [`MAX_BLOCK_LINES`], each ending
 /// after a blank line or, failing one, after a line ending a member (`,` or `;`), so a cut
 /// falls between fields or variants rather than inside one.
 fn record_spans(text: &str, lines: &LineMap, first: usize, last: usize) -> Vec<Span> {
+    runs(text, lines, first, last, FragmentKind::Block, |line| {
+        line.ends_with([',', ';'])
+    })
+}
+
+/// Runs of at most [`MAX_BLOCK_LINES`] lines, each cut in its second half after the last blank
+/// line, or failing one after the last line `ends_member` accepts (trimmed), or else at the
+/// limit.
+fn runs(
+    text: &str,
+    lines: &LineMap,
+    first: usize,
+    last: usize,
+    kind: FragmentKind,
+    ends_member: fn(&str) -> bool,
+) -> Vec<Span> {
     let mut spans = Vec::new();
     let mut start = first;
     while start <= last {
@@ -269,13 +263,13 @@ fn record_spans(text: &str, lines: &LineMap, first: usize, last: usize) -> Vec<S
                 .clone()
                 .rev()
                 .find(|&l| line(l).is_empty())
-                .or_else(|| window.rev().find(|&l| line(l).ends_with([',', ';'])))
+                .or_else(|| window.rev().find(|&l| ends_member(line(l))))
             {
                 end = cut;
             }
         }
         spans.push(Span {
-            kind: FragmentKind::Block,
+            kind,
             first: start,
             last: end,
             symbols: Vec::new(),
