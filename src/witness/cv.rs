@@ -633,6 +633,48 @@ mod tests {
         }
     }
 
+    /// The curve counts, per number of right answers below a cut, the most wrong answers a cut
+    /// there flags; the calibration takes the most right answers the target allows.
+    #[test]
+    fn the_out_of_fold_curve_takes_the_most_false_flags_within_the_target() {
+        // 100 right answers at 1..=100, 100 wrong ones: 90 far below, one just under each of
+        // the five lowest right answers, five at the top.
+        let mut scored: Vec<(f64, bool)> = (1..=100).map(|i| (f64::from(i), true)).collect();
+        scored.extend((0..90).map(|i| (-100.0 + f64::from(i), false)));
+        scored.extend((1..=5).map(|i| (f64::from(i) - 0.5, false)));
+        scored.extend((0..5).map(|i| (200.0 + f64::from(i), false)));
+        let cal = calibration_curve(scored);
+        assert_eq!(cal.answers, [100, 100]);
+        assert_eq!(cal.target, FALSE_FLAG_TARGET);
+        let points: Vec<(usize, f64)> = cal
+            .curve
+            .iter()
+            .map(|p| (p.right_below, p.flagged))
+            .collect();
+        assert_eq!(
+            points,
+            [(0, 0.91), (1, 0.92), (2, 0.93), (3, 0.94), (4, 0.95)],
+            "up to 4 % false flags"
+        );
+        let chosen = cal.chosen.expect("within the target");
+        assert_eq!((chosen.right_below, chosen.flagged), (2, 0.93));
+        // Tied scores cannot be cut apart: the right answer tied with a wrong one counts with it.
+        let tied = calibration_curve(vec![(0.0, false), (1.0, true), (1.0, false), (2.0, true)]);
+        let points: Vec<(usize, f64)> = tied
+            .curve
+            .iter()
+            .map(|p| (p.right_below, p.flagged))
+            .collect();
+        assert_eq!(points, [(0, 0.5)]);
+    }
+
+    /// With fewer than 3 folds a fold's fit would have one fold to place its threshold on.
+    #[test]
+    fn cross_validation_needs_three_folds() {
+        assert!(cross_validate(&[], &[], 2).is_none());
+        assert!(nested_cross_validate(&[], &[], 2).is_none());
+    }
+
     #[test]
     fn the_tie_between_penalties_goes_to_the_stronger() {
         // No examples at all: every penalty's loss is 0, so the strongest wins.

@@ -464,6 +464,60 @@ mod tests {
         assert!(flagged(&loose) >= flagged(&strict));
     }
 
+    /// Calibrated on scores of unseen answers, the threshold goes where they fall: answers
+    /// scoring one log-odds unit lower than the fit's own move the cut, and so the intercept,
+    /// by exactly that unit; the weights stay the fit's.
+    #[test]
+    fn a_held_out_cut_follows_the_scores_it_is_given() {
+        let mut examples = Vec::new();
+        for i in 0..100 {
+            let x = f64::from(i) / 100.0;
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.9 + 0.1 * x,
+                    ..Features::default()
+                },
+                supported: true,
+            });
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.5 + 0.45 * x,
+                    ..Features::default()
+                },
+                supported: false,
+            });
+        }
+        let own = fit(&examples, L2, 0.02, Vec::new());
+        let uncalibrated = fit_uncalibrated(&examples, L2, Vec::new());
+        let lower: Vec<(f64, bool)> = examples
+            .iter()
+            .map(|e| {
+                (
+                    uncalibrated.calibration_logit(&e.features) - 1.0,
+                    e.supported,
+                )
+            })
+            .collect();
+        let held = fit_at_held_out_cut(&examples, uncalibrated.clone(), 0.02, lower);
+        assert!(
+            (held.bias - own.bias - 1.0).abs() < 1e-9,
+            "{} {}",
+            held.bias,
+            own.bias
+        );
+        assert_eq!(held.weights, own.weights);
+        assert_eq!(held.max_false_flags, 0.02);
+        // The fit's own scores given as the held-out ones: the in-sample calibration.
+        let same: Vec<(f64, bool)> = examples
+            .iter()
+            .map(|e| (uncalibrated.calibration_logit(&e.features), e.supported))
+            .collect();
+        assert_eq!(
+            fit_at_held_out_cut(&examples, uncalibrated, 0.02, same),
+            own
+        );
+    }
+
     #[test]
     fn free_standing_claims_are_calibrated_through_the_standalone_weight() {
         let mut examples = Vec::new();
