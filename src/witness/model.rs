@@ -59,7 +59,8 @@ pub struct Weights {
     pub fitted_on: Vec<String>,
     pub l2: f64,
     /// The largest share of right answers to questions the calibration lets fall below the
-    /// qa threshold on the fitting data (chosen by cross-validation).
+    /// qa threshold, among the scores it is placed on (out-of-fold ones for the committed fit;
+    /// see [`fit_at_held_out_cut`]).
     pub max_false_flags: f64,
     pub bias: f64,
     /// Feature name to weight, in the order of [`NAMES`].
