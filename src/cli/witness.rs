@@ -60,16 +60,18 @@ enum WitnessCommand {
     /// content-word-coverage baseline.
     Eval(EvalArgs),
     /// Cross-validate the scoring rule on the committed tuning data (data/witness/): choose
-    /// the L2 penalty by held-out log-loss and print each tuning file's figures at the qa
-    /// threshold, in-sample and cross-validated.
+    /// the L2 penalty by held-out log-loss, show the out-of-fold scores the qa threshold is
+    /// placed on, and print each tuning file's figures at the qa threshold, in-sample and
+    /// cross-validated.
     Fit(FitArgs),
 }
 
 #[derive(Debug, Args)]
 struct FitArgs {
-    /// Number of folds (items go to folds by the hash of their knowledge text).
+    /// Number of folds (items go to folds by the hash of their knowledge text); at least 3,
+    /// as each fold's fit places its threshold by cross-validating the other folds.
     #[arg(long = "cv", default_value_t = svc::witness::cv::DEFAULT_FOLDS as u64,
-          value_parser = clap::value_parser!(u64).range(2..100))]
+          value_parser = clap::value_parser!(u64).range(3..100))]
     folds: u64,
     /// The repository root holding data/witness/.
     #[arg(long, default_value = ".")]
@@ -77,8 +79,8 @@ struct FitArgs {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Also run nested cross-validation: each fold scored by a rule whose penalty and
-    /// false-flag limit were chosen on the other folds alone (takes about `--cv` times longer).
+    /// Also run nested cross-validation: each fold scored by a rule whose penalty was chosen
+    /// and threshold placed on the other folds alone (takes about `--cv` times longer).
     #[arg(long)]
     nested: bool,
 }
@@ -357,7 +359,7 @@ fn run_eval(args: EvalArgs) -> anyhow::Result<ExitCode> {
 
 fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
     use svc::witness::cv;
-    // Parsed in 2..100, so it fits.
+    // Parsed in 3..100, so it fits.
     let folds = args.folds as usize;
     let sets = cv::load(&args.root, folds).with_context(|| {
         format!(
@@ -371,7 +373,11 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
             args.root.display()
         )
     })?;
-    let report = cv::cross_validate(&sets, &scored_only, folds);
+    let report = cv::cross_validate(&sets, &scored_only, folds).with_context(|| {
+        format!(
+            "--cv needs 3 folds or more (it was {folds}): each fold's fit places its threshold by cross-validating the other folds"
+        )
+    })?;
     let nested = if args.nested {
         Some(
             cv::nested_cross_validate(&sets, &scored_only, folds).with_context(|| {
@@ -403,20 +409,21 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         };
         println!("  l2 {:<6} {:.4}{mark}", p.l2, p.log_loss);
     }
+    let cal = &report.calibration;
     println!(
-        "cross-validated figures on the answers to questions per qa false-flag limit of the calibration:"
+        "qa threshold placed on the out-of-fold scores of the answers to questions ({} right, {} wrong), at most {} % false flags:",
+        cal.answers[0],
+        cal.answers[1],
+        cal.target * 100.0
     );
-    for l in &report.limits {
-        let mark = if l.max_false_flags == report.chosen_max_false_flags {
-            "  <- chosen"
-        } else {
-            ""
-        };
+    for p in &cal.curve {
+        let chosen = cal.chosen.is_some_and(|c| c.right_below == p.right_below);
         println!(
-            "  limit {:<6} flagged {:>5.1} %  false flags {:>5.1} %{mark}",
-            l.max_false_flags,
-            l.figures.flagged * 100.0,
-            l.figures.false_flags * 100.0
+            "  {:>2} right below  false flags {:>5.1} %  flagged {:>5.1} %{}",
+            p.right_below,
+            p.false_flags * 100.0,
+            p.flagged * 100.0,
+            if chosen { "  <- chosen" } else { "" }
         );
     }
     println!("figures at the qa threshold (AUROC, hallucinated flagged, right flagged):");
@@ -445,14 +452,23 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
     }
     if let Some(nested) = nested {
         println!(
-            "nested cross-validation (penalty and limit chosen per fold on the other folds; figures on the fold's answers to questions):"
+            "nested cross-validation (penalty chosen and threshold placed per fold on the other folds' out-of-fold scores; figures on the fold's answers to questions):"
         );
         for c in &nested.choices {
+            let placed = c.calibration.map_or_else(
+                || "no cut".to_string(),
+                |p| {
+                    format!(
+                        "cut at {:>4.1} % / {:>5.1} %",
+                        p.false_flags * 100.0,
+                        p.flagged * 100.0
+                    )
+                },
+            );
             println!(
-                "  fold {}  l2 {:<6} limit {:<6} {}",
+                "  fold {}  l2 {:<6} {placed}  {}",
                 c.fold,
                 c.l2,
-                c.max_false_flags,
                 row(&c.figures)
             );
         }

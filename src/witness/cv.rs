@@ -6,7 +6,9 @@
 //! calibrated intercept alike — and scores the fold's answers; pooling the folds gives
 //! out-of-sample figures for every tuning item. The same folds choose the L2 penalty
 //! ([`L2_GRID`], by held-out log-loss), so the committed fit's penalty is itself chosen on
-//! data the candidate fits did not see.
+//! data the candidate fits did not see, and place the qa calibration's cut: the intercept is
+//! shifted so that the qa threshold falls where the pooled out-of-fold scores of the answers
+//! to questions put it at [`FALSE_FLAG_TARGET`] false flags ([`fit_calibrated`]).
 
 use std::path::Path;
 
@@ -25,13 +27,12 @@ pub const DEFAULT_FOLDS: usize = 5;
 /// Candidate L2 penalties, weakest first.
 pub const L2_GRID: [f64; 7] = [0.01, 0.03, 0.1, 0.3, 1.0, 3.0, 10.0];
 
-/// Candidate limits on the share of right answers to questions the calibration lets fall
-/// below the qa threshold on the fitting data.
-pub const FALSE_FLAG_GRID: [f64; 6] = [0.0, 0.005, 0.01, 0.015, 0.02, 0.03];
-
-/// The most cross-validated false flags (right answers to questions flagged at the qa
-/// threshold) a chosen limit may give: the target.
+/// The largest share of right answers to questions the qa calibration lets fall below the
+/// threshold among out-of-fold scores (the target for unseen answers).
 pub const FALSE_FLAG_TARGET: f64 = 0.02;
+
+/// How far the printed out-of-fold curve goes in false flags.
+const CURVE_FALSE_FLAGS: f64 = 0.04;
 
 /// One tuning item as the fit sees it: the claim features of its right (0) and hallucinated
 /// (1) answer, their lengths in words, and its fold.
@@ -173,11 +174,29 @@ pub struct PenaltyScore {
     pub log_loss: f64,
 }
 
-/// Cross-validated figures of one false-flag limit, on the items with a question.
+/// One cut of the pooled out-of-fold scores of the answers to questions.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct LimitScore {
-    pub max_false_flags: f64,
-    pub figures: Figures,
+pub struct CurvePoint {
+    /// Right answers below the cut.
+    pub right_below: usize,
+    /// Their share of the right answers.
+    pub false_flags: f64,
+    /// Share of wrong answers below the highest cut with that many right answers below.
+    pub flagged: f64,
+}
+
+/// Where the qa calibration cuts: the pooled out-of-fold scores of the answers to questions,
+/// as the flagged share each number of false flags allows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Calibration {
+    /// The false-flag share the cut allows ([`FALSE_FLAG_TARGET`]).
+    pub target: f64,
+    /// Answers to questions (right, wrong) with a verifiable claim.
+    pub answers: [usize; 2],
+    /// Up to 4 % false flags.
+    pub curve: Vec<CurvePoint>,
+    /// The point the calibration takes: the most false flags within the target.
+    pub chosen: Option<CurvePoint>,
 }
 
 /// What cross-validation found.
@@ -187,11 +206,8 @@ pub struct CvReport {
     pub penalties: Vec<PenaltyScore>,
     /// The penalty with the least held-out log-loss (the committed fit's).
     pub chosen_l2: f64,
-    pub limits: Vec<LimitScore>,
-    /// The false-flag limit of the qa calibration (the committed fit's): the one flagging the
-    /// most hallucinated answers to questions, cross-validated, with at most
-    /// [`FALSE_FLAG_TARGET`] false flags.
-    pub chosen_max_false_flags: f64,
+    /// The out-of-fold scores the committed fit's qa calibration cuts.
+    pub calibration: Calibration,
     pub files: Vec<FileReport>,
 }
 
@@ -294,75 +310,114 @@ pub fn choose_l2(sets: &[TuningSet], folds: usize) -> (f64, Vec<PenaltyScore>) {
     (chosen, penalties)
 }
 
-/// The rule fitted without each fold.
-fn fold_fits(sets: &[TuningSet], folds: usize, l2: f64, max_false_flags: f64) -> Vec<Weights> {
+/// Log-odds and label of every answer to a question of `sets` (its weakest claim), each
+/// scored by the uncalibrated rule fitted with `l2` without its fold.
+fn out_of_fold_answers(sets: &[TuningSet], folds: usize, l2: f64) -> Vec<(f64, bool)> {
+    let mut out = Vec::new();
+    for fold in 0..folds {
+        let train = examples(fold_items(sets, fold, false));
+        let test = examples(fold_items(sets, fold, true).filter(|i| i.question));
+        if train.is_empty() || test.is_empty() {
+            continue;
+        }
+        let weights = model::fit_uncalibrated(&train, l2, Vec::new());
+        out.extend(
+            test.iter()
+                .map(|e| (weights.calibration_logit(&e.features), e.supported)),
+        );
+    }
+    out
+}
+
+/// The rule of `sets` (measured with `folds` folds): fitted on all their examples with penalty
+/// `l2`, its qa threshold placed at the cut of the pooled out-of-fold scores of the answers to
+/// questions that flags the most wrong answers with at most [`FALSE_FLAG_TARGET`] of the right
+/// ones below ([`model::fit_at_held_out_cut`]). A fit ranks its own right answers higher than
+/// unseen ones, so a cut placed among its own scores lets more right answers fall below it on
+/// new data than it allowed there; out-of-fold scores are what new data looks like, and the
+/// target is then the only constant of the calibration (no limit to choose).
+pub fn fit_calibrated(
+    sets: &[TuningSet],
+    folds: usize,
+    l2: f64,
+    fitted_on: Vec<String>,
+) -> Weights {
+    let examples = all_examples(sets);
+    let answers = out_of_fold_answers(sets, folds, l2);
+    let uncalibrated = model::fit_uncalibrated(&examples, l2, fitted_on);
+    model::fit_at_held_out_cut(&examples, uncalibrated, FALSE_FLAG_TARGET, answers)
+}
+
+/// The rule fitted by [`fit_calibrated`] without each fold (its calibration cross-validating
+/// the other folds among themselves).
+fn fold_fits(sets: &[TuningSet], folds: usize, l2: f64) -> Vec<Weights> {
     (0..folds)
-        .map(|fold| {
-            model::fit(
-                &examples(fold_items(sets, fold, false)),
-                l2,
-                max_false_flags,
-                Vec::new(),
-            )
-        })
+        .map(|fold| fit_calibrated(&without_fold(sets, fold), folds - 1, l2, Vec::new()))
         .collect()
 }
 
-/// Score every limit of [`FALSE_FLAG_GRID`] by its cross-validated figures on the items with a
-/// question, and pick the one flagging the most hallucinated answers with at most
-/// [`FALSE_FLAG_TARGET`] false flags (the smaller limit on a tie; the fewest false flags when
-/// none meets the target).
-pub fn choose_false_flags(sets: &[TuningSet], folds: usize, l2: f64) -> (f64, Vec<LimitScore>) {
-    let questions: Vec<Item> = sets
+/// The flagged share each number of right answers below a cut allows, on `scored` (log-odds,
+/// right), up to [`CURVE_FALSE_FLAGS`].
+fn calibration_curve(mut scored: Vec<(f64, bool)>) -> Calibration {
+    scored.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let right = scored.iter().filter(|s| s.1).count();
+    let wrong = scored.len() - right;
+    let share = |n: usize, of: usize| n as f64 / of.max(1) as f64;
+    let mut curve: Vec<CurvePoint> = Vec::new();
+    let (mut right_below, mut wrong_below) = (0, 0);
+    for (i, (z, supported)) in scored.iter().enumerate() {
+        if *supported {
+            right_below += 1;
+        } else {
+            wrong_below += 1;
+        }
+        // A cut falls only between different scores.
+        if scored.get(i + 1).is_some_and(|next| next.0 == *z) {
+            continue;
+        }
+        if share(right_below, right) > CURVE_FALSE_FLAGS + 1e-12 {
+            break;
+        }
+        let point = CurvePoint {
+            right_below,
+            false_flags: share(right_below, right),
+            flagged: share(wrong_below, wrong),
+        };
+        match curve.last_mut() {
+            Some(last) if last.right_below == right_below => *last = point,
+            _ => curve.push(point),
+        }
+    }
+    let chosen = curve
         .iter()
-        .flat_map(|s| &s.items)
-        .filter(|i| i.question)
-        .cloned()
-        .collect();
-    let limits: Vec<LimitScore> = FALSE_FLAG_GRID
-        .iter()
-        .map(|&limit| {
-            let fits = fold_fits(sets, folds, l2, limit);
-            LimitScore {
-                max_false_flags: limit,
-                figures: file_figures(&questions, |item| &fits[item.fold % fits.len()]).all,
-            }
-        })
-        .collect();
-    let meets = |l: &&LimitScore| l.figures.false_flags <= FALSE_FLAG_TARGET + 1e-12;
-    let chosen = limits
-        .iter()
-        .filter(meets)
-        .fold(None::<&LimitScore>, |best, l| match best {
-            Some(b) if b.figures.flagged >= l.figures.flagged - 1e-12 => Some(b),
-            _ => Some(l),
-        })
-        .or_else(|| {
-            limits
-                .iter()
-                .fold(None::<&LimitScore>, |best, l| match best {
-                    Some(b) if b.figures.false_flags <= l.figures.false_flags => Some(b),
-                    _ => Some(l),
-                })
-        })
-        .map_or(0.0, |l| l.max_false_flags);
-    (chosen, limits)
+        .rev()
+        .find(|p| p.false_flags <= FALSE_FLAG_TARGET + 1e-12)
+        .copied();
+    Calibration {
+        target: FALSE_FLAG_TARGET,
+        answers: [right, wrong],
+        curve,
+        chosen,
+    }
 }
 
 /// Cross-validate the fit on `sets` (measured with `folds` folds): choose the penalty, then
-/// report each file in-sample (the rule fitted on everything) and cross-validated; files of
-/// `scored_only` are reported the same way without being fitted on.
-pub fn cross_validate(sets: &[TuningSet], scored_only: &[TuningSet], folds: usize) -> CvReport {
-    let folds = folds.max(2);
+/// report each file in-sample (the rule fitted on everything) and cross-validated (each fold
+/// scored by the whole fit redone on the other folds, its calibration cross-validating them
+/// among themselves); files of `scored_only` are reported the same way without being fitted
+/// on. `None` below 3 folds, where a fold's fit would have one fold to calibrate on.
+pub fn cross_validate(
+    sets: &[TuningSet],
+    scored_only: &[TuningSet],
+    folds: usize,
+) -> Option<CvReport> {
+    if folds < 3 {
+        return None;
+    }
     let (chosen_l2, penalties) = choose_l2(sets, folds);
-    let (chosen_max_false_flags, limits) = choose_false_flags(sets, folds, chosen_l2);
-    let full = model::fit(
-        &all_examples(sets),
-        chosen_l2,
-        chosen_max_false_flags,
-        Vec::new(),
-    );
-    let per_fold = fold_fits(sets, folds, chosen_l2, chosen_max_false_flags);
+    let calibration = calibration_curve(out_of_fold_answers(sets, folds, chosen_l2));
+    let full = fit_calibrated(sets, folds, chosen_l2, Vec::new());
+    let per_fold = fold_fits(sets, folds, chosen_l2);
     let files = sets
         .iter()
         .map(|set| (set, true))
@@ -374,14 +429,13 @@ pub fn cross_validate(sets: &[TuningSet], scored_only: &[TuningSet], folds: usiz
             cross_validated: file_figures(&set.items, |item| &per_fold[item.fold % folds]),
         })
         .collect();
-    CvReport {
+    Some(CvReport {
         folds,
         penalties,
         chosen_l2,
-        limits,
-        chosen_max_false_flags,
+        calibration,
         files,
-    }
+    })
 }
 
 /// What one outer fold of the nested cross-validation chose on the other folds alone.
@@ -389,7 +443,8 @@ pub fn cross_validate(sets: &[TuningSet], scored_only: &[TuningSet], folds: usiz
 pub struct FoldChoice {
     pub fold: usize,
     pub l2: f64,
-    pub max_false_flags: f64,
+    /// The point of the other folds' out-of-fold curve the fold's calibration took.
+    pub calibration: Option<CurvePoint>,
     /// The fold's answers to questions, scored by the rule fitted with these choices.
     pub figures: Figures,
 }
@@ -404,7 +459,7 @@ pub struct NestedFile {
 }
 
 /// Nested cross-validation: figures in which nothing about an item — not even the choice of
-/// penalty and false-flag limit — was informed by the item itself.
+/// penalty — was informed by the item itself.
 #[derive(Debug, Clone, Serialize)]
 pub struct NestedReport {
     pub folds: usize,
@@ -430,10 +485,11 @@ fn without_fold(sets: &[TuningSet], outer: usize) -> Vec<TuningSet> {
         .collect()
 }
 
-/// For each fold, choose the penalty and the false-flag limit by cross-validation on the other
-/// folds ([`choose_l2`], [`choose_false_flags`] with one fold fewer), fit there and score the
-/// fold. The plain cross-validated figures of [`cross_validate`] score every fold with the
-/// penalty and limit chosen on all folds, which makes them slightly optimistic; these do not.
+/// For each fold, choose the penalty by cross-validation on the other folds ([`choose_l2`]
+/// with one fold fewer), fit there ([`fit_calibrated`], its calibration on those folds'
+/// out-of-fold scores) and score the fold. The plain cross-validated figures of
+/// [`cross_validate`] score every fold with the penalty chosen on all folds, which makes them
+/// slightly optimistic; these do not.
 /// `folds` must be the number the sets were loaded with; `None` below 3, where the inner
 /// cross-validation would have fewer than two folds.
 pub fn nested_cross_validate(
@@ -449,8 +505,8 @@ pub fn nested_cross_validate(
         .map(|outer| {
             let inner = without_fold(sets, outer);
             let (l2, _) = choose_l2(&inner, folds - 1);
-            let (max_false_flags, _) = choose_false_flags(&inner, folds - 1, l2);
-            let fit = model::fit(&all_examples(&inner), l2, max_false_flags, Vec::new());
+            let calibration = calibration_curve(out_of_fold_answers(&inner, folds - 1, l2)).chosen;
+            let fit = fit_calibrated(&inner, folds - 1, l2, Vec::new());
             let held: Vec<Item> = fold_items(sets, outer, true)
                 .filter(|i| i.question)
                 .cloned()
@@ -458,7 +514,7 @@ pub fn nested_cross_validate(
             choices.push(FoldChoice {
                 fold: outer,
                 l2,
-                max_false_flags,
+                calibration,
                 figures: file_figures(&held, |_| &fit).all,
             });
             fit
@@ -542,12 +598,11 @@ mod tests {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"));
         let sets = load(root, DEFAULT_FOLDS).expect("tuning data");
         let scored_only = load_scored_only(root, DEFAULT_FOLDS).expect("scored-only data");
-        let report = cross_validate(&sets, &scored_only, DEFAULT_FOLDS);
+        let report = cross_validate(&sets, &scored_only, DEFAULT_FOLDS).expect("5 folds");
         assert_eq!(report.chosen_l2, model::weights().l2);
-        assert_eq!(
-            report.chosen_max_false_flags,
-            model::weights().max_false_flags
-        );
+        assert_eq!(report.calibration.target, model::weights().max_false_flags);
+        let chosen = report.calibration.chosen.expect("a cut within the target");
+        assert!(chosen.false_flags <= FALSE_FLAG_TARGET);
         assert_eq!(
             report.files.len(),
             devset::TUNE_FILES.len() + devset::SCORED_ONLY_FILES.len()
@@ -576,6 +631,48 @@ mod tests {
                 assert!(cv.auroc <= fig.auroc + 0.01, "{cv:?} {fig:?}");
             }
         }
+    }
+
+    /// The curve counts, per number of right answers below a cut, the most wrong answers a cut
+    /// there flags; the calibration takes the most right answers the target allows.
+    #[test]
+    fn the_out_of_fold_curve_takes_the_most_false_flags_within_the_target() {
+        // 100 right answers at 1..=100, 100 wrong ones: 90 far below, one just under each of
+        // the five lowest right answers, five at the top.
+        let mut scored: Vec<(f64, bool)> = (1..=100).map(|i| (f64::from(i), true)).collect();
+        scored.extend((0..90).map(|i| (-100.0 + f64::from(i), false)));
+        scored.extend((1..=5).map(|i| (f64::from(i) - 0.5, false)));
+        scored.extend((0..5).map(|i| (200.0 + f64::from(i), false)));
+        let cal = calibration_curve(scored);
+        assert_eq!(cal.answers, [100, 100]);
+        assert_eq!(cal.target, FALSE_FLAG_TARGET);
+        let points: Vec<(usize, f64)> = cal
+            .curve
+            .iter()
+            .map(|p| (p.right_below, p.flagged))
+            .collect();
+        assert_eq!(
+            points,
+            [(0, 0.91), (1, 0.92), (2, 0.93), (3, 0.94), (4, 0.95)],
+            "up to 4 % false flags"
+        );
+        let chosen = cal.chosen.expect("within the target");
+        assert_eq!((chosen.right_below, chosen.flagged), (2, 0.93));
+        // Tied scores cannot be cut apart: the right answer tied with a wrong one counts with it.
+        let tied = calibration_curve(vec![(0.0, false), (1.0, true), (1.0, false), (2.0, true)]);
+        let points: Vec<(usize, f64)> = tied
+            .curve
+            .iter()
+            .map(|p| (p.right_below, p.flagged))
+            .collect();
+        assert_eq!(points, [(0, 0.5)]);
+    }
+
+    /// With fewer than 3 folds a fold's fit would have one fold to place its threshold on.
+    #[test]
+    fn cross_validation_needs_three_folds() {
+        assert!(cross_validate(&[], &[], 2).is_none());
+        assert!(nested_cross_validate(&[], &[], 2).is_none());
     }
 
     #[test]

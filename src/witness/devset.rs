@@ -11,7 +11,7 @@ use std::path::Path;
 use super::cv;
 use super::eval::EvalError;
 use super::features::Features;
-use super::model::{self, Weights};
+use super::model::Weights;
 
 /// Which part of the repository-documentation set an item belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +71,9 @@ pub(super) fn weakest(claims: &[Features]) -> Option<Features> {
 }
 
 /// Fit the scoring rule on the tuning files under `root` (the repository root): the L2 penalty
-/// ([`cv::choose_l2`])
-/// and the qa calibration's false-flag limit ([`cv::choose_false_flags`]) are chosen by
-/// cross-validation, then the rule is fitted on all tuning examples with them.
+/// is chosen by cross-validation ([`cv::choose_l2`]), then the rule is fitted on all tuning
+/// examples with it and its qa threshold placed on the same folds' out-of-fold scores
+/// ([`cv::fit_calibrated`]).
 pub fn fit_weights(root: &Path) -> Result<Weights, EvalError> {
     let sets = cv::load(root, cv::DEFAULT_FOLDS)?;
     Ok(fit_sets(&sets))
@@ -82,18 +82,17 @@ pub fn fit_weights(root: &Path) -> Result<Weights, EvalError> {
 /// As [`fit_weights`], on tuning sets already measured.
 pub fn fit_sets(sets: &[cv::TuningSet]) -> Weights {
     let (l2, _) = cv::choose_l2(sets, cv::DEFAULT_FOLDS);
-    let (max_false_flags, _) = cv::choose_false_flags(sets, cv::DEFAULT_FOLDS, l2);
     let examples = cv::all_examples(sets);
     let fitted_on = sets
         .iter()
         .map(|s| format!("{}: {} items", s.file, s.len()))
         .chain(std::iter::once(format!(
-            "{} examples; l2 and the qa false-flag limit chosen by {}-fold cross-validation",
+            "{} examples; l2 chosen and the qa threshold placed on out-of-fold scores by {}-fold cross-validation",
             examples.len(),
             cv::DEFAULT_FOLDS
         )))
         .collect();
-    model::fit(&examples, l2, max_false_flags, fitted_on)
+    cv::fit_calibrated(sets, cv::DEFAULT_FOLDS, l2, fitted_on)
 }
 
 #[cfg(test)]

@@ -59,7 +59,8 @@ pub struct Weights {
     pub fitted_on: Vec<String>,
     pub l2: f64,
     /// The largest share of right answers to questions the calibration lets fall below the
-    /// qa threshold on the fitting data (chosen by cross-validation).
+    /// qa threshold, among the scores it is placed on (out-of-fold ones for the committed fit;
+    /// see [`fit_at_held_out_cut`]).
     pub max_false_flags: f64,
     pub bias: f64,
     /// Feature name to weight, in the order of [`NAMES`].
@@ -69,14 +70,25 @@ pub struct Weights {
 impl Weights {
     /// Probability that the claim is supported, in (0, 1).
     pub fn support(&self, features: &Features) -> f64 {
-        let z = self.bias
+        sigmoid(self.logit(features))
+    }
+
+    /// Log-odds that the claim is supported, as the calibration sees them: of the support
+    /// clamped to [1e-12, 1 − 1e-12], so claims beyond either end tie there.
+    pub fn calibration_logit(&self, features: &Features) -> f64 {
+        let p = self.support(features).clamp(1e-12, 1.0 - 1e-12);
+        (p / (1.0 - p)).ln()
+    }
+
+    /// Log-odds that the claim is supported.
+    fn logit(&self, features: &Features) -> f64 {
+        self.bias
             + self
                 .weights
                 .iter()
                 .zip(features.values())
                 .map(|((_, w), x)| w * x)
-                .sum::<f64>();
-        sigmoid(z)
+                .sum::<f64>()
     }
 
     /// The weights file's text: pretty JSON, numbers rounded so the file is stable.
@@ -128,21 +140,53 @@ pub struct Example {
 /// Fit the logistic regression by IRLS with an L2 penalty of `l2` on the weights' distance
 /// from their [`prior`], then calibrate where [`CALIBRATION_THRESHOLD`] cuts: for answers to
 /// a question (the intercept) at the cut that flags the most wrong answers while at most
-/// `max_false_flags` of the right ones fall below it; for free-standing claims (the
-/// `standalone` weight, 1 on exactly those) at the cut that best separates them. See
-/// [`calibration_offset`].
+/// `max_false_flags` of the right ones fall below it, measured on the fitting examples
+/// themselves; for free-standing claims (the `standalone` weight, 1 on exactly those) at the
+/// cut that best separates them. See [`calibration_offset`]. [`fit_at_held_out_cut`] is the
+/// same fit calibrated on scores of answers the fit did not see.
 pub fn fit(examples: &[Example], l2: f64, max_false_flags: f64, fitted_on: Vec<String>) -> Weights {
-    let mut weights = fit_uncalibrated(examples, l2, fitted_on);
+    let uncalibrated = fit_uncalibrated(examples, l2, fitted_on);
+    let answers: Vec<(f64, bool)> = examples
+        .iter()
+        .filter(|e| e.features.standalone == 0.0)
+        .map(|e| (uncalibrated.calibration_logit(&e.features), e.supported))
+        .collect();
+    fit_at_held_out_cut(examples, uncalibrated, max_false_flags, answers)
+}
+
+/// Calibrate `uncalibrated` (the [`fit_uncalibrated`] rule of `examples`): the intercept puts
+/// [`CALIBRATION_THRESHOLD`] at the cut of `answers` — (uncalibrated log-odds, right) of
+/// answers to questions — that flags the most wrong answers while at most `max_false_flags` of
+/// the right ones fall below it; the free-standing claims of `examples` are calibrated as in
+/// [`fit`].
+///
+/// With `answers` scored out of fold (each by a rule fitted without it, on the same penalty),
+/// the cut is placed where answers the fit never saw fall, not where its own answers do: a fit
+/// scores its own right answers higher than unseen ones, so a cut chosen on them flags more
+/// right answers on new data than it allowed on the old.
+pub fn fit_at_held_out_cut(
+    examples: &[Example],
+    uncalibrated: Weights,
+    max_false_flags: f64,
+    answers: Vec<(f64, bool)>,
+) -> Weights {
+    let mut weights = uncalibrated;
     weights.max_false_flags = max_false_flags;
-    let (free, answers): (Vec<Example>, Vec<Example>) =
-        examples.iter().partition(|e| e.features.standalone > 0.0);
+    let free = |weights: &Weights| -> Vec<(f64, bool)> {
+        examples
+            .iter()
+            .filter(|e| e.features.standalone > 0.0)
+            .map(|e| (weights.calibration_logit(&e.features), e.supported))
+            .collect()
+    };
     if answers.is_empty() {
-        weights.bias += calibration_offset(&weights, &free, None);
+        weights.bias += calibration_offset(free(&weights), None);
         return weights;
     }
-    weights.bias += calibration_offset(&weights, &answers, Some(max_false_flags));
+    weights.bias += calibration_offset(answers, Some(max_false_flags));
+    let free = free(&weights);
     if !free.is_empty() {
-        let shift = calibration_offset(&weights, &free, None);
+        let shift = calibration_offset(free, None);
         if let Some((_, w)) = weights.weights.iter_mut().find(|(n, _)| n == "standalone") {
             *w += shift;
         }
@@ -213,7 +257,7 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
 pub const CALIBRATION_THRESHOLD: f64 = 0.9;
 
 /// The shift of the intercept that puts [`CALIBRATION_THRESHOLD`] at a cut between the
-/// examples' scores (the midpoint between neighbouring scores). With `max_false_flags`, the
+/// scores (log-odds, right) of `scored` (the midpoint between neighbouring scores). With `max_false_flags`, the
 /// middle of the cuts with at most that share of right claims below it that flag the most
 /// wrong claims; without, the cut maximising the share of wrong claims
 /// below it minus the share of right claims below it.
@@ -222,21 +266,8 @@ pub const CALIBRATION_THRESHOLD: f64 = 0.9;
 /// 0.9: a fixed threshold there would flag a coin's share of them. Shifting the intercept
 /// keeps the ranking (and every AUROC) and makes the profile thresholds cut where the tuning
 /// data says; the more lenient profiles cut lower.
-fn calibration_offset(
-    weights: &Weights,
-    examples: &[Example],
-    max_false_flags: Option<f64>,
-) -> f64 {
+fn calibration_offset(mut scored: Vec<(f64, bool)>, max_false_flags: Option<f64>) -> f64 {
     let logit = |p: f64| (p / (1.0 - p)).ln();
-    let mut scored: Vec<(f64, bool)> = examples
-        .iter()
-        .map(|e| {
-            (
-                logit(weights.support(&e.features).clamp(1e-12, 1.0 - 1e-12)),
-                e.supported,
-            )
-        })
-        .collect();
     scored.sort_by(|a, b| a.0.total_cmp(&b.0));
     let right = scored.iter().filter(|s| s.1).count().max(1) as f64;
     let wrong = scored.iter().filter(|s| !s.1).count().max(1) as f64;
@@ -432,6 +463,60 @@ mod tests {
                 .count()
         };
         assert!(flagged(&loose) >= flagged(&strict));
+    }
+
+    /// Calibrated on scores of unseen answers, the threshold goes where they fall: answers
+    /// scoring one log-odds unit lower than the fit's own move the cut, and so the intercept,
+    /// by exactly that unit; the weights stay the fit's.
+    #[test]
+    fn a_held_out_cut_follows_the_scores_it_is_given() {
+        let mut examples = Vec::new();
+        for i in 0..100 {
+            let x = f64::from(i) / 100.0;
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.9 + 0.1 * x,
+                    ..Features::default()
+                },
+                supported: true,
+            });
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.5 + 0.45 * x,
+                    ..Features::default()
+                },
+                supported: false,
+            });
+        }
+        let own = fit(&examples, L2, 0.02, Vec::new());
+        let uncalibrated = fit_uncalibrated(&examples, L2, Vec::new());
+        let lower: Vec<(f64, bool)> = examples
+            .iter()
+            .map(|e| {
+                (
+                    uncalibrated.calibration_logit(&e.features) - 1.0,
+                    e.supported,
+                )
+            })
+            .collect();
+        let held = fit_at_held_out_cut(&examples, uncalibrated.clone(), 0.02, lower);
+        assert!(
+            (held.bias - own.bias - 1.0).abs() < 1e-9,
+            "{} {}",
+            held.bias,
+            own.bias
+        );
+        assert_eq!(held.weights, own.weights);
+        assert_eq!(held.max_false_flags, 0.02);
+        // The fit's own scores given as the held-out ones: the in-sample calibration.
+        let same: Vec<(f64, bool)> = examples
+            .iter()
+            .map(|e| (uncalibrated.calibration_logit(&e.features), e.supported))
+            .collect();
+        assert_eq!(
+            fit_at_held_out_cut(&examples, uncalibrated, 0.02, same),
+            own
+        );
     }
 
     #[test]
