@@ -211,6 +211,12 @@ fn is_identifier(surface: &str) -> bool {
             .any(|(i, c)| c.is_uppercase() && surface[..i].chars().any(char::is_lowercase))
 }
 
+/// A capitalised word quoted on its own (`such as "Doom" and "Quake"`): a title, so a name,
+/// though the opening quote otherwise starts a sentence (a quoted sentence's first word).
+fn is_quoted_title(text: &str, start: usize, end: usize) -> bool {
+    text[..start].ends_with(['"', '\u{201c}']) && text[end..].starts_with(['"', '\u{201d}'])
+}
+
 /// Tokenise `text`. `sentence_initial` tracking marks the first word of each sentence so a
 /// capitalised first word is not mistaken for a name.
 pub fn tokenize(text: &str) -> Vec<Token> {
@@ -284,7 +290,10 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
         } else {
             let norm = stem::facts(&lower);
             let kind = if first_upper
-                && (!at_sentence_start || is_all_caps(surface) || initial_is_entity)
+                && (!at_sentence_start
+                    || is_all_caps(surface)
+                    || initial_is_entity
+                    || is_quoted_title(text, start, end))
             {
                 TokenKind::Entity
             } else {
@@ -403,6 +412,26 @@ mod tests {
                 TokenKind::Word,
                 TokenKind::Entity
             ]
+        );
+    }
+
+    /// HaluEval's evidence quotes titles (`such as "Doom" and "Quake"`); the opening quote
+    /// used to make each a sentence opener, so neither was a name.
+    #[test]
+    fn a_capitalised_word_quoted_on_its_own_is_a_title() {
+        let kind = |text: &str, word: &str| {
+            tokenize(text)
+                .into_iter()
+                .find(|t| t.norm == word)
+                .map(|t| t.kind)
+        };
+        let text = "Shooters such as \"Doom\" and \u{201c}Quake\u{201d} use it.";
+        assert_eq!(kind(text, "doom"), Some(TokenKind::Entity));
+        assert_eq!(kind(text, "quak"), Some(TokenKind::Entity));
+        // A quoted sentence's capitalised first word is still a sentence opener.
+        assert_eq!(
+            kind("He said \"Leave now\" twice.", "leav"),
+            Some(TokenKind::Word)
         );
     }
 
