@@ -413,11 +413,8 @@ mod tests {
         assert_eq!(w, fit(&examples, L2, 0.0, Vec::new()));
     }
 
-    #[test]
-    fn a_false_flag_limit_keeps_right_answers_above_the_threshold() {
-        // Right answers score in a tight band, wrong ones spread below and into it: the
-        // limit puts the qa threshold under all but its share of right answers, and above as
-        // many wrong ones as that allows.
+    /// Right answers scoring in a tight band, wrong ones spread below and into it.
+    fn banded_answers() -> Vec<Example> {
         let mut examples = Vec::new();
         for i in 0..100 {
             let x = f64::from(i) / 100.0;
@@ -436,6 +433,15 @@ mod tests {
                 supported: false,
             });
         }
+        examples
+    }
+
+    #[test]
+    fn a_false_flag_limit_keeps_right_answers_above_the_threshold() {
+        // Right answers score in a tight band, wrong ones spread below and into it: the
+        // limit puts the qa threshold under all but its share of right answers, and above as
+        // many wrong ones as that allows.
+        let examples = banded_answers();
         for limit in [0.0, 0.05] {
             let w = fit(&examples, L2, limit, Vec::new());
             assert_eq!(w.max_false_flags, limit);
@@ -470,24 +476,7 @@ mod tests {
     /// by exactly that unit; the weights stay the fit's.
     #[test]
     fn a_held_out_cut_follows_the_scores_it_is_given() {
-        let mut examples = Vec::new();
-        for i in 0..100 {
-            let x = f64::from(i) / 100.0;
-            examples.push(Example {
-                features: Features {
-                    focus_coverage: 0.9 + 0.1 * x,
-                    ..Features::default()
-                },
-                supported: true,
-            });
-            examples.push(Example {
-                features: Features {
-                    focus_coverage: 0.5 + 0.45 * x,
-                    ..Features::default()
-                },
-                supported: false,
-            });
-        }
+        let examples = banded_answers();
         let own = fit(&examples, L2, 0.02, Vec::new());
         let uncalibrated = fit_uncalibrated(&examples, L2, Vec::new());
         let lower: Vec<(f64, bool)> = examples
