@@ -512,6 +512,10 @@ fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
     }
     let mut figures = Vec::new();
     let mut lines = String::new();
+    // Every repository's outcomes, for the pooled figures.
+    let mut pooled = Vec::new();
+    let mut pooled_names = Vec::new();
+    let mut pooled_mined = 0;
     for repo in &repos {
         let name = repo
             .file_stem()
@@ -547,6 +551,19 @@ fn localisation(args: &BenchArgs) -> anyhow::Result<Vec<Figure>> {
             lines.push_str(&value.to_string());
             lines.push('\n');
         }
+        pooled.extend(measured.outcomes);
+        pooled_mined += measured.mined;
+        pooled_names.push(name);
+    }
+    // Several histories: the figures over all their tasks, which the targets are about.
+    if pooled_names.len() > 1 {
+        let names: Vec<&str> = selectors.iter().map(|s| s.0).collect();
+        figures.extend(svc::context::bench::localisation_summary(
+            "all repositories",
+            &format!("of {pooled_mined} mined from {}", pooled_names.join(", ")),
+            &names,
+            &pooled,
+        ));
     }
     if let Some(out) = &args.localize_out {
         svc::state::atomic_write(out, lines.as_bytes())?;
