@@ -500,13 +500,17 @@ fn render_eval(report: &eval::EvalReport) -> String {
     } else {
         format!(
             "length-matched pairs (|Δ words| ≤ {}): {} items\n\
-         \x20 AUROC {:.4}, hallucinated flagged {:.4}, right flagged {:.4}\n\
+         \x20 AUROC {:.4}, hallucinated flagged {:.4} [{:.3}, {:.3}], right flagged {:.4} [{:.3}, {:.3}]\n\
          \x20 baselines: content-word coverage AUROC {:.4}, answer length AUROC {:.4}\n",
             eval::LENGTH_MATCH_WORDS,
             m.items,
             m.auroc,
             m.flag_rate_hallucinated,
+            m.flag_rate_interval.0,
+            m.flag_rate_interval.1,
             m.false_positive_rate,
+            m.false_positive_interval.0,
+            m.false_positive_interval.1,
             m.baseline_auroc,
             m.length_baseline_auroc,
         )
@@ -515,8 +519,8 @@ fn render_eval(report: &eval::EvalReport) -> String {
         "items: {} ({} answers), profile {}, mode {}\n\
          AUROC:                     {:.4}   (baselines: content-word coverage {:.4}, answer length {:.4})\n\
          accuracy:                  {:.4}\n\
-         hallucinated flagged:      {:.4}   ({}/{})\n\
-         right flagged (FP rate):   {:.4}   ({}/{})\n\
+         hallucinated flagged:      {:.4}   ({}/{}; 95 % Wilson interval {:.3}–{:.3})\n\
+         right flagged (FP rate):   {:.4}   ({}/{}; 95 % Wilson interval {:.3}–{:.3})\n\
          confusion (positive = hallucinated):\n\
          \x20                  flagged  passed\n\
          \x20 hallucinated    {:>7}  {:>6}\n\
@@ -532,9 +536,13 @@ fn render_eval(report: &eval::EvalReport) -> String {
         report.flag_rate_hallucinated,
         c.true_positive,
         report.items,
+        report.flag_rate_interval.0,
+        report.flag_rate_interval.1,
         report.false_positive_rate,
         c.false_positive,
         report.items,
+        report.false_positive_interval.0,
+        report.false_positive_interval.1,
         c.true_positive,
         c.false_negative,
         c.false_positive,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::profile::{Mode, Profile};
 use super::text;
 use super::verify::{self, Evidence, Verification};
+use crate::ravs::stats::wilson95;
 
 /// One HaluEval QA item.
 #[derive(Debug, Clone, Deserialize)]
@@ -101,8 +102,14 @@ pub struct EvalReport {
     pub auroc: f64,
     /// Share of hallucinated answers flagged.
     pub flag_rate_hallucinated: f64,
+    /// 95 % Wilson interval of [`Self::flag_rate_hallucinated`]: with a few hundred items a
+    /// rate moves by points from one sample to another, and zero false flags out of 54 is not
+    /// a zero rate.
+    pub flag_rate_interval: (f64, f64),
     /// Share of right answers flagged.
     pub false_positive_rate: f64,
+    /// 95 % Wilson interval of [`Self::false_positive_rate`].
+    pub false_positive_interval: (f64, f64),
     pub confusion: Confusion,
     /// AUROC of the content-word-coverage baseline on the same items.
     pub baseline_auroc: f64,
@@ -120,7 +127,11 @@ pub struct SubsetFigures {
     pub items: usize,
     pub auroc: f64,
     pub flag_rate_hallucinated: f64,
+    /// 95 % Wilson interval of [`Self::flag_rate_hallucinated`].
+    pub flag_rate_interval: (f64, f64),
     pub false_positive_rate: f64,
+    /// 95 % Wilson interval of [`Self::false_positive_rate`].
+    pub false_positive_interval: (f64, f64),
     pub baseline_auroc: f64,
     pub length_baseline_auroc: f64,
 }
@@ -150,12 +161,16 @@ fn subset_figures(scored: &[&Scored]) -> SubsetFigures {
     let baseline = |s: &Scored, side: usize| s.baseline[side];
     // Support falls as length grows.
     let length = |s: &Scored, side: usize| -(s.words[side] as f64);
-    let count = |side: usize| scored.iter().filter(|s| s.flagged[side]).count() as f64;
+    let count = |side: usize| scored.iter().filter(|s| s.flagged[side]).count();
+    // n > 0 here, so the interval exists.
+    let interval = |side: usize| wilson95(count(side) as u64, n as u64).unwrap_or((0.0, 1.0));
     SubsetFigures {
         items: n,
         auroc: auroc(&column(&score, 0), &column(&score, 1)),
-        flag_rate_hallucinated: count(1) / n as f64,
-        false_positive_rate: count(0) / n as f64,
+        flag_rate_hallucinated: count(1) as f64 / n as f64,
+        flag_rate_interval: interval(1),
+        false_positive_rate: count(0) as f64 / n as f64,
+        false_positive_interval: interval(0),
         baseline_auroc: auroc(&column(&baseline, 0), &column(&baseline, 1)),
         length_baseline_auroc: auroc(&column(&length, 0), &column(&length, 1)),
     }
@@ -240,7 +255,9 @@ pub fn evaluate_with(
         accuracy: (confusion.true_positive + confusion.true_negative) as f64 / (2 * n) as f64,
         auroc: all.auroc,
         flag_rate_hallucinated: confusion.true_positive as f64 / n as f64,
+        flag_rate_interval: all.flag_rate_interval,
         false_positive_rate: confusion.false_positive as f64 / n as f64,
+        false_positive_interval: all.false_positive_interval,
         confusion,
         baseline_auroc: all.baseline_auroc,
         length_baseline_auroc: all.length_baseline_auroc,

@@ -250,6 +250,10 @@ fn eval_prints_figures_beside_the_baseline() {
     let report: Value = serde_json::from_str(&json.stdout).expect("report JSON");
     assert_eq!(report["auroc"], 1.0);
     assert_eq!(report["confusion"]["true_positive"], 4);
+    // 4 of 4 flagged: the Wilson interval still admits a lower rate, and never exceeds 1.
+    let interval = &report["flag_rate_interval"];
+    assert!(interval[0].as_f64().expect("low") < 0.6, "{interval}");
+    assert_eq!(interval[1].as_f64().expect("high"), 1.0);
 }
 
 /// The repository-documentation development set reads as `svc witness eval` input (empty
