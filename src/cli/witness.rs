@@ -427,13 +427,23 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         );
     }
     println!("figures at the qa threshold (AUROC, hallucinated flagged, right flagged):");
+    // Each rate with its 95 % Wilson interval: a fold of 40-odd items, or all 248, says a rate
+    // only to within points.
     let row = |f: &cv::Figures| {
+        let interval = |share: f64| {
+            let n = f.items as u64;
+            let (low, high) = svc::ravs::stats::wilson95((share * n as f64).round() as u64, n)
+                .unwrap_or((0.0, 1.0));
+            format!("[{:>4.1}, {:>5.1}]", low * 100.0, high * 100.0)
+        };
         format!(
-            "{:>4} items  AUROC {:.4}  flagged {:>5.1} %  false flags {:>5.1} %",
+            "{:>4} items  AUROC {:.4}  flagged {:>5.1} % {}  false flags {:>5.1} % {}",
             f.items,
             f.auroc,
             f.flagged * 100.0,
-            f.false_flags * 100.0
+            interval(f.flagged),
+            f.false_flags * 100.0,
+            interval(f.false_flags)
         )
     };
     for file in &report.files {

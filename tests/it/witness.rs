@@ -452,6 +452,15 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
     assert_eq!(files.len(), 3);
     let fitted: Vec<bool> = files.iter().map(|f| f["fitted"] == true).collect();
     assert_eq!(fitted, [true, true, false]);
+    // The text prints each rate with its 95 % Wilson interval.
+    let text = run(svc(state.path()).args(["witness", "fit", "--cv", "3"]));
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    let row = text
+        .stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("cross-validated  all"))
+        .expect("a cross-validated row");
+    assert_eq!(row.matches(" % [").count(), 2, "{row}");
     assert_eq!(files[2]["file"], "data/witness/halueval-dev/swaps.jsonl");
     for file in files {
         for part in ["in_sample", "cross_validated"] {
