@@ -112,7 +112,7 @@ impl RecentChanges {
             Ok(diff) => diff,
             // No `HEAD~N`: a history shorter than the window, or no commit at all.
             Err(_) => {
-                if git::run(root, &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"]).is_err() {
+                if git::head_commit(root).is_none() {
                     return Ok(None);
                 }
                 diff_against(&root_commit(root, "HEAD")?)?

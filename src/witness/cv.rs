@@ -342,8 +342,17 @@ pub fn fit_calibrated(
     l2: f64,
     fitted_on: Vec<String>,
 ) -> Weights {
+    fit_on_answers(sets, l2, out_of_fold_answers(sets, folds, l2), fitted_on)
+}
+
+/// [`fit_calibrated`] with the out-of-fold `answers` already scored.
+fn fit_on_answers(
+    sets: &[TuningSet],
+    l2: f64,
+    answers: Vec<(f64, bool)>,
+    fitted_on: Vec<String>,
+) -> Weights {
     let examples = all_examples(sets);
-    let answers = out_of_fold_answers(sets, folds, l2);
     let uncalibrated = model::fit_uncalibrated(&examples, l2, fitted_on);
     model::fit_at_held_out_cut(&examples, uncalibrated, FALSE_FLAG_TARGET, answers)
 }
@@ -415,8 +424,10 @@ pub fn cross_validate(
         return None;
     }
     let (chosen_l2, penalties) = choose_l2(sets, folds);
-    let calibration = calibration_curve(out_of_fold_answers(sets, folds, chosen_l2));
-    let full = fit_calibrated(sets, folds, chosen_l2, Vec::new());
+    // The curve printed is the one the committed fit cuts: score the answers once for both.
+    let answers = out_of_fold_answers(sets, folds, chosen_l2);
+    let calibration = calibration_curve(answers.clone());
+    let full = fit_on_answers(sets, chosen_l2, answers, Vec::new());
     let per_fold = fold_fits(sets, folds, chosen_l2);
     let files = sets
         .iter()

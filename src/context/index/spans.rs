@@ -88,6 +88,14 @@ impl SpanBuilder<'_> {
         header
     }
 
+    /// The header of `item` as the context of what it holds, under `context` when nested.
+    fn nested_header(&self, item: usize, context: Option<&str>) -> String {
+        match context {
+            Some(outer) => format!("{outer} > {}", self.header(item)),
+            None => self.header(item),
+        }
+    }
+
     fn member_names(&self, item: usize, out: &mut Vec<String>) {
         if !self.outline.items[item].kind.is_container() {
             return;
@@ -140,10 +148,7 @@ impl SpanBuilder<'_> {
                     symbols,
                     context: context.map(str::to_string),
                 });
-                let header = match context {
-                    Some(outer) => format!("{outer} > {}", self.header(item)),
-                    None => self.header(item),
-                };
+                let header = self.nested_header(item, context);
                 let before = out.len();
                 self.partition(members, member_first, last, Some(&header), out);
                 if out.len() == before
@@ -156,15 +161,11 @@ impl SpanBuilder<'_> {
                 // is too big to send whole is cut into runs of members like module-level
                 // code: the run a query names can then be sent in full instead of the whole
                 // record going out as a one-line reference.
-                let header = match context {
-                    Some(outer) => format!("{outer} > {}", self.header(item)),
-                    None => self.header(item),
-                };
-                for (part, mut span) in record_spans(self.text, self.lines, first, last)
+                let header = self.nested_header(item, context);
+                for (part, mut span) in record_spans(self.text, self.lines, first, last, kind)
                     .into_iter()
                     .enumerate()
                 {
-                    span.kind = kind;
                     if part == 0 {
                         span.symbols = symbols.clone();
                         span.context = context.map(str::to_string);
@@ -235,8 +236,14 @@ pub(super) fn block_spans(
 /// Cuts a record's lines `first..=last` into runs of at most [`MAX_BLOCK_LINES`], each ending
 /// after a blank line or, failing one, after a line ending a member (`,` or `;`), so a cut
 /// falls between fields or variants rather than inside one.
-fn record_spans(text: &str, lines: &LineMap, first: usize, last: usize) -> Vec<Span> {
-    runs(text, lines, first, last, FragmentKind::Block, |line| {
+fn record_spans(
+    text: &str,
+    lines: &LineMap,
+    first: usize,
+    last: usize,
+    kind: FragmentKind,
+) -> Vec<Span> {
+    runs(text, lines, first, last, kind, |line| {
         line.ends_with([',', ';'])
     })
 }
