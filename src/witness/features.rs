@@ -76,6 +76,9 @@ features! {
     name_substitution,
     /// "X wrote it" against "written by Z": the span names another agent of the same verb.
     agent_mismatch,
+    /// The claim puts on opposite sides of a relation word two arguments the anchor sentence
+    /// holds the other way round ("A overrides B" against "B overrides A"; see [`exchange`]).
+    exchanged_arguments,
     /// A short answer found elsewhere while the sentence answering the question names another
     /// filler of its kind.
     slot_mismatch,
@@ -132,6 +135,7 @@ impl Features {
             self.antonym_flip,
             self.name_substitution,
             self.agent_mismatch,
+            self.exchanged_arguments,
             self.slot_mismatch,
             self.comparison_mismatch,
             self.polarity_mismatch,
@@ -247,6 +251,23 @@ pub(super) fn measure(
     // A short answer is a name or a phrase, whose word order says nothing about a relation.
     if !short {
         f.order_agreement = order_agreement(evidence, claim.terms, alignment.anchor);
+        // Any sentence of the span: the relation may sit in the partner of a joined span.
+        let exchanged = span
+            .iter()
+            .find_map(|&s| exchange::exchanged_arguments(claim.tokens, &evidence.tokens[s]));
+        if let Some(found) = exchanged {
+            f.exchanged_arguments = 1.0;
+            let surface = |i: usize| &claim.text[claim.tokens[i].start..claim.tokens[i].end];
+            reasons.push(reason(
+                ReasonKind::RelationReversed,
+                format!(
+                    "the claim puts \"{}\" before \"{}\" and \"{}\" after it; the evidence has them the other way round",
+                    surface(found.rightward),
+                    surface(found.pivot),
+                    surface(found.leftward)
+                ),
+            ));
+        }
     }
     reasons.push(reason(
         ReasonKind::Coverage,
@@ -1032,6 +1053,8 @@ fn substitution_candidates(
     }
     out
 }
+
+mod exchange;
 
 #[cfg(test)]
 mod tests;

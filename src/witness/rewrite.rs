@@ -184,6 +184,7 @@ fn summary(claim: &ClaimVerdict) -> String {
         K::DateMismatch,
         K::NegationFlip,
         K::AntonymFlip,
+        K::RelationReversed,
         K::ComparisonMismatch,
         K::PolarityMismatch,
         K::NliJudgement,

@@ -66,6 +66,8 @@ pub enum ReasonKind {
     NegationFlip,
     /// The claim uses the opposite of the evidence's word (older/younger, before/after).
     AntonymFlip,
+    /// The claim puts two arguments of a relation the other way round from the evidence.
+    RelationReversed,
     /// The evidence names someone or something else in the claim's slot.
     EntitySubstitution,
     /// The answer picks the side of a comparison the evidence contradicts.

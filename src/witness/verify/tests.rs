@@ -121,6 +121,32 @@ fn antonym_flip() {
 }
 
 #[test]
+fn arguments_exchanged_across_a_relation_are_contradicted() {
+    let evidence = "Parameters can be set on a session. The method-level parameters override \
+        session parameters. Cookies are kept between requests.";
+    let reversed = check(
+        "Session parameters override method-level parameters.",
+        evidence,
+        None,
+        Profile::Qa,
+    );
+    let v = &reversed.claims[0];
+    assert_eq!(v.label, Label::Contradicted, "{v:?}");
+    assert!(has(v, ReasonKind::RelationReversed), "{v:?}");
+    let right = check(
+        "Method-level parameters override session parameters.",
+        evidence,
+        None,
+        Profile::Qa,
+    );
+    assert!(
+        !has(&right.claims[0], ReasonKind::RelationReversed),
+        "{right:?}"
+    );
+    assert!(right.claims[0].score > v.score, "{right:?}");
+}
+
+#[test]
 fn swapped_relation_from_words_of_the_same_passage() {
     // Every word occurs in the evidence, but not together: Pakistan is not where the head
     // office is, and Ernest Grose did not found the group.
