@@ -398,7 +398,7 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{}-fold cross-validation (folds by hash of the knowledge text); held-out log-loss per L2 penalty:",
+        "{}-fold cross-validation (folds by hash of the knowledge text); held-out log-loss ± standard error per L2 penalty (chosen: the strongest within one standard error of the least):",
         report.folds
     );
     for p in &report.penalties {
@@ -407,7 +407,10 @@ fn run_fit(args: FitArgs) -> anyhow::Result<ExitCode> {
         } else {
             ""
         };
-        println!("  l2 {:<6} {:.4}{mark}", p.l2, p.log_loss);
+        println!(
+            "  l2 {:<6} {:.4} ± {:.4}{mark}",
+            p.l2, p.log_loss, p.std_error
+        );
     }
     let cal = &report.calibration;
     println!(

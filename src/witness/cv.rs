@@ -172,6 +172,8 @@ pub struct PenaltyScore {
     pub l2: f64,
     /// Mean negative log-likelihood of the held-out examples under the uncalibrated fit.
     pub log_loss: f64,
+    /// Standard error of that mean over the examples.
+    pub std_error: f64,
 }
 
 /// One cut of the pooled out-of-fold scores of the answers to questions.
@@ -271,9 +273,9 @@ fn fold_items(sets: &[TuningSet], fold: usize, held: bool) -> impl Iterator<Item
         .filter(move |i| (i.fold == fold) == held)
 }
 
-/// Mean held-out log-loss of the uncalibrated fit with penalty `l2`.
-fn held_out_log_loss(sets: &[TuningSet], folds: usize, l2: f64) -> f64 {
-    let (mut total, mut count) = (0.0, 0usize);
+/// Mean held-out log-loss of the uncalibrated fit with penalty `l2`, and its standard error.
+fn held_out_log_loss(sets: &[TuningSet], folds: usize, l2: f64) -> (f64, f64) {
+    let mut losses = Vec::new();
     for fold in 0..folds {
         let train = examples(fold_items(sets, fold, false));
         let test = examples(fold_items(sets, fold, true));
@@ -283,48 +285,85 @@ fn held_out_log_loss(sets: &[TuningSet], folds: usize, l2: f64) -> f64 {
         let weights = model::fit_uncalibrated(&train, l2, Vec::new());
         for e in &test {
             let p = weights.support(&e.features).clamp(1e-12, 1.0 - 1e-12);
-            total -= if e.supported { p.ln() } else { (1.0 - p).ln() };
-            count += 1;
+            losses.push(if e.supported {
+                -p.ln()
+            } else {
+                -(1.0 - p).ln()
+            });
         }
     }
-    total / count.max(1) as f64
+    if losses.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = losses.len() as f64;
+    let mean = losses.iter().sum::<f64>() / n;
+    let variance = losses.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, (variance / n).sqrt())
 }
 
-/// Score every penalty of [`L2_GRID`] and pick the one with the least held-out log-loss (the
-/// stronger penalty on a tie).
+/// Score every penalty of [`L2_GRID`] and pick by the one-standard-error rule: the strongest
+/// penalty whose held-out log-loss is within one standard error of the least. The curve is
+/// flat at the weak end (0.01 to 0.1 differ by less than their noise), and there a weaker
+/// penalty lets the coverage weights grow until the contradiction detectors' priors no longer
+/// outweigh them: a negated claim with every word in the evidence passed. Among penalties
+/// the data cannot tell apart, the one keeping the priors' say is taken.
 pub fn choose_l2(sets: &[TuningSet], folds: usize) -> (f64, Vec<PenaltyScore>) {
     let penalties: Vec<PenaltyScore> = L2_GRID
         .iter()
-        .map(|&l2| PenaltyScore {
-            l2,
-            log_loss: held_out_log_loss(sets, folds, l2),
+        .map(|&l2| {
+            let (log_loss, std_error) = held_out_log_loss(sets, folds, l2);
+            PenaltyScore {
+                l2,
+                log_loss,
+                std_error,
+            }
         })
         .collect();
-    let chosen = penalties
-        .iter()
-        .fold(None::<PenaltyScore>, |best, p| match best {
-            Some(b) if b.log_loss < p.log_loss - 1e-12 => Some(b),
-            _ => Some(*p),
-        })
-        .map_or(model::L2, |p| p.l2);
-    (chosen, penalties)
+    (one_standard_error(&penalties), penalties)
 }
 
-/// Log-odds and label of every answer to a question of `sets` (its weakest claim), each
-/// scored by the uncalibrated rule fitted with `l2` without its fold.
-fn out_of_fold_answers(sets: &[TuningSet], folds: usize, l2: f64) -> Vec<(f64, bool)> {
-    let mut out = Vec::new();
+/// The strongest penalty whose loss is within one standard error of the least.
+fn one_standard_error(penalties: &[PenaltyScore]) -> f64 {
+    let Some(best) = penalties
+        .iter()
+        .min_by(|a, b| a.log_loss.total_cmp(&b.log_loss))
+    else {
+        return model::L2;
+    };
+    let within = best.log_loss + best.std_error + 1e-12;
+    penalties
+        .iter()
+        .filter(|p| p.log_loss <= within)
+        .map(|p| p.l2)
+        .fold(best.l2, f64::max)
+}
+
+/// Every example of `sets` scored by the uncalibrated rule fitted with `l2` without its fold:
+/// log-odds and label of the answers to questions (their weakest claims) and, apart, of the
+/// free-standing claims, which are calibrated on their own cut.
+struct OutOfFold {
+    answers: Vec<(f64, bool)>,
+    free: Vec<(f64, bool)>,
+}
+
+fn out_of_fold(sets: &[TuningSet], folds: usize, l2: f64) -> OutOfFold {
+    let mut out = OutOfFold {
+        answers: Vec::new(),
+        free: Vec::new(),
+    };
     for fold in 0..folds {
         let train = examples(fold_items(sets, fold, false));
-        let test = examples(fold_items(sets, fold, true).filter(|i| i.question));
-        if train.is_empty() || test.is_empty() {
+        if train.is_empty() {
             continue;
         }
         let weights = model::fit_uncalibrated(&train, l2, Vec::new());
-        out.extend(
-            test.iter()
-                .map(|e| (weights.calibration_logit(&e.features), e.supported)),
-        );
+        for (question, into) in [(true, &mut out.answers), (false, &mut out.free)] {
+            let test = examples(fold_items(sets, fold, true).filter(|i| i.question == question));
+            into.extend(
+                test.iter()
+                    .map(|e| (weights.calibration_logit(&e.features), e.supported)),
+            );
+        }
     }
     out
 }
@@ -332,29 +371,36 @@ fn out_of_fold_answers(sets: &[TuningSet], folds: usize, l2: f64) -> Vec<(f64, b
 /// The rule of `sets` (measured with `folds` folds): fitted on all their examples with penalty
 /// `l2`, its qa threshold placed at the cut of the pooled out-of-fold scores of the answers to
 /// questions that flags the most wrong answers with at most [`FALSE_FLAG_TARGET`] of the right
-/// ones below ([`model::fit_at_held_out_cut`]). A fit ranks its own right answers higher than
-/// unseen ones, so a cut placed among its own scores lets more right answers fall below it on
-/// new data than it allowed there; out-of-fold scores are what new data looks like, and the
-/// target is then the only constant of the calibration (no limit to choose).
+/// ones below ([`model::fit_at_held_out_cut`]); the free-standing claims' cut likewise on
+/// their out-of-fold scores. A fit ranks its own right answers higher than unseen ones, so a
+/// cut placed among its own scores lets more right answers fall below it on new data than it
+/// allowed there; out-of-fold scores are what new data looks like, and the target is then the
+/// only constant of the calibration (no limit to choose).
 pub fn fit_calibrated(
     sets: &[TuningSet],
     folds: usize,
     l2: f64,
     fitted_on: Vec<String>,
 ) -> Weights {
-    fit_on_answers(sets, l2, out_of_fold_answers(sets, folds, l2), fitted_on)
+    fit_on_scores(sets, l2, out_of_fold(sets, folds, l2), fitted_on)
 }
 
-/// [`fit_calibrated`] with the out-of-fold `answers` already scored.
-fn fit_on_answers(
+/// [`fit_calibrated`] with the out-of-fold scores already taken.
+fn fit_on_scores(
     sets: &[TuningSet],
     l2: f64,
-    answers: Vec<(f64, bool)>,
+    scores: OutOfFold,
     fitted_on: Vec<String>,
 ) -> Weights {
     let examples = all_examples(sets);
     let uncalibrated = model::fit_uncalibrated(&examples, l2, fitted_on);
-    model::fit_at_held_out_cut(&examples, uncalibrated, FALSE_FLAG_TARGET, answers)
+    model::fit_at_held_out_cut(
+        &examples,
+        uncalibrated,
+        FALSE_FLAG_TARGET,
+        scores.answers,
+        scores.free,
+    )
 }
 
 /// The rule fitted by [`fit_calibrated`] without each fold (its calibration cross-validating
@@ -425,9 +471,9 @@ pub fn cross_validate(
     }
     let (chosen_l2, penalties) = choose_l2(sets, folds);
     // The curve printed is the one the committed fit cuts: score the answers once for both.
-    let answers = out_of_fold_answers(sets, folds, chosen_l2);
-    let calibration = calibration_curve(answers.clone());
-    let full = fit_on_answers(sets, chosen_l2, answers, Vec::new());
+    let scores = out_of_fold(sets, folds, chosen_l2);
+    let calibration = calibration_curve(scores.answers.clone());
+    let full = fit_on_scores(sets, chosen_l2, scores, Vec::new());
     let per_fold = fold_fits(sets, folds, chosen_l2);
     let files = sets
         .iter()
@@ -516,8 +562,9 @@ pub fn nested_cross_validate(
         .map(|outer| {
             let inner = without_fold(sets, outer);
             let (l2, _) = choose_l2(&inner, folds - 1);
-            let calibration = calibration_curve(out_of_fold_answers(&inner, folds - 1, l2)).chosen;
-            let fit = fit_calibrated(&inner, folds - 1, l2, Vec::new());
+            let scores = out_of_fold(&inner, folds - 1, l2);
+            let calibration = calibration_curve(scores.answers.clone()).chosen;
+            let fit = fit_on_scores(&inner, l2, scores, Vec::new());
             let held: Vec<Item> = fold_items(sets, outer, true)
                 .filter(|i| i.question)
                 .cloned()
@@ -684,6 +731,29 @@ mod tests {
     fn cross_validation_needs_three_folds() {
         assert!(cross_validate(&[], &[], 2).is_none());
         assert!(nested_cross_validate(&[], &[], 2).is_none());
+    }
+
+    #[test]
+    fn the_strongest_penalty_within_one_standard_error_is_chosen() {
+        let score = |l2: f64, log_loss: f64, std_error: f64| PenaltyScore {
+            l2,
+            log_loss,
+            std_error,
+        };
+        let flat = [
+            score(0.01, 0.2029, 0.015),
+            score(0.03, 0.2046, 0.015),
+            score(0.1, 0.2125, 0.016),
+            score(0.3, 0.2261, 0.016),
+        ];
+        assert_eq!(one_standard_error(&flat), 0.1);
+        // A clear minimum stays chosen, even with stronger penalties after it.
+        let sharp = [
+            score(0.01, 0.30, 0.01),
+            score(0.1, 0.20, 0.01),
+            score(1.0, 0.25, 0.01),
+        ];
+        assert_eq!(one_standard_error(&sharp), 0.1);
     }
 
     #[test]

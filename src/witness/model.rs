@@ -151,7 +151,7 @@ pub fn fit(examples: &[Example], l2: f64, max_false_flags: f64, fitted_on: Vec<S
         .filter(|e| e.features.standalone == 0.0)
         .map(|e| (uncalibrated.calibration_logit(&e.features), e.supported))
         .collect();
-    fit_at_held_out_cut(examples, uncalibrated, max_false_flags, answers)
+    fit_at_held_out_cut(examples, uncalibrated, max_false_flags, answers, Vec::new())
 }
 
 /// Calibrate `uncalibrated` (the [`fit_uncalibrated`] rule of `examples`): the intercept puts
@@ -164,29 +164,37 @@ pub fn fit(examples: &[Example], l2: f64, max_false_flags: f64, fitted_on: Vec<S
 /// the cut is placed where answers the fit never saw fall, not where its own answers do: a fit
 /// scores its own right answers higher than unseen ones, so a cut chosen on them flags more
 /// right answers on new data than it allowed on the old.
+///
+/// `free_claims` are free-standing claims scored the same way; when there are none, the
+/// free-standing cut is placed on the fit's own scores of them.
 pub fn fit_at_held_out_cut(
     examples: &[Example],
     uncalibrated: Weights,
     max_false_flags: f64,
     answers: Vec<(f64, bool)>,
+    free_claims: Vec<(f64, bool)>,
 ) -> Weights {
     let mut weights = uncalibrated;
     weights.max_false_flags = max_false_flags;
-    let free = |weights: &Weights| -> Vec<(f64, bool)> {
+    let free = if free_claims.is_empty() {
         examples
             .iter()
             .filter(|e| e.features.standalone > 0.0)
             .map(|e| (weights.calibration_logit(&e.features), e.supported))
             .collect()
+    } else {
+        free_claims
     };
     if answers.is_empty() {
-        weights.bias += calibration_offset(free(&weights), None);
+        weights.bias += calibration_offset(free, None);
         return weights;
     }
-    weights.bias += calibration_offset(answers, Some(max_false_flags));
-    let free = free(&weights);
+    let answers_shift = calibration_offset(answers, Some(max_false_flags));
+    weights.bias += answers_shift;
     if !free.is_empty() {
-        let shift = calibration_offset(free, None);
+        // Free-standing claims get their own cut through the standalone weight, on top of
+        // the intercept's shift.
+        let shift = calibration_offset(free, None) - answers_shift;
         if let Some((_, w)) = weights.weights.iter_mut().find(|(n, _)| n == "standalone") {
             *w += shift;
         }
@@ -231,11 +239,29 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
         let Some(step) = solve(hessian, gradient) else {
             break;
         };
-        let mut largest: f64 = 0.0;
-        for (b, s) in beta.iter_mut().zip(&step) {
-            *b += s;
-            largest = largest.max(s.abs());
+        // A full Newton step can overshoot when the data nearly separate (a weak penalty, a
+        // feature firing on one side only) and then diverge to saturated probabilities: halve
+        // it until the penalised likelihood does not fall, so every iteration improves it.
+        let current = objective(&rows, examples, &beta, l2, &prior);
+        let mut scale = 1.0;
+        let mut accepted = None;
+        while scale > MIN_STEP_SCALE {
+            let candidate: Vec<f64> = beta.iter().zip(&step).map(|(b, s)| b + scale * s).collect();
+            if objective(&rows, examples, &candidate, l2, &prior) >= current - 1e-12 {
+                accepted = Some(candidate);
+                break;
+            }
+            scale /= 2.0;
         }
+        let Some(next) = accepted else {
+            break;
+        };
+        let largest = beta
+            .iter()
+            .zip(&next)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        beta = next;
         if largest < TOLERANCE {
             break;
         }
@@ -251,6 +277,34 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
             .map(|(n, w)| (n.to_string(), *w))
             .collect(),
     }
+}
+
+/// The smallest fraction of a Newton step the line search tries before it stops.
+const MIN_STEP_SCALE: f64 = 1e-9;
+
+/// The penalised log-likelihood [`fit_uncalibrated`] maximises: the data's log-likelihood less
+/// the L2 pull of each weight towards its prior (and the intercept's tiny ridge).
+fn objective(rows: &[Vec<f64>], examples: &[Example], beta: &[f64], l2: f64, prior: &[f64]) -> f64 {
+    // ln σ(z) = −softplus(−z) and ln(1 − σ(z)) = −softplus(z), exact for any z.
+    let softplus = |x: f64| x.max(0.0) + (-x.abs()).exp().ln_1p();
+    let likelihood: f64 = rows
+        .iter()
+        .zip(examples)
+        .map(|(x, e)| {
+            let z: f64 = x.iter().zip(beta).map(|(a, b)| a * b).sum();
+            if e.supported {
+                -softplus(-z)
+            } else {
+                -softplus(z)
+            }
+        })
+        .sum();
+    let penalty: f64 = beta[1..]
+        .iter()
+        .zip(prior)
+        .map(|(b, p)| (b - p) * (b - p))
+        .sum();
+    likelihood - 0.5 * l2 * penalty - 0.5e-9 * beta[0] * beta[0]
 }
 
 /// The strictest support threshold of a fail-closed profile (`qa`).
@@ -300,7 +354,13 @@ fn calibration_offset(mut scored: Vec<(f64, bool)>, max_false_flags: Option<f64>
         }
     }
     if best.0 == f64::NEG_INFINITY {
-        return 0.0;
+        // No cut between scores keeps within the limit (the lowest score is shared by more
+        // right answers than it allows): cut below every answer, flagging none, rather than
+        // leave the rule uncalibrated.
+        return match (max_false_flags, scored.first()) {
+            (Some(_), Some(&(lowest, _))) => logit(CALIBRATION_THRESHOLD) - (lowest - 1.0),
+            _ => 0.0,
+        };
     }
     // Under a false-flag limit every cut from the lowest to the highest reaching the best gain
     // flags the same wrong claims: the middle of that range leaves a margin on both sides.
@@ -413,6 +473,72 @@ mod tests {
         assert_eq!(w, fit(&examples, L2, 0.0, Vec::new()));
     }
 
+    #[test]
+    fn a_weak_penalty_on_nearly_separated_data_still_converges() {
+        // Coverage separates the classes except for two answers, and a second feature fires
+        // on a handful of right answers only: plain Newton steps from the prior overshoot and
+        // run off to saturated probabilities on data like this; the line search must instead
+        // reach the penalised optimum, where the gradient vanishes.
+        let mut examples = Vec::new();
+        for i in 0..60 {
+            let x = f64::from(i) / 60.0;
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.5 + 0.5 * x,
+                    verbatim: f64::from(u8::from(i % 17 == 0)),
+                    ..Features::default()
+                },
+                supported: true,
+            });
+            examples.push(Example {
+                features: Features {
+                    focus_coverage: 0.5 * x + if i < 2 { 0.6 } else { 0.0 },
+                    number_mismatch: f64::from(u8::from(i % 3 == 0)),
+                    ..Features::default()
+                },
+                supported: false,
+            });
+        }
+        for l2 in [0.001, 0.01, 0.1] {
+            let w = fit_uncalibrated(&examples, l2, Vec::new());
+            let beta: Vec<f64> = std::iter::once(w.bias)
+                .chain(w.weights.iter().map(|(_, v)| *v))
+                .collect();
+            assert!(beta.iter().all(|b| b.is_finite() && b.abs() < 1e3), "{w:?}");
+            // Stationary: no small move along any coordinate raises the objective.
+            let rows: Vec<Vec<f64>> = examples
+                .iter()
+                .map(|e| std::iter::once(1.0).chain(e.features.values()).collect())
+                .collect();
+            let prior = prior();
+            let at = objective(&rows, &examples, &beta, l2, &prior);
+            for i in 0..beta.len() {
+                for h in [1e-4, -1e-4] {
+                    let mut moved = beta.clone();
+                    moved[i] += h;
+                    let there = objective(&rows, &examples, &moved, l2, &prior);
+                    assert!(
+                        there <= at + 1e-6,
+                        "l2 {l2}: coordinate {i} {h}: {there} > {at}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_limit_no_cut_between_scores_keeps_flags_nothing() {
+        // Six right answers tie at the lowest score with 100 answers in all: any cut between
+        // scores has 6 % of the right ones below it, over a 2 % limit.
+        let mut scored: Vec<(f64, bool)> = (0..6).map(|_| (-3.0, true)).collect();
+        scored.extend((0..44).map(|i| (f64::from(i) / 10.0, true)));
+        scored.extend((0..50).map(|i| (-1.0 + f64::from(i) / 100.0, false)));
+        let offset = calibration_offset(scored, Some(0.02));
+        let logit = |p: f64| (p / (1.0 - p)).ln();
+        let cut = logit(CALIBRATION_THRESHOLD) - offset;
+        assert!(cut < -3.0, "the cut {cut} must lie below every answer");
+    }
+
     /// Right answers scoring in a tight band, wrong ones spread below and into it.
     fn banded_answers() -> Vec<Example> {
         let mut examples = Vec::new();
@@ -488,7 +614,7 @@ mod tests {
                 )
             })
             .collect();
-        let held = fit_at_held_out_cut(&examples, uncalibrated.clone(), 0.02, lower);
+        let held = fit_at_held_out_cut(&examples, uncalibrated.clone(), 0.02, lower, Vec::new());
         assert!(
             (held.bias - own.bias - 1.0).abs() < 1e-9,
             "{} {}",
@@ -503,7 +629,7 @@ mod tests {
             .map(|e| (uncalibrated.calibration_logit(&e.features), e.supported))
             .collect();
         assert_eq!(
-            fit_at_held_out_cut(&examples, uncalibrated, 0.02, same),
+            fit_at_held_out_cut(&examples, uncalibrated, 0.02, same, Vec::new()),
             own
         );
     }
@@ -548,6 +674,41 @@ mod tests {
             let s = w.support(&e.features);
             assert_eq!(s >= CALIBRATION_THRESHOLD, e.supported, "{e:?} {s}");
         }
+        // Held-out scores of the free-standing claims a unit lower than the fit's own move
+        // their cut (through the standalone weight) a unit, and leave the answers' alone.
+        let scored = |free: bool, shift: f64| -> Vec<(f64, bool)> {
+            examples
+                .iter()
+                .filter(|e| (e.features.standalone > 0.0) == free)
+                .map(|e| {
+                    (
+                        uncalibrated.calibration_logit(&e.features) - shift,
+                        e.supported,
+                    )
+                })
+                .collect()
+        };
+        let own = fit_at_held_out_cut(
+            &examples,
+            uncalibrated.clone(),
+            0.02,
+            scored(false, 0.0),
+            Vec::new(),
+        );
+        let held = fit_at_held_out_cut(
+            &examples,
+            uncalibrated.clone(),
+            0.02,
+            scored(false, 0.0),
+            scored(true, 1.0),
+        );
+        assert_eq!(held.bias, own.bias);
+        assert!(
+            (standalone(&held) - standalone(&own) - 1.0).abs() < 1e-9,
+            "{} {}",
+            standalone(&held),
+            standalone(&own)
+        );
     }
 
     #[test]
