@@ -191,6 +191,12 @@ pub fn synonym_key(norm: &str) -> Option<String> {
     SYNONYM_GROUPS.get(norm).map(|group| format!("~{group}"))
 }
 
+/// Whether a normalised token is a code name: an option (`-j`) or an identifier holding a
+/// digit or `_`, whose every character counts.
+fn is_code_name(norm: &str) -> bool {
+    norm.starts_with('-') || norm.contains(|c: char| c.is_ascii_digit() || c == '_')
+}
+
 /// Whether a normalised token names a month (dates are compared field by field).
 pub fn is_month(norm: &str) -> bool {
     norm.starts_with("month") && norm.len() == 7
@@ -209,6 +215,29 @@ fn is_identifier(surface: &str) -> bool {
             .char_indices()
             .skip(1)
             .any(|(i, c)| c.is_uppercase() && surface[..i].chars().any(char::is_lowercase))
+}
+
+/// Where a command-line option (`-j`, `--threads`, the `--exclude` of `-E/--exclude`) starts,
+/// when the word at `start` is one: one or two dashes right before a letter, at the start of
+/// the text or after a space, bracket, quote, `/`, `,` or `=`. A dash after a letter joins a
+/// compound (`non-blocking`) and a dash before a digit makes a negative number.
+fn option_start(text: &str, start: usize) -> Option<usize> {
+    if !text[start..]
+        .chars()
+        .next()
+        .is_some_and(char::is_alphabetic)
+    {
+        return None;
+    }
+    let before = &text[..start];
+    let dashes = before.len() - before.trim_end_matches('-').len();
+    if !(1..=2).contains(&dashes) {
+        return None;
+    }
+    let boundary = before[..start - dashes].chars().next_back();
+    boundary
+        .is_none_or(|c| c.is_whitespace() || "([{/\"'`,=\u{2018}\u{201c}".contains(c))
+        .then_some(start - dashes)
 }
 
 /// A capitalised word quoted on its own (`such as "Doom" and "Quake"`): a title, so a name,
@@ -268,27 +297,38 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
             }
             break;
         }
+        let option_start = option_start(text, start);
         let surface = &text[start..end];
         let lower = fold_diacritics(&surface.to_lowercase());
         let first_upper = surface.chars().next().is_some_and(char::is_uppercase);
-        let (norm, kind) = if surface.chars().next().is_some_and(|c| c.is_ascii_digit()) {
+        let (norm, kind, start) = if let Some(dashes) = option_start {
+            // Options are case-sensitive (`-j` and `-J` are different options): the surface
+            // with its dashes is the norm. A plain word by kind: an option is not a name, and
+            // weighing it as one moved the name features' weights for prose.
+            (text[dashes..end].to_string(), TokenKind::Word, dashes)
+        } else if surface.chars().next().is_some_and(|c| c.is_ascii_digit()) {
             let digits: String = surface.chars().filter(|c| *c != ',').collect();
             let digits = strip_ordinal(&digits);
-            (digits, TokenKind::Number)
+            (digits, TokenKind::Number, start)
         } else if is_roman_numeral(surface) {
-            (lower.clone(), TokenKind::Number)
+            (lower.clone(), TokenKind::Number, start)
         } else if let Some((_, digits)) = NUMBER_WORDS.iter().find(|(w, _)| *w == lower) {
-            ((*digits).to_string(), TokenKind::Number)
+            ((*digits).to_string(), TokenKind::Number, start)
         } else if let Some((_, month)) = MONTHS
             .iter()
             .find(|(w, _)| *w == lower && (first_upper || w.len() > 3))
             .filter(|(w, _)| *w != "may" || first_upper)
         {
-            ((*month).to_string(), TokenKind::Number)
+            ((*month).to_string(), TokenKind::Number, start)
         } else if is_identifier(surface) {
-            (lower.clone(), TokenKind::Entity)
+            (lower.clone(), TokenKind::Entity, start)
         } else {
-            let norm = stem::facts(&lower);
+            // A word with a digit is a code name (`socks5h`, `utf8`): every character counts.
+            let norm = if is_code_name(&lower) {
+                lower.clone()
+            } else {
+                stem::facts(&lower)
+            };
             let kind = if first_upper
                 && (!at_sentence_start
                     || is_all_caps(surface)
@@ -299,7 +339,7 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
             } else {
                 TokenKind::Word
             };
-            (norm, kind)
+            (norm, kind, start)
         };
         let norm = if let Some(base) = lower
             .strip_suffix("n't")
@@ -358,12 +398,19 @@ fn is_all_caps(surface: &str) -> bool {
 
 /// Whether two normalised tokens match: exactly, or as inflections of one another (a shared
 /// stem of at least six characters, at most three characters of suffix each), e.g. "directed"
-/// and "director", "America" and "American". Numbers and months only match exactly.
+/// and "director", "America" and "American". Numbers, months and code names (options,
+/// identifiers with a digit or `_`) only match exactly: `socks5` is not `socks5h`, nor
+/// `--reload` the word "reloader".
 pub fn fuzzy_eq(a: &str, b: &str) -> bool {
     if a == b {
         return true;
     }
-    if a.as_bytes().first().is_some_and(u8::is_ascii_digit) || is_month(a) || is_month(b) {
+    if a.as_bytes().first().is_some_and(u8::is_ascii_digit)
+        || is_month(a)
+        || is_month(b)
+        || is_code_name(a)
+        || is_code_name(b)
+    {
         return false;
     }
     let prefix = a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
@@ -433,6 +480,31 @@ mod tests {
             kind("He said \"Leave now\" twice.", "leav"),
             Some(TokenKind::Word)
         );
+    }
+
+    #[test]
+    fn options_keep_their_dashes_and_case_and_code_names_match_only_exactly() {
+        assert_eq!(
+            norms("set it with -J, -u/--unrestricted or (-HI)"),
+            [
+                "set",
+                "it",
+                "with",
+                "-J",
+                "-u",
+                "--unrestricted",
+                "or",
+                "-HI"
+            ]
+        );
+        // A dash after a letter joins a compound; one before a digit is a minus sign.
+        assert_eq!(norms("non-blocking at -5"), ["non", "block", "at", "5"]);
+        assert!(!fuzzy_eq("-J", "-j"));
+        assert!(!fuzzy_eq("--reload", "reloader"));
+        assert!(!fuzzy_eq("socks5", "socks5h"));
+        assert_eq!(norms("use socks5h"), ["use", "socks5h"]);
+        // Words still match their inflections.
+        assert!(fuzzy_eq("director", "directed"));
     }
 
     #[test]
