@@ -73,7 +73,16 @@ pub(in crate::witness) fn exchanged_arguments(
     for (pivot, token) in claim.iter().enumerate() {
         let is_relation = (token.is_content() && token.kind == TokenKind::Word)
             || ORDERING_WORDS.contains(&token.norm.as_str());
-        let Some(at) = place(pivot).filter(|_| is_relation) else {
+        if !is_relation {
+            continue;
+        }
+        // Content words were placed above; only an ordering word needs placing here.
+        let placed = if token.is_content() {
+            places[pivot]
+        } else {
+            place(pivot)
+        };
+        let Some(at) = placed else {
             continue;
         };
         if after_article(claim, pivot) || after_article(sentence, at) {
