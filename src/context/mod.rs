@@ -17,6 +17,7 @@ pub mod select;
 pub mod skeleton;
 pub mod store;
 pub mod terms;
+pub mod version;
 pub mod weights;
 
 pub use commit::{ChunkInput, CommitError, CommitStore, ContextReceipt, Resolution};

@@ -522,6 +522,17 @@ pub fn score_with(index: &Index, query: &str, ranking: &RankingWeights) -> HashM
                 .push(format!("{path} is a module the query names +{boost:.2}"));
         }
     }
+    if super::version::names_release(query) {
+        let boost = max_idf * ranking.get(Feature::NamedSymbol);
+        for fragment in super::version::setting_fragments(index) {
+            let scored = scores.entry(fragment as u32).or_default();
+            scored.score += boost;
+            scored.evidence.named_symbol += max_idf;
+            scored
+                .reason
+                .push(format!("sets the version a release names +{boost:.2}"));
+        }
+    }
     for phrase in &phrases {
         let matched = fragments_containing(index, phrase);
         if matched.is_empty() || matched.len() > MAX_PHRASE_FRAGMENTS {
@@ -1156,6 +1167,41 @@ mod tests {
                 .any(|r| r.contains("is a module the query names")),
             "{:?}",
             scores[&0].reason
+        );
+    }
+
+    #[test]
+    fn a_release_number_lifts_the_line_that_sets_the_version() {
+        let docs = vec![
+            (
+                "src/pkg/__init__.py".to_string(),
+                "from .app import App\n\n__version__ = \"2.3.3.dev\"\n".to_string(),
+            ),
+            (
+                "src/pkg/app.py".to_string(),
+                "class App:\n    def release(self, version):\n        return version\n".to_string(),
+            ),
+        ];
+        let index = Index::from_documents(&docs);
+        for query in ["release version 2.3.3", "v2.3.3"] {
+            assert_eq!(best_path(&index, query), "src/pkg/__init__.py", "{query}");
+        }
+        let scores = score(&index, "release version 2.3.3");
+        let init = index.files[0].fragments.start as u32;
+        assert!(
+            scores[&init]
+                .reason
+                .iter()
+                .any(|r| r.contains("sets the version a release names")),
+            "{:?}",
+            scores[&init].reason
+        );
+        // Without a release number the version line gets no lift.
+        let plain = score(&index, "release version");
+        assert!(
+            plain
+                .get(&init)
+                .is_none_or(|s| !s.reason.iter().any(|r| r.contains("sets the version")))
         );
     }
 
