@@ -507,6 +507,14 @@ impl Index {
         &self.files[fragment.file].path
     }
 
+    /// The fragment of `file` whose bytes hold `offset` of the file's text.
+    pub fn fragment_at(&self, file: &IndexedFile, offset: usize) -> Option<usize> {
+        self.fragments[file.fragments.clone()]
+            .iter()
+            .position(|f| f.bytes.contains(&offset))
+            .map(|i| file.fragments.start + i)
+    }
+
     /// Renders a fragment as it appears in a selection. `None` when the fragment has no
     /// skeleton and `kind` is [`PieceKind::Skeleton`].
     pub fn piece(&self, fragment: &Fragment, kind: PieceKind) -> Option<String> {

@@ -760,10 +760,7 @@ fn fragments_containing(index: &Index, phrase: &str) -> Vec<u32> {
     for file in &index.files {
         let mut last = None;
         for (offset, _) in file.text.match_indices(phrase) {
-            let found = index.fragments[file.fragments.clone()]
-                .iter()
-                .position(|f| f.bytes.start <= offset && offset < f.bytes.end)
-                .map(|i| (file.fragments.start + i) as u32);
+            let found = index.fragment_at(file, offset).map(|f| f as u32);
             if let Some(fragment) = found
                 && last != Some(fragment)
             {

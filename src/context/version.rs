@@ -67,20 +67,21 @@ pub fn sets_version(line: &str) -> bool {
 pub fn setting_fragments(index: &Index) -> Vec<usize> {
     let mut out = Vec::new();
     for file in &index.files {
-        if !file.language.is_code() {
+        // Most files name no version at all: skip them without splitting lines.
+        if !file.language.is_code()
+            || !(file.text.contains("version") || file.text.contains("VERSION"))
+        {
             continue;
         }
-        for (number, line) in file.text.lines().enumerate() {
-            if !sets_version(line) {
-                continue;
-            }
-            let line = number + 1;
-            if let Some(fragment) = file.fragments.clone().find(|&f| {
-                (index.fragments[f].lines.0..=index.fragments[f].lines.1).contains(&line)
-            }) && !out.contains(&fragment)
+        let mut offset = 0;
+        for line in file.text.split_inclusive('\n') {
+            if sets_version(line.trim_end())
+                && let Some(fragment) = index.fragment_at(file, offset)
+                && !out.contains(&fragment)
             {
                 out.push(fragment);
             }
+            offset += line.len();
         }
     }
     out

@@ -13,6 +13,7 @@
 use std::path::Path;
 
 use serde::Serialize;
+use statrs::statistics::Statistics;
 
 use super::devset::{self, fnv1a64};
 use super::eval::{self, EvalError, LENGTH_MATCH_WORDS};
@@ -292,13 +293,11 @@ fn held_out_log_loss(sets: &[TuningSet], folds: usize, l2: f64) -> (f64, f64) {
             });
         }
     }
-    if losses.is_empty() {
-        return (0.0, 0.0);
+    if losses.len() < 2 {
+        return (losses.first().copied().unwrap_or(0.0), 0.0);
     }
     let n = losses.len() as f64;
-    let mean = losses.iter().sum::<f64>() / n;
-    let variance = losses.iter().map(|l| (l - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    (mean, (variance / n).sqrt())
+    (losses.iter().mean(), losses.iter().std_dev() / n.sqrt())
 }
 
 /// Score every penalty of [`L2_GRID`] and pick by the one-standard-error rule: the strongest

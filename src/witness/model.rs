@@ -216,6 +216,8 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
         .collect();
     let prior = prior();
     let mut beta: Vec<f64> = std::iter::once(0.0).chain(prior.iter().copied()).collect();
+    // The objective at `beta`, carried from the step that reached it.
+    let mut current = objective(&rows, examples, &beta, l2, &prior);
     for _ in 0..MAX_ITERATIONS {
         let mut gradient = vec![0.0; d];
         let mut hessian = vec![vec![0.0; d]; d];
@@ -242,20 +244,21 @@ pub fn fit_uncalibrated(examples: &[Example], l2: f64, fitted_on: Vec<String>) -
         // A full Newton step can overshoot when the data nearly separate (a weak penalty, a
         // feature firing on one side only) and then diverge to saturated probabilities: halve
         // it until the penalised likelihood does not fall, so every iteration improves it.
-        let current = objective(&rows, examples, &beta, l2, &prior);
         let mut scale = 1.0;
         let mut accepted = None;
         while scale > MIN_STEP_SCALE {
             let candidate: Vec<f64> = beta.iter().zip(&step).map(|(b, s)| b + scale * s).collect();
-            if objective(&rows, examples, &candidate, l2, &prior) >= current - 1e-12 {
-                accepted = Some(candidate);
+            let value = objective(&rows, examples, &candidate, l2, &prior);
+            if value >= current - 1e-12 {
+                accepted = Some((candidate, value));
                 break;
             }
             scale /= 2.0;
         }
-        let Some(next) = accepted else {
+        let Some((next, value)) = accepted else {
             break;
         };
+        current = value;
         let largest = beta
             .iter()
             .zip(&next)

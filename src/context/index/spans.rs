@@ -162,7 +162,7 @@ impl SpanBuilder<'_> {
                 // code: the run a query names can then be sent in full instead of the whole
                 // record going out as a one-line reference.
                 let header = self.nested_header(item, context);
-                for (part, mut span) in record_spans(self.text, self.lines, first, last, kind)
+                for (part, mut span) in runs(self.text, self.lines, first, last, kind, ends_member)
                     .into_iter()
                     .enumerate()
                 {
@@ -233,19 +233,10 @@ pub(super) fn block_spans(
     runs(text, lines, first, last, kind, |_| false)
 }
 
-/// Cuts a record's lines `first..=last` into runs of at most [`MAX_BLOCK_LINES`], each ending
-/// after a blank line or, failing one, after a line ending a member (`,` or `;`), so a cut
-/// falls between fields or variants rather than inside one.
-fn record_spans(
-    text: &str,
-    lines: &LineMap,
-    first: usize,
-    last: usize,
-    kind: FragmentKind,
-) -> Vec<Span> {
-    runs(text, lines, first, last, kind, |line| {
-        line.ends_with([',', ';'])
-    })
+/// Whether a record's line (trimmed) ends a member (`,` or `;`): a record is cut there when no
+/// blank line offers, so a cut falls between fields or variants rather than inside one.
+fn ends_member(line: &str) -> bool {
+    line.ends_with([',', ';'])
 }
 
 /// Runs of at most [`MAX_BLOCK_LINES`] lines, each cut in its second half after the last blank
