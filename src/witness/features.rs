@@ -123,6 +123,9 @@ features! {
     /// name described there while the answer is not — the other member of a pair, the fighter
     /// beside his gym — is the filler, and the answer only its neighbour.
     better_linked_name,
+    /// A name of the claim whose words the evidence holds, but never together in the claim's
+    /// order ("the Day of Remembrance" against "Remembrance Day"; see [`name_order`]).
+    scattered_name,
 }
 
 impl Features {
@@ -306,6 +309,21 @@ pub(super) fn measure(
         &mut reasons,
         &mut sentences,
     );
+    let found = |token: &Token| {
+        claim
+            .terms
+            .iter()
+            .any(|t| t.norm == token.norm && t.found())
+    };
+    if let Some(name) =
+        name_order::scattered_name(claim.text, claim.tokens, &evidence.tokens, found)
+    {
+        f.scattered_name = 1.0;
+        reasons.push(reason(
+            ReasonKind::NameScattered,
+            format!("the evidence holds the words of \"{name}\", but never as that name"),
+        ));
+    }
     question_checks(claim, question, &mut f, &mut reasons);
     Findings {
         features: f,
@@ -326,6 +344,21 @@ fn numbers(
     f: &mut Features,
     reasons: &mut Vec<Reason>,
 ) {
+    let span_texts: Vec<(&str, &[Token])> = span
+        .iter()
+        .map(|&s| (evidence.text.as_str(), evidence.tokens[s].as_slice()))
+        .collect();
+    if let Some(found) = rank::rank_mismatch(claim.text, claim.tokens, &span_texts) {
+        f.number_mismatch = 1.0;
+        reasons.push(reason(
+            ReasonKind::NumberMismatch,
+            format!(
+                "claim says {}, the evidence says {}",
+                found.claimed,
+                found.evidence.join(", ")
+            ),
+        ));
+    }
     let anchor_tokens = &evidence.tokens[anchor];
     for term in claim.terms.iter().filter(|t| t.kind == TokenKind::Number) {
         if term.in_sentence(anchor) {
@@ -727,12 +760,21 @@ fn better_linked_name(evidence: &Evidence, terms: &[Term], question: &QuestionIn
             for x in &run {
                 // Only sentences about the name: a sentence merely mentioning it (a bridge to
                 // the question's subject) describes something else.
-                linked.extend(
-                    evidence
-                        .sentences_with(&x.norm)
-                        .into_iter()
-                        .filter(|&t| opens_with_name(evidence, t, &x.norm)),
-                );
+                for t in evidence
+                    .sentences_with(&x.norm)
+                    .into_iter()
+                    .filter(|&t| opens_with_name(evidence, t, &x.norm))
+                {
+                    linked.push(t);
+                    // The sentences after it that call the name by its head word ("The
+                    // University of Toronto is …. Originally controlled by the Church, the
+                    // university …") are about it too.
+                    let mut next = t + 1;
+                    while next < evidence.tokens.len() && refers_back(evidence, next, &x.norm) {
+                        linked.push(next);
+                        next += 1;
+                    }
+                }
             }
             linked.sort_unstable();
             linked.dedup();
@@ -742,6 +784,19 @@ fn better_linked_name(evidence: &Evidence, terms: &[Term], question: &QuestionIn
         }
     }
     best
+}
+
+/// Whether sentence `s` calls something by the definite description "the <norm>" in lower
+/// case ("the university"): a reference back to a name holding that word.
+fn refers_back(evidence: &Evidence, s: usize, norm: &str) -> bool {
+    evidence.tokens[s].windows(2).any(|pair| {
+        pair[0].norm == "the"
+            && text::fuzzy_eq(&pair[1].norm, norm)
+            && evidence.text[pair[1].start..pair[1].end]
+                .chars()
+                .next()
+                .is_some_and(char::is_lowercase)
+    })
 }
 
 /// Whether a sentence opens with a name (capitalised words, after at most one stop word, as
@@ -1055,6 +1110,8 @@ fn substitution_candidates(
 }
 
 mod exchange;
+mod name_order;
+mod rank;
 
 #[cfg(test)]
 mod tests;

@@ -185,6 +185,7 @@ fn summary(claim: &ClaimVerdict) -> String {
         K::NegationFlip,
         K::AntonymFlip,
         K::RelationReversed,
+        K::NameScattered,
         K::ComparisonMismatch,
         K::PolarityMismatch,
         K::NliJudgement,

@@ -70,6 +70,8 @@ pub enum ReasonKind {
     RelationReversed,
     /// The evidence names someone or something else in the claim's slot.
     EntitySubstitution,
+    /// The evidence holds the words of a name of the claim, but never as that name.
+    NameScattered,
     /// The answer picks the side of a comparison the evidence contradicts.
     ComparisonMismatch,
     /// The question asks for a number or date and the claim gives none.

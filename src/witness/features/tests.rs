@@ -269,3 +269,53 @@ fn each_member_of_a_list_is_a_name_of_its_own() {
     let right = features_in(evidence, "Bo Park", Some(q));
     assert_eq!(right.better_linked_name, 0.0, "{right:?}");
 }
+
+/// A rival name's sentence continued by a definite description of its head word ("the
+/// college") is about it too: the question's rest, found there, links the rival.
+#[test]
+fn a_definite_description_by_the_head_word_continues_the_sentence_about_a_name() {
+    let evidence = "Ann Lee helped found the Harbour Museum and Kestrel College.\n\nKestrel \
+        College is a school in Tenby. Originally run by the Baptist Union, the college became \
+        public in 1950.";
+    let q = "Which institution founded by Ann Lee was originally run by the Baptist Union?";
+    let wrong = features_in(evidence, "The Harbour Museum", Some(q));
+    assert!(wrong.better_linked_name > 0.3, "{wrong:?}");
+    let right = features_in(evidence, "Kestrel College", Some(q));
+    assert_eq!(right.better_linked_name, 0.0, "{right:?}");
+    // Without the reference back, the sentence after is about something else.
+    let unrelated = evidence.replace("the college became", "a new owner made it");
+    let f = features_in(&unrelated, "The Harbour Museum", Some(q));
+    assert!(f.better_linked_name < wrong.better_linked_name, "{f:?}");
+}
+
+#[test]
+fn a_name_made_of_the_passages_words_in_another_order_is_scattered() {
+    let evidence = "The phrase \"Lest we forget\" is used on Remembrance Day and ANZAC Day. \
+        Observed on 25 April each year, Anzac Day honours the corps.";
+    let q = "What is the phrase commonly used on the day observed on 25 April each year?";
+    let wrong = features_in(evidence, "The Day of Remembrance", Some(q));
+    assert_eq!(wrong.scattered_name, 1.0, "{wrong:?}");
+    let right = features_in(evidence, "Remembrance Day", Some(q));
+    assert_eq!(right.scattered_name, 0.0, "{right:?}");
+    let quoted = features_in(evidence, "\"Lest we forget\"", Some(q));
+    assert_eq!(quoted.scattered_name, 0.0, "{quoted:?}");
+}
+
+#[test]
+fn a_dropped_ordinal_is_a_number_mismatch() {
+    let evidence = "Columbus is the third-most populous state capital in the United States, \
+        and the second-largest city in the Midwestern United States.";
+    let wrong = features_in(
+        evidence,
+        "Columbus is the largest city in the Midwest.",
+        None,
+    );
+    assert_eq!(wrong.number_mismatch, 1.0, "{wrong:?}");
+    assert!(wrong.contradicts());
+    let right = features_in(
+        evidence,
+        "Columbus is the second largest city in the Midwest.",
+        None,
+    );
+    assert_eq!(right.number_mismatch, 0.0, "{right:?}");
+}

@@ -240,3 +240,26 @@ fn deterministic_bytes() {
     let b = serde_json::to_string(&check("Mumbai", EVIDENCE, Some("Where?"), Profile::Qa));
     assert_eq!(a.expect("json"), b.expect("json"));
 }
+
+#[test]
+fn a_scattered_name_is_named_in_the_certificate() {
+    let evidence = "The phrase \"Lest we forget\" is used on Remembrance Day and ANZAC Day.";
+    let v = check(
+        "The Day of Remembrance",
+        evidence,
+        Some("What is the phrase used on ANZAC Day?"),
+        Profile::Qa,
+    );
+    let claim = &v.claims[0];
+    assert_ne!(claim.label, Label::Supported, "{claim:?}");
+    let reason = claim
+        .reasons
+        .iter()
+        .find(|r| r.kind == ReasonKind::NameScattered)
+        .expect("a name_scattered reason");
+    assert!(reason.detail.contains("Day of Remembrance"), "{reason:?}");
+    assert_eq!(
+        serde_json::to_value(ReasonKind::NameScattered).expect("serialises"),
+        "name_scattered"
+    );
+}
