@@ -7,7 +7,9 @@
 //! particles names are built with ("of", "de", "von"); a comma, a bracket or "and" ends it, so
 //! each member of a list is a name of its own. The evidence holds the name when one of its
 //! sentences has the name's words in order, each within [`MAX_GAP`] tokens of the one before:
-//! a middle name or an initial may stand between ("Ekaterina Alexandrovna Gordeeva").
+//! a middle name or an initial may stand between ("Ekaterina Alexandrovna Gordeeva"). A title
+//! before a name ("President Barack Obama") may stand elsewhere in the sentence when the rest
+//! of the name is held in order.
 
 use super::super::text::{self, Token, TokenKind};
 
@@ -96,7 +98,16 @@ pub(in crate::witness) fn scattered_name(
             return None;
         }
         let words: Vec<&str> = name.iter().map(|&i| claim[i].norm.as_str()).collect();
-        (!sentences.iter().any(|s| holds_in_order(s, &words))).then(|| {
+        let held = |s: &Vec<Token>| {
+            holds_in_order(s, &words)
+                // A title before a name ("President Barack Obama" against "Barack Obama was
+                // the 44th President"): the name without its first word is held in order, and
+                // the first word stands in the same sentence.
+                || words.len() >= 3
+                    && holds_in_order(s, &words[1..])
+                    && s.iter().any(|t| text::fuzzy_eq(&t.norm, words[0]))
+        };
+        (!sentences.iter().any(held)).then(|| {
             let (first, last) = (&claim[name[0]], &claim[name[name.len() - 1]]);
             claim_text[first.start..last.end].to_string()
         })
@@ -148,6 +159,14 @@ mod tests {
             check(
                 "The University of Toronto",
                 &["He helped found the University of Toronto."]
+            ),
+            None
+        );
+        // A title before a name the sentence holds, the title standing elsewhere in it.
+        assert_eq!(
+            check(
+                "It was signed by President Barack Obama",
+                &["Barack Obama was the 44th President of the United States."]
             ),
             None
         );
