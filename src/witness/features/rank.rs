@@ -24,8 +24,8 @@ const ORDINALS: &[(&str, u32)] = &[
     ("tenth", 10),
 ];
 
-/// A rank that disagrees: the claim's superlative (token index) and rank, and the evidence's
-/// surfaces of the same superlative with their ordinals.
+/// A rank that disagrees: the claim's superlative with its ordinal, if any ("largest"), and the
+/// evidence's occurrences of the same superlative with theirs ("second-largest").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(in crate::witness) struct RankMismatch {
     pub(in crate::witness) claimed: String,
