@@ -309,14 +309,15 @@ pub(super) fn measure(
         &mut reasons,
         &mut sentences,
     );
-    let found = |token: &Token| {
+    let holding = |token: &Token| {
         claim
             .terms
             .iter()
-            .any(|t| t.norm == token.norm && t.found())
+            .find(|t| t.norm == token.norm)
+            .map_or(&[][..], |t| t.sentences.as_slice())
     };
     if let Some(name) =
-        name_order::scattered_name(claim.text, claim.tokens, &evidence.tokens, found)
+        name_order::scattered_name(claim.text, claim.tokens, &evidence.tokens, holding)
     {
         f.scattered_name = 1.0;
         reasons.push(reason(

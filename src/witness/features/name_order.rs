@@ -84,17 +84,18 @@ fn holds_in_order(sentence: &[Token], name: &[&str]) -> bool {
         })
 }
 
-/// The first claim name whose words the evidence all holds (`found` says whether a claim
-/// token's word is anywhere in it), though no sentence holds them together in order; as its
-/// surface.
-pub(in crate::witness) fn scattered_name(
+/// The first claim name whose words the evidence all holds, though no sentence holds them
+/// together in order; as its surface. `holding` gives the evidence sentences holding a claim
+/// token's word (empty when none does): only those holding the name's last word can hold the
+/// name, so long evidence is not scanned sentence by sentence.
+pub(in crate::witness) fn scattered_name<'a>(
     claim_text: &str,
     claim: &[Token],
     sentences: &[Vec<Token>],
-    found: impl Fn(&Token) -> bool,
+    holding: impl Fn(&Token) -> &'a [usize],
 ) -> Option<String> {
     names(claim_text, claim).into_iter().find_map(|name| {
-        if !name.iter().all(|&i| found(&claim[i])) {
+        if name.iter().any(|&i| holding(&claim[i]).is_empty()) {
             return None;
         }
         let words: Vec<&str> = name.iter().map(|&i| claim[i].norm.as_str()).collect();
@@ -107,8 +108,14 @@ pub(in crate::witness) fn scattered_name(
                     && holds_in_order(s, &words[1..])
                     && s.iter().any(|t| text::fuzzy_eq(&t.norm, words[0]))
         };
-        (!sentences.iter().any(held)).then(|| {
-            let (first, last) = (&claim[name[0]], &claim[name[name.len() - 1]]);
+        let last = &claim[name[name.len() - 1]];
+        let candidates = holding(last);
+        (!candidates
+            .iter()
+            .filter_map(|&s| sentences.get(s))
+            .any(held))
+        .then(|| {
+            let first = &claim[name[0]];
             claim_text[first.start..last.end].to_string()
         })
     })
@@ -122,13 +129,26 @@ mod tests {
     fn check(claim: &str, evidence: &[&str]) -> Option<String> {
         let sentences: Vec<Vec<Token>> = evidence.iter().map(|s| tokenize(s)).collect();
         let tokens = tokenize_answer(claim);
-        let found = |t: &Token| {
-            sentences
+        let holding: Vec<Vec<usize>> = tokens
+            .iter()
+            .map(|t| {
+                (0..sentences.len())
+                    .filter(|&s| {
+                        sentences[s]
+                            .iter()
+                            .any(|e| text::fuzzy_eq(&e.norm, &t.norm))
+                    })
+                    .collect()
+            })
+            .collect();
+        let of = |t: &Token| {
+            let i = tokens
                 .iter()
-                .flatten()
-                .any(|e| text::fuzzy_eq(&e.norm, &t.norm))
+                .position(|x| x.start == t.start)
+                .expect("a claim token");
+            holding[i].as_slice()
         };
-        scattered_name(claim, &tokens, &sentences, found)
+        scattered_name(claim, &tokens, &sentences, of)
     }
 
     #[test]
