@@ -66,7 +66,8 @@ features! {
     /// Claim words the evidence holds, but only outside the aligned span (count): words taken
     /// from another fact of the same passage.
     unaligned_words,
-    /// A number or date of the claim disagrees with one of its kind in the aligned span.
+    /// A number or date of the claim disagrees with one of its kind in the aligned span, or a
+    /// superlative's rank does ("largest" against "second-largest"; see [`rank`]).
     number_mismatch,
     /// Negation on one side only, over a span that otherwise matches.
     negation_flip,
@@ -116,7 +117,8 @@ features! {
     window_alignment,
     /// How much more of the question another name of the answer's sentences reaches than the
     /// answer does: the share of the question's weight that the sentences about that name
-    /// (opening with it) add to the sentences holding the answer. The name is a run of name
+    /// (opening with it, and those right after that call it by its head word, "the
+    /// university") add to the sentences holding the answer. The name is a run of name
     /// tokens sharing no word with the answer or the question; 0 without a question and for
     /// wh-questions with "do"-support, whose description is of their subject. In multi-hop
     /// evidence the question describes the filler of its slot through a second sentence; a
