@@ -67,7 +67,7 @@ features! {
     /// from another fact of the same passage.
     unaligned_words,
     /// A number or date of the claim disagrees with one of its kind in the aligned span, or a
-    /// superlative's rank does ("largest" against "second-largest"; see [`rank`]).
+    /// superlative's rank does ("largest" against "second-largest"; see `features::rank`).
     number_mismatch,
     /// Negation on one side only, over a span that otherwise matches.
     negation_flip,
@@ -78,7 +78,7 @@ features! {
     /// "X wrote it" against "written by Z": the span names another agent of the same verb.
     agent_mismatch,
     /// The claim puts on opposite sides of a relation word two arguments the anchor sentence
-    /// holds the other way round ("A overrides B" against "B overrides A"; see [`exchange`]).
+    /// holds the other way round ("A overrides B" against "B overrides A"; see `features::exchange`).
     exchanged_arguments,
     /// A short answer found elsewhere while the sentence answering the question names another
     /// filler of its kind.
@@ -126,7 +126,7 @@ features! {
     /// beside his gym — is the filler, and the answer only its neighbour.
     better_linked_name,
     /// A name of the claim whose words the evidence holds, but never together in the claim's
-    /// order ("the Day of Remembrance" against "Remembrance Day"; see [`name_order`]).
+    /// order ("the Day of Remembrance" against "Remembrance Day"; see `features::name_order`).
     scattered_name,
 }
 
