@@ -319,3 +319,29 @@ fn a_dropped_ordinal_is_a_number_mismatch() {
     );
     assert_eq!(right.number_mismatch, 0.0, "{right:?}");
 }
+
+/// The rank and name-order detectors slice the claim and evidence texts between neighbouring
+/// tokens: odd spacing, options and non-ASCII text must not make them panic.
+#[test]
+fn rank_and_name_detectors_take_odd_input() {
+    let evidences = [
+        "",
+        "The 2nd largest. Second-largest-city. Élodie Ødegård of the Ærø Ferry Co. --Opt -J",
+        "Day of Remembrance Day of. The the University. 11th most 3rd-best",
+    ];
+    let claims = [
+        "The 2nd-largest Ærø Ferry",
+        "Élodie of the Ødegård",
+        "--Opt -J Remembrance of Day",
+        "third-most populous",
+        "St. Louis Day 1st",
+    ];
+    for evidence in evidences {
+        for claim in claims {
+            let evidence = Evidence::new(evidence);
+            for question in [None, Some("Which is the second-largest?")] {
+                let _ = claim_features(&evidence, claim, question);
+            }
+        }
+    }
+}
