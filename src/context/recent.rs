@@ -13,7 +13,7 @@ use std::path::Path;
 use crate::git::{self, GitError};
 
 /// How many first-parent commits back the window reaches by default. Chosen on the tune part
-/// of the localisation tasks (3, 5, 10 and 20 tried; README, *Localisation on real history*).
+/// of the localisation tasks (3, 5, 10 and 20 tried; docs/context-engine.md, *Localisation on real history*).
 pub const DEFAULT_COMMITS: usize = 10;
 
 /// Environment variable that sets the window for every command (`0` turns the lift off).

@@ -19,7 +19,7 @@ pub enum FileRole {
 }
 
 /// Score factors by role, chosen on the tune part of the mined localisation tasks (see the
-/// README's "Localisation on real history"): documentation and configuration name the
+/// docs/context-engine.md, "Localisation on real history"): documentation and configuration name the
 /// project's words in prose and settings without holding the behaviour asked about;
 /// generated, lock and vendored files repeat names without being anyone's edit target.
 impl FileRole {

@@ -309,7 +309,7 @@ impl SkillStore {
     }
 }
 
-/// One exported skill (the shape is documented in the README, "Skills, gaps and the dream
+/// One exported skill (the shape is documented in docs/skills.md, "Skills, gaps and the dream
 /// cycle").
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
