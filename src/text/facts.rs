@@ -375,7 +375,8 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
     tokens
 }
 
-fn strip_ordinal(digits: &str) -> String {
+/// "2nd" → "2": the digits of a numeric ordinal; anything else is returned as it is.
+pub fn strip_ordinal(digits: &str) -> String {
     for suffix in ["st", "nd", "rd", "th"] {
         if let Some(base) = digits.strip_suffix(suffix)
             && base.chars().all(|c| c.is_ascii_digit())

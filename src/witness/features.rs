@@ -347,11 +347,12 @@ fn numbers(
     f: &mut Features,
     reasons: &mut Vec<Reason>,
 ) {
-    let span_texts: Vec<(&str, &[Token])> = span
+    let span_tokens: Vec<&[Token]> = span
         .iter()
-        .map(|&s| (evidence.text.as_str(), evidence.tokens[s].as_slice()))
+        .map(|&s| evidence.tokens[s].as_slice())
         .collect();
-    if let Some(found) = rank::rank_mismatch(claim.text, claim.tokens, &span_texts) {
+    if let Some(found) = rank::rank_mismatch(claim.text, claim.tokens, &evidence.text, &span_tokens)
+    {
         f.number_mismatch = 1.0;
         reasons.push(reason(
             ReasonKind::NumberMismatch,

@@ -48,7 +48,9 @@ fn names(text: &str, tokens: &[Token]) -> Vec<Vec<usize>> {
             pending_particles = 0;
         } else if !current.is_empty()
             && pending_particles < 2
-            && PARTICLES.contains(&text[token.start..token.end].to_lowercase().as_str())
+            && PARTICLES
+                .iter()
+                .any(|p| p.eq_ignore_ascii_case(&text[token.start..token.end]))
         {
             pending_particles += 1;
         } else {

@@ -8,7 +8,7 @@
 //! check can only misfire on such a noun when one side puts an ordinal before it ("a second
 //! request") and the other names it bare, which the development data never showed.
 
-use super::super::text::{Token, TokenKind};
+use super::super::text::{Token, TokenKind, strip_ordinal};
 
 /// Ordinal words up to ten; higher ranks are written as "11th" (a number token).
 const ORDINALS: &[(&str, u32)] = &[
@@ -32,9 +32,22 @@ pub(in crate::witness) struct RankMismatch {
     pub(in crate::witness) evidence: Vec<String>,
 }
 
-fn is_superlative(lower: &str) -> bool {
-    matches!(lower, "most" | "least" | "best" | "worst")
-        || lower.len() >= 6 && lower.ends_with("est") && lower.chars().all(char::is_alphabetic)
+/// One superlative of a text: the word in lower case, its rank, and its surface with the
+/// ordinal ("second-largest").
+struct Superlative {
+    word: String,
+    rank: u32,
+    surface: String,
+}
+
+fn is_superlative(surface: &str) -> bool {
+    ["most", "least", "best", "worst"]
+        .iter()
+        .any(|w| w.eq_ignore_ascii_case(surface))
+        || surface.len() >= 6
+            && surface.is_char_boundary(surface.len() - 3)
+            && surface[surface.len() - 3..].eq_ignore_ascii_case("est")
+            && surface.chars().all(char::is_alphabetic)
 }
 
 /// The ordinal right before token `i` ("second-largest", "2nd largest"), as a rank and the
@@ -47,59 +60,64 @@ fn ordinal_before(text: &str, tokens: &[Token], i: usize) -> Option<(u32, usize)
         return None;
     }
     let surface = text[token.start..token.end].to_lowercase();
-    let rank = ORDINALS
-        .iter()
-        .find(|(w, _)| *w == surface)
-        .map(|(_, r)| *r)
-        .or_else(|| {
-            // "2nd": the tokenizer strips the suffix, so the surface tells an ordinal from "2".
-            let digits = surface.strip_suffix(|c: char| c.is_alphabetic())?;
-            let digits = digits.strip_suffix(|c: char| c.is_alphabetic())?;
-            (token.kind == TokenKind::Number && digits.chars().all(|c| c.is_ascii_digit()))
-                .then(|| digits.parse().ok())
-                .flatten()
-        })?;
+    let rank = match ORDINALS.iter().find(|(w, _)| *w == surface) {
+        Some((_, rank)) => *rank,
+        // The tokenizer folds "2nd" into the number 2; only the surface tells it from "2".
+        None if token.kind == TokenKind::Number => {
+            let digits = strip_ordinal(&surface);
+            if digits == surface {
+                return None;
+            }
+            digits.parse().ok()?
+        }
+        None => return None,
+    };
     Some((rank, previous))
 }
 
-/// The superlatives of a text: (lower-case word, rank, surface with its ordinal).
-fn superlatives(text: &str, tokens: &[Token]) -> Vec<(String, u32, String)> {
+/// The superlatives of the tokens of `text`.
+fn superlatives(text: &str, tokens: &[Token]) -> Vec<Superlative> {
     tokens
         .iter()
         .enumerate()
         .filter_map(|(i, t)| {
-            let lower = text[t.start..t.end].to_lowercase();
-            if !is_superlative(&lower) {
+            let word = &text[t.start..t.end];
+            if !is_superlative(word) {
                 return None;
             }
-            let (rank, from) = ordinal_before(text, tokens, i).map_or((1, i), |(r, p)| (r, p));
-            Some((lower, rank, text[tokens[from].start..t.end].to_string()))
+            let (rank, from) = ordinal_before(text, tokens, i).unwrap_or((1, i));
+            Some(Superlative {
+                word: word.to_lowercase(),
+                rank,
+                surface: text[tokens[from].start..t.end].to_string(),
+            })
         })
         .collect()
 }
 
-/// The first superlative of the claim whose rank the evidence sentences give otherwise: the
-/// sentences hold the same superlative, never at the claim's rank.
+/// The first superlative of the claim whose rank the evidence sentences (token lists of
+/// `evidence_text`) give otherwise: they hold the same superlative, never at the claim's rank.
 pub(in crate::witness) fn rank_mismatch(
     claim_text: &str,
     claim: &[Token],
-    sentences: &[(&str, &[Token])],
+    evidence_text: &str,
+    sentences: &[&[Token]],
 ) -> Option<RankMismatch> {
     let claimed = superlatives(claim_text, claim);
     if claimed.is_empty() {
         return None;
     }
-    let found: Vec<(String, u32, String)> = sentences
+    let found: Vec<Superlative> = sentences
         .iter()
-        .flat_map(|(text, tokens)| superlatives(text, tokens))
+        .flat_map(|tokens| superlatives(evidence_text, tokens))
         .collect();
-    claimed.into_iter().find_map(|(word, rank, surface)| {
-        let same: Vec<&(String, u32, String)> = found.iter().filter(|f| f.0 == word).collect();
-        (!same.is_empty() && same.iter().all(|f| f.1 != rank)).then(|| {
-            let mut evidence: Vec<String> = same.iter().map(|f| f.2.clone()).collect();
+    claimed.into_iter().find_map(|claimed| {
+        let same: Vec<&Superlative> = found.iter().filter(|f| f.word == claimed.word).collect();
+        (!same.is_empty() && same.iter().all(|f| f.rank != claimed.rank)).then(|| {
+            let mut evidence: Vec<String> = same.iter().map(|f| f.surface.clone()).collect();
             evidence.dedup();
             RankMismatch {
-                claimed: surface,
+                claimed: claimed.surface,
                 evidence,
             }
         })
@@ -113,7 +131,7 @@ mod tests {
 
     fn check(claim: &str, sentence: &str) -> Option<RankMismatch> {
         let (c, s) = (tokenize(claim), tokenize(sentence));
-        rank_mismatch(claim, &c, &[(sentence, &s)])
+        rank_mismatch(claim, &c, sentence, &[&s])
     }
 
     #[test]
