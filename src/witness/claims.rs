@@ -233,14 +233,34 @@ fn is_code_identifier(surface: &str) -> bool {
     surface.contains('_') || surface.contains("::") || surface.contains("()")
 }
 
+/// Whether a claim opens with a hedge or courtesy ("Thanks!", "Sure, …", "I hope …"). The
+/// opener must end at a word boundary ("Pleased with the result, …" and "Surely …" are not
+/// "please" and "sure"), and "Thanks to X, <clause>" credits X for a stated fact rather than
+/// thanking anyone.
+fn opens_non_assertively(claim: &str) -> bool {
+    let lower = claim.to_lowercase();
+    let Some(opener) = NON_ASSERTIVE_OPENERS.iter().find(|o| {
+        lower.strip_prefix(*o).is_some_and(|rest| {
+            o.ends_with(' ') || !rest.starts_with(|c: char| c.is_alphanumeric() || c == '\'')
+        })
+    }) else {
+        return false;
+    };
+    let causal = *opener == "thanks"
+        && lower["thanks".len()..].trim_start().starts_with("to ")
+        && lower
+            .split_once(',')
+            .is_some_and(|(_, clause)| text::tokenize(clause).iter().any(Token::is_content));
+    !causal
+}
+
 /// Whether a sentence, list item or table row asserts something checkable.
 pub fn is_verifiable(claim: &str) -> bool {
     let trimmed = claim.trim();
     if trimmed.ends_with('?') {
         return false;
     }
-    let lower = trimmed.to_lowercase();
-    if NON_ASSERTIVE_OPENERS.iter().any(|o| lower.starts_with(o)) {
+    if opens_non_assertively(trimmed) {
         return false;
     }
     let tokens = text::tokenize(trimmed);
@@ -318,5 +338,21 @@ mod tests {
         assert!(!is_verifiable("Let me know if you need more."));
         assert!(is_verifiable("The function `parse_config` returns a map."));
         assert!(is_verifiable("The committee approved the budget."));
+        assert!(!is_verifiable("Thanks to everyone who helped!"));
+        assert!(!is_verifiable("Thanks, that settles it."));
+        assert!(!is_verifiable("Sure, the cache is cleared on restart."));
+    }
+
+    #[test]
+    fn a_fact_opening_like_a_courtesy_is_verifiable() {
+        // Regression: a prefix match read these as "thanks", "please" and "sure", so the
+        // witness never checked them (a changed "100%" passed unseen).
+        assert!(is_verifiable(
+            "Thanks to urllib3, keep-alive is 100% automatic inside a session."
+        ));
+        assert!(is_verifiable(
+            "Pleased with the design, the board approved it in 1990."
+        ));
+        assert!(is_verifiable("Surely Paris has 2.1 million residents."));
     }
 }
