@@ -54,6 +54,10 @@ pub const SCORED_ONLY_FILES: [&str; 1] = ["data/witness/halueval-dev/swaps.jsonl
 /// The held-out file, relative to the repository root (never used by the fit).
 pub const HELD_OUT_FILE: &str = "data/witness/repo-docs/heldout.jsonl";
 
+/// Claims against documentation written by someone who had not seen the checker, after the
+/// scorer's design (session 12): evaluation only, never fitted, tuned on or split.
+pub const BLIND_FILE: &str = "data/witness/repo-docs/blind.jsonl";
+
 /// The claim an answer is judged by when it has several: the one with the least support
 /// before any weights (a fired contradiction detector first, then the lowest coverage), as the
 /// answer's score is its weakest claim's.
@@ -130,17 +134,28 @@ mod tests {
     }
 
     #[test]
-    fn repo_doc_items_sit_in_the_part_their_id_hashes_to() {
+    fn repo_doc_items_sit_in_the_part_their_id_hashes_to_and_blind_ones_apart() {
         let tune = provenance("data/witness/repo-docs/tune.jsonl");
         let held = provenance(HELD_OUT_FILE);
+        let blind = provenance(BLIND_FILE);
         assert!(tune.iter().all(|i| part_of(&i.id) == Part::Tune));
         assert!(held.iter().all(|i| part_of(&i.id) == Part::HeldOut));
         assert!(tune.len() + held.len() >= 120);
-        let mut ids: Vec<&str> = tune.iter().chain(&held).map(|i| i.id.as_str()).collect();
+        assert!(blind.len() >= 100);
+        let mut ids: Vec<&str> = tune
+            .iter()
+            .chain(&held)
+            .chain(&blind)
+            .map(|i| i.id.as_str())
+            .collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), tune.len() + held.len(), "ids are unique");
-        for item in tune.iter().chain(&held) {
+        assert_eq!(
+            ids.len(),
+            tune.len() + held.len() + blind.len(),
+            "ids are unique"
+        );
+        for item in tune.iter().chain(&held).chain(&blind) {
             assert!(["requests", "flask", "fd"].contains(&item.repo.as_str()));
             assert!(
                 !item.path.is_empty() && item.commit.len() == 40,
@@ -157,7 +172,7 @@ mod tests {
             assert_ne!(item.right_answer, item.hallucinated_answer);
         }
         for kind in ["number", "name", "negation", "relation"] {
-            for part in [&tune, &held] {
+            for part in [&tune, &held, &blind] {
                 assert!(part.iter().any(|i| i.alteration == kind), "{kind}");
             }
         }
