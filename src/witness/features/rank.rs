@@ -10,13 +10,9 @@
 
 use super::super::text::{Token, TokenKind, strip_ordinal};
 
-/// Ordinal words up to ten; higher ranks are written as "11th" (a number token).
+/// Ordinal words the tokenizer leaves as words: it already folds "first" to "fifth" into
+/// number tokens ("second" has the norm "2nd"), and higher ranks are written "11th".
 const ORDINALS: &[(&str, u32)] = &[
-    ("first", 1),
-    ("second", 2),
-    ("third", 3),
-    ("fourth", 4),
-    ("fifth", 5),
     ("sixth", 6),
     ("seventh", 7),
     ("eighth", 8),
@@ -62,14 +58,14 @@ fn ordinal_before(text: &str, tokens: &[Token], i: usize) -> Option<(u32, usize)
     let surface = text[token.start..token.end].to_lowercase();
     let rank = match ORDINALS.iter().find(|(w, _)| *w == surface) {
         Some((_, rank)) => *rank,
-        // The tokenizer folds "2nd" into the number 2; only the surface tells it from "2".
-        None if token.kind == TokenKind::Number => {
-            let digits = strip_ordinal(&surface);
-            if digits == surface {
-                return None;
-            }
-            digits.parse().ok()?
-        }
+        // A folded ordinal word keeps its suffix in the norm ("second" → "2nd"); a written one
+        // ("2nd") is folded to the number 2, and only its surface tells it from "2".
+        None if token.kind == TokenKind::Number => [token.norm.as_str(), surface.as_str()]
+            .into_iter()
+            .find_map(|form| {
+                let digits = strip_ordinal(form);
+                (digits != form).then(|| digits.parse().ok()).flatten()
+            })?,
         None => return None,
     };
     Some((rank, previous))
@@ -143,6 +139,15 @@ mod tests {
         assert_eq!(found.evidence, ["second-largest"]);
         assert!(check("It is the third largest city in the Midwest.", evidence).is_some());
         assert!(check("It is the 2nd largest city.", "It is the largest city.").is_some());
+        // Ordinal words past "fifth" stay words for the tokenizer; the rank still reads them.
+        assert!(check("It is the seventh largest city.", evidence).is_some());
+        assert_eq!(
+            check(
+                "It is the seventh largest city.",
+                "It is the 7th largest city."
+            ),
+            None
+        );
     }
 
     #[test]
