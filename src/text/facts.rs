@@ -10,7 +10,7 @@
 use std::sync::LazyLock;
 
 use super::stem;
-use super::stopwords::is_fact_stop as is_stop;
+use super::stopwords::{NEGATIONS, is_fact_stop as is_stop};
 
 /// What a token is, which decides how strictly it must match evidence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -397,6 +397,58 @@ fn is_all_caps(surface: &str) -> bool {
     surface.chars().count() > 1 && surface.chars().all(|c| !c.is_lowercase())
 }
 
+/// Whether a token negates: a negation word ([`NEGATIONS`]) that is not a name. Capitalised
+/// inside a sentence, "None" is Python's value ("a chunk_size of None") and "No" part of a
+/// title, not a negation.
+pub fn is_negation(token: &Token) -> bool {
+    token.kind != TokenKind::Entity && NEGATIONS.contains(&token.norm.as_str())
+}
+
+/// Words that open a new clause, ending the reach of a negation before them ("Flask does not
+/// know the host, and assumes any host is valid": "assumes" is not negated).
+const CLAUSE_OPENERS: &[&str] = &[
+    "and",
+    "but",
+    "or",
+    "which",
+    "while",
+    "because",
+    "so",
+    "although",
+    "though",
+    "whereas",
+    "if",
+    "when",
+    "unless",
+    "otherwise",
+];
+
+/// The indices of the content words negations govern: those after a negation
+/// ([`is_negation`]) up to the end of its clause, which a comma, semicolon, colon, round bracket
+/// or dash between two tokens ends, or a word opening a new clause ("The app doesn't *know*
+/// the *host*, and assumes any host is valid"). `source` is the text the tokens' offsets point
+/// into.
+pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let mut inside = false;
+    for (i, token) in tokens.iter().enumerate() {
+        if inside && i > 0 {
+            let gap = source.get(tokens[i - 1].end..token.start).unwrap_or("");
+            if gap.contains([',', ';', ':', '(', ')', '\u{2014}', '\u{2013}'])
+                || CLAUSE_OPENERS.contains(&token.norm.as_str())
+            {
+                inside = false;
+            }
+        }
+        if is_negation(token) {
+            inside = true;
+        } else if inside && token.is_content() {
+            out.push(i);
+        }
+    }
+    out
+}
+
 /// Whether two normalised tokens match: exactly, or as inflections of one another (a shared
 /// stem of at least six characters, at most three characters of suffix each), e.g. "directed"
 /// and "director", "America" and "American". Numbers, months and code names (options,
@@ -425,6 +477,31 @@ mod tests {
 
     fn norms(text: &str) -> Vec<String> {
         tokenize(text).into_iter().map(|t| t.norm).collect()
+    }
+
+    #[test]
+    fn a_negation_reaches_to_the_end_of_its_clause() {
+        let scoped = |text: &str| {
+            let tokens = tokenize(text);
+            negated_tokens(text, &tokens)
+                .into_iter()
+                .map(|i| tokens[i].norm.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            scoped("The app doesn't know the host, and assumes any host is valid."),
+            ["know", "host"]
+        );
+        assert_eq!(
+            scoped("It will not be accepted, nor will it be merged (yet)."),
+            ["accept", "merg"]
+        );
+        assert_eq!(
+            scoped("If none, the default is used."),
+            Vec::<String>::new()
+        );
+        assert!(scoped("It operates a radio telescope.").is_empty());
+        assert!(scoped("It iterates with a chunk_size of None by default.").is_empty());
     }
 
     #[test]

@@ -47,9 +47,15 @@ pub const TUNE_FILES: [&str; 2] = [
 
 /// Development files the fit never reads but `svc witness fit` scores, in-sample and with the
 /// rule fitted without each item's fold: the length-matched answers written against the
-/// development split (`halueval-dev/swaps.jsonl`, built by `swaps.py` there). Its items share
-/// their knowledge, and so their folds, with `dev.jsonl`.
-pub const SCORED_ONLY_FILES: [&str; 1] = ["data/witness/halueval-dev/swaps.jsonl"];
+/// development split (`halueval-dev/swaps.jsonl`, built by `swaps.py` there; its items share
+/// their knowledge, and so their folds, with `dev.jsonl`), and the documentation design set
+/// ([`DESIGN_FILE`]), whose in-sample figures are the committed rule's.
+pub const SCORED_ONLY_FILES: [&str; 2] = ["data/witness/halueval-dev/swaps.jsonl", DESIGN_FILE];
+
+/// Claims against documentation written by someone who had not seen the checker (session 13),
+/// for designing rules: its misses may be read, but it is never fitted on, so documentation
+/// does not pull the contradiction detectors' weights towards its paraphrases.
+pub const DESIGN_FILE: &str = "data/witness/repo-docs/design.jsonl";
 
 /// The held-out file, relative to the repository root (never used by the fit).
 pub const HELD_OUT_FILE: &str = "data/witness/repo-docs/heldout.jsonl";
@@ -113,6 +119,7 @@ mod tests {
         repo: String,
         path: String,
         commit: String,
+        section: String,
         alteration: String,
         question: String,
         right_answer: String,
@@ -138,24 +145,33 @@ mod tests {
         let tune = provenance("data/witness/repo-docs/tune.jsonl");
         let held = provenance(HELD_OUT_FILE);
         let blind = provenance(BLIND_FILE);
+        let design = provenance(DESIGN_FILE);
         assert!(tune.iter().all(|i| part_of(&i.id) == Part::Tune));
         assert!(held.iter().all(|i| part_of(&i.id) == Part::HeldOut));
         assert!(tune.len() + held.len() >= 120);
         assert!(blind.len() >= 100);
-        let mut ids: Vec<&str> = tune
+        assert!(design.len() >= 100);
+        let parts = [&tune, &held, &blind, &design];
+        let mut ids: Vec<&str> = parts
             .iter()
-            .chain(&held)
-            .chain(&blind)
+            .flat_map(|p| p.iter())
             .map(|i| i.id.as_str())
             .collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(
             ids.len(),
-            tune.len() + held.len() + blind.len(),
+            parts.iter().map(|p| p.len()).sum::<usize>(),
             "ids are unique"
         );
+        // No documentation section serves two parts: a design rule read off a section must not
+        // be judged on the same section's blind or held-out claims.
+        let section = |i: &Provenance| (i.repo.clone(), i.path.clone(), i.section.clone());
+        let design_sections: std::collections::HashSet<_> = design.iter().map(section).collect();
         for item in tune.iter().chain(&held).chain(&blind) {
+            assert!(!design_sections.contains(&section(item)), "{}", item.id);
+        }
+        for item in parts.iter().flat_map(|p| p.iter()) {
             assert!(["requests", "flask", "fd"].contains(&item.repo.as_str()));
             assert!(
                 !item.path.is_empty() && item.commit.len() == 40,
@@ -172,7 +188,7 @@ mod tests {
             assert_ne!(item.right_answer, item.hallucinated_answer);
         }
         for kind in ["number", "name", "negation", "relation"] {
-            for part in [&tune, &held, &blind] {
+            for part in parts {
                 assert!(part.iter().any(|i| i.alteration == kind), "{kind}");
             }
         }

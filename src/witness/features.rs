@@ -413,73 +413,6 @@ fn numbers(
     }
 }
 
-fn polarity_and_antonyms(
-    evidence: &Evidence,
-    claim: &ClaimView<'_>,
-    span: &[usize],
-    alignment: Alignment,
-    f: &mut Features,
-    reasons: &mut Vec<Reason>,
-) {
-    let claim_negated = claim
-        .tokens
-        .iter()
-        .any(|t| text::NEGATIONS.contains(&t.norm.as_str()));
-    let span_negated = span.iter().any(|&s| evidence.negated[s]);
-    if claim_negated != span_negated
-        && alignment.focus >= 0.75
-        && claim.kind != ClaimKind::ShortAnswer
-    {
-        f.negation_flip = 1.0;
-        reasons.push(reason(
-            ReasonKind::NegationFlip,
-            if claim_negated {
-                "the claim negates what the aligned evidence states"
-            } else {
-                "the aligned evidence negates what the claim states"
-            },
-        ));
-    }
-    let span_words: std::collections::BTreeSet<&str> = span
-        .iter()
-        .flat_map(|&s| evidence.tokens[s].iter())
-        .map(|t| t.norm.as_str())
-        .collect();
-    for token in claim.tokens {
-        if span_words.contains(token.norm.as_str()) {
-            continue;
-        }
-        let opposite = antonym_of(&token.norm)
-            .filter(|o| span_words.contains(o.as_str()))
-            .or_else(|| {
-                NEGATING_PREFIXES.iter().find_map(|p| {
-                    let word = token.norm.as_str();
-                    let plain = word
-                        .strip_prefix(p)
-                        .map(|r| r.trim_start_matches('-').to_string());
-                    [
-                        Some(format!("{p}{word}")),
-                        Some(format!("{p}-{word}")),
-                        plain,
-                    ]
-                    .into_iter()
-                    .flatten()
-                    .find(|w| span_words.contains(w.as_str()) && prefix_opposites(w, word))
-                })
-            });
-        if let Some(opposite) = opposite {
-            f.antonym_flip = 1.0;
-            reasons.push(reason(
-                ReasonKind::AntonymFlip,
-                format!(
-                    "claim says \"{}\", the evidence says \"{opposite}\"",
-                    &claim.text[token.start..token.end]
-                ),
-            ));
-        }
-    }
-}
-
 /// Names: another agent of the same verb, or a claim name found nowhere while the span names
 /// someone new; for short answers, another filler in the sentence that answers the question.
 #[allow(clippy::too_many_arguments)]
@@ -881,89 +814,6 @@ fn order_agreement(evidence: &Evidence, terms: &[Term], anchor: usize) -> f64 {
 /// quadratic pair count on pathological input.
 const MAX_ORDERED_TERMS: usize = 32;
 
-const ANTONYMS: &[(&str, &str)] = &[
-    ("older", "younger"),
-    ("oldest", "youngest"),
-    ("oldest", "newest"),
-    ("before", "after"),
-    ("earlier", "later"),
-    ("first", "last"),
-    ("larger", "smaller"),
-    ("largest", "smallest"),
-    ("bigger", "smaller"),
-    ("higher", "lower"),
-    ("highest", "lowest"),
-    ("longer", "shorter"),
-    ("increase", "decrease"),
-    ("increased", "decreased"),
-    ("won", "lost"),
-    ("win", "lose"),
-    ("alive", "dead"),
-    ("north", "south"),
-    ("east", "west"),
-    ("northern", "southern"),
-    ("eastern", "western"),
-    ("male", "female"),
-    ("public", "private"),
-    ("true", "false"),
-    ("accept", "reject"),
-    ("accepted", "rejected"),
-    ("allow", "forbid"),
-    ("minimum", "maximum"),
-    ("above", "below"),
-    ("inside", "outside"),
-    ("success", "failure"),
-    ("succeeded", "failed"),
-    ("enabled", "disabled"),
-    ("include", "exclude"),
-    ("prefix", "suffix"),
-    ("uppercase", "lowercase"),
-    ("upwards", "downwards"),
-    ("upward", "downward"),
-    ("recommended", "discouraged"),
-    ("same", "different"),
-    ("start", "end"),
-];
-
-/// The opposite of a word, by the list above, compared on normalised forms.
-fn antonym_of(norm: &str) -> Option<String> {
-    ANTONYM_NORMS.iter().find_map(|(a, b)| {
-        if a == norm {
-            Some(b.clone())
-        } else if b == norm {
-            Some(a.clone())
-        } else {
-            None
-        }
-    })
-}
-
-static ANTONYM_NORMS: std::sync::LazyLock<Vec<(String, String)>> = std::sync::LazyLock::new(|| {
-    let norm = |w: &str| {
-        text::tokenize(w)
-            .into_iter()
-            .next()
-            .map_or_else(|| w.to_string(), |t| t.norm)
-    };
-    ANTONYMS.iter().map(|(a, b)| (norm(a), norm(b))).collect()
-});
-
-/// Negating prefixes that make a word's opposite (sensitive / insensitive, blocking /
-/// non-blocking, able / unable).
-const NEGATING_PREFIXES: &[&str] = &["in", "un", "non", "dis", "im", "ir", "il"];
-
-/// Whether one word is the other with a negating prefix (at least four letters remain, so
-/// "in" + "to" is not an opposite).
-fn prefix_opposites(a: &str, b: &str) -> bool {
-    let (long, short) = if a.len() > b.len() { (a, b) } else { (b, a) };
-    short.chars().count() >= 4
-        && NEGATING_PREFIXES.iter().any(|p| {
-            long.strip_prefix(p)
-                .map(|rest| rest.trim_start_matches('-'))
-                .is_some_and(|rest| rest == short)
-        })
-}
-
 /// "Yes, …" or "No, …" at the start of a sentence answer.
 fn leading_polarity(claim: &str) -> Option<bool> {
     let first = claim
@@ -1115,7 +965,12 @@ fn substitution_candidates(
 
 mod exchange;
 mod name_order;
+mod polarity;
 mod rank;
+
+use polarity::polarity_and_antonyms;
+#[cfg(test)]
+use polarity::prefix_opposites;
 
 #[cfg(test)]
 mod tests;

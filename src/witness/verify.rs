@@ -198,7 +198,8 @@ pub struct Evidence {
     pub(super) postings: HashMap<String, Vec<usize>>,
     /// First five characters to the words starting with them, for inflection matching.
     pub(super) prefixes: HashMap<String, Vec<String>>,
-    pub(super) negated: Vec<bool>,
+    /// Per sentence, the tokens a negation governs ([`text::negated_tokens`]).
+    pub(super) negated: Vec<Vec<usize>>,
     /// Whether sentence `i` starts a new document: text pasted from several pages glues a
     /// sentence end to the next page's start without a space, or separates them by a blank line.
     pub(super) breaks: Vec<bool>,
@@ -227,11 +228,7 @@ impl Evidence {
                     }
                 }
             }
-            negated.push(
-                sentence_tokens
-                    .iter()
-                    .any(|t| text::NEGATIONS.contains(&t.norm.as_str())),
-            );
+            negated.push(text::negated_tokens(text, &sentence_tokens));
             tokens.push(sentence_tokens);
         }
         let mut prefixes: HashMap<String, Vec<String>> = HashMap::new();

@@ -448,10 +448,12 @@ fn fit_prints_cross_validated_figures_for_every_tuning_file() {
         .collect();
     assert!(flagged.windows(2).all(|w| w[0] <= w[1]), "{flagged:?}");
     let files = report["files"].as_array().expect("files");
-    // Two tuning files and the length-matched swaps, which the fit only scores.
-    assert_eq!(files.len(), 3);
+    // Two tuning files, then the length-matched swaps and the documentation design set,
+    // which the fit only scores.
+    assert_eq!(files.len(), 4);
     let fitted: Vec<bool> = files.iter().map(|f| f["fitted"] == true).collect();
-    assert_eq!(fitted, [true, true, false]);
+    assert_eq!(fitted, [true, true, false, false]);
+    assert_eq!(files[3]["file"], "data/witness/repo-docs/design.jsonl");
     // The text prints each rate with its 95 % Wilson interval.
     let text = run(svc(state.path()).args(["witness", "fit", "--cv", "3"]));
     assert_eq!(text.code, 0, "{}", text.stderr);
@@ -515,7 +517,7 @@ fn fit_nested_reports_per_fold_choices_and_figures() {
         fold_items += c["figures"]["items"].as_u64().expect("fold figures");
     }
     let files = nested["files"].as_array().expect("files");
-    assert_eq!(files.len(), 3);
+    assert_eq!(files.len(), 4);
     for file in files {
         let all = &file["figures"]["all"];
         assert!(all["items"].as_u64().is_some_and(|n| n > 0), "{file}");

@@ -82,6 +82,58 @@ fn antonyms_and_negating_prefixes_flip() {
     assert!(!prefix_opposites("into", "to"));
 }
 
+/// A negation flips a claim only where a claim word stands under it alone: the evidence's
+/// "doesn't know … the host" negates knowing, while its next clause states the claim.
+#[test]
+fn a_negation_elsewhere_in_the_sentence_does_not_flip_the_claim() {
+    let evidence = "By default the server doesn't know which host it is reached through, and \
+        treats every host as valid. Flask itself does not provide caching.";
+    let f = features_in(
+        evidence,
+        "By default the server treats every host as valid.",
+        None,
+    );
+    assert_eq!(f.negation_flip, 0.0, "{f:?}");
+    let f = features_in(
+        evidence,
+        "By default the server treats no host as valid.",
+        None,
+    );
+    assert_eq!(f.negation_flip, 1.0, "{f:?}");
+    let f = features_in(evidence, "Flask itself provides caching.", None);
+    assert_eq!(f.negation_flip, 1.0, "{f:?}");
+}
+
+#[test]
+fn an_opposite_under_a_negation_agrees() {
+    let evidence = "Your feature request will most likely not be accepted by the maintainers.";
+    let f = features_in(
+        evidence,
+        "Your feature request will most likely be rejected.",
+        None,
+    );
+    assert_eq!(f.antonym_flip, 0.0, "{f:?}");
+    let evidence = "Your feature request will most likely be accepted by the maintainers.";
+    let f = features_in(
+        evidence,
+        "Your feature request will most likely be rejected.",
+        None,
+    );
+    assert_eq!(f.antonym_flip, 1.0, "{f:?}");
+}
+
+/// Python's `None`, capitalised inside a sentence, negates nothing.
+#[test]
+fn a_capitalised_none_inside_a_sentence_is_a_value() {
+    let evidence = "Set stream=True on the request to iterate over the body in chunks.";
+    let f = features_in(
+        evidence,
+        "Set stream=True on the request to iterate in chunks of size None.",
+        None,
+    );
+    assert_eq!(f.negation_flip, 0.0, "{f:?}");
+}
+
 #[test]
 fn another_name_in_the_span_is_a_substitution() {
     let q = Some("Where does the Oberoi Group have its head office?");

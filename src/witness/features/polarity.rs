@@ -1,0 +1,194 @@
+//! Polarity: a claim that negates what its evidence states, or states the opposite word
+//! ("case-sensitive" against "case-insensitive", "younger" against "older").
+//!
+//! An evidence sentence negates the claim only where a word of the claim stands in it under a
+//! negation alone ([`text::negated_tokens`]: the rest of the negation's clause), not also
+//! outside one; a capitalised "None" inside a sentence is Python's value, not a negation. "By default the app doesn't know what host(s) it is allowed to be accessed
+//! through, and assumes any host is valid" negates "know … host", but states "host" too, so it
+//! does not negate the claim "By default the app assumes that any host is valid"; a negation
+//! anywhere in the span used to flip that claim. A negation in the claim counts wherever it
+//! is, as before. For the same reason an opposite word under a negation agrees with the claim
+//! ("will not be accepted" is "will be rejected").
+
+use std::collections::BTreeSet;
+
+use super::super::text::{self, Token};
+use super::super::verify::{Alignment, Evidence, Reason, ReasonKind};
+use super::{ClaimKind, ClaimView, Features, reason, same_word};
+
+pub(super) fn polarity_and_antonyms(
+    evidence: &Evidence,
+    claim: &ClaimView<'_>,
+    span: &[usize],
+    alignment: Alignment,
+    f: &mut Features,
+    reasons: &mut Vec<Reason>,
+) {
+    let claim_scope = text::negated_tokens(claim.text, claim.tokens);
+    let span_tokens = || span.iter().flat_map(|&s| evidence.tokens[s].iter());
+    let in_claim = |token: &Token| {
+        claim
+            .tokens
+            .iter()
+            .any(|c| c.is_content() && same_word(&c.norm, &token.norm))
+    };
+    let claim_negated = claim.tokens.iter().any(text::is_negation);
+    let span_negated = span.iter().any(|&s| {
+        let (tokens, scope) = (&evidence.tokens[s], &evidence.negated[s]);
+        scope.iter().any(|&i| {
+            in_claim(&tokens[i])
+                && !tokens.iter().enumerate().any(|(j, t)| {
+                    t.is_content() && !scope.contains(&j) && same_word(&t.norm, &tokens[i].norm)
+                })
+        })
+    });
+    if claim_negated != span_negated
+        && alignment.focus >= 0.75
+        && claim.kind != ClaimKind::ShortAnswer
+    {
+        f.negation_flip = 1.0;
+        reasons.push(reason(
+            ReasonKind::NegationFlip,
+            if claim_negated {
+                "the claim negates what the aligned evidence states"
+            } else {
+                "the aligned evidence negates what the claim states"
+            },
+        ));
+    }
+    let span_words: BTreeSet<&str> = span_tokens().map(|t| t.norm.as_str()).collect();
+    // Whether every occurrence of `norm` in the span stands under a negation.
+    let negated_in_span = |norm: &str| {
+        let mut seen = false;
+        for &s in span {
+            for (i, t) in evidence.tokens[s].iter().enumerate() {
+                if t.norm == norm {
+                    if !evidence.negated[s].contains(&i) {
+                        return false;
+                    }
+                    seen = true;
+                }
+            }
+        }
+        seen
+    };
+    for (index, token) in claim.tokens.iter().enumerate() {
+        if span_words.contains(token.norm.as_str()) {
+            continue;
+        }
+        let opposite = antonym_of(&token.norm)
+            .filter(|o| span_words.contains(o.as_str()))
+            .or_else(|| {
+                NEGATING_PREFIXES.iter().find_map(|p| {
+                    let word = token.norm.as_str();
+                    let plain = word
+                        .strip_prefix(p)
+                        .map(|r| r.trim_start_matches('-').to_string());
+                    [
+                        Some(format!("{p}{word}")),
+                        Some(format!("{p}-{word}")),
+                        plain,
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .find(|w| span_words.contains(w.as_str()) && prefix_opposites(w, word))
+                })
+            });
+        let Some(opposite) = opposite else { continue };
+        // Two negations agree: "not rejected" is "accepted", "rejected" is "not accepted".
+        if claim_scope.contains(&index) != negated_in_span(&opposite) {
+            continue;
+        }
+        f.antonym_flip = 1.0;
+        reasons.push(reason(
+            ReasonKind::AntonymFlip,
+            format!(
+                "claim says \"{}\", the evidence says \"{opposite}\"",
+                &claim.text[token.start..token.end]
+            ),
+        ));
+    }
+}
+
+const ANTONYMS: &[(&str, &str)] = &[
+    ("older", "younger"),
+    ("oldest", "youngest"),
+    ("oldest", "newest"),
+    ("before", "after"),
+    ("earlier", "later"),
+    ("first", "last"),
+    ("larger", "smaller"),
+    ("largest", "smallest"),
+    ("bigger", "smaller"),
+    ("higher", "lower"),
+    ("highest", "lowest"),
+    ("longer", "shorter"),
+    ("increase", "decrease"),
+    ("increased", "decreased"),
+    ("won", "lost"),
+    ("win", "lose"),
+    ("alive", "dead"),
+    ("north", "south"),
+    ("east", "west"),
+    ("northern", "southern"),
+    ("eastern", "western"),
+    ("male", "female"),
+    ("public", "private"),
+    ("true", "false"),
+    ("accept", "reject"),
+    ("accepted", "rejected"),
+    ("allow", "forbid"),
+    ("minimum", "maximum"),
+    ("above", "below"),
+    ("inside", "outside"),
+    ("success", "failure"),
+    ("succeeded", "failed"),
+    ("enabled", "disabled"),
+    ("include", "exclude"),
+    ("prefix", "suffix"),
+    ("uppercase", "lowercase"),
+    ("upwards", "downwards"),
+    ("upward", "downward"),
+    ("recommended", "discouraged"),
+    ("same", "different"),
+    ("start", "end"),
+];
+
+/// The opposite of a word, by the list above, compared on normalised forms.
+fn antonym_of(norm: &str) -> Option<String> {
+    ANTONYM_NORMS.iter().find_map(|(a, b)| {
+        if a == norm {
+            Some(b.clone())
+        } else if b == norm {
+            Some(a.clone())
+        } else {
+            None
+        }
+    })
+}
+
+static ANTONYM_NORMS: std::sync::LazyLock<Vec<(String, String)>> = std::sync::LazyLock::new(|| {
+    let norm = |w: &str| {
+        text::tokenize(w)
+            .into_iter()
+            .next()
+            .map_or_else(|| w.to_string(), |t| t.norm)
+    };
+    ANTONYMS.iter().map(|(a, b)| (norm(a), norm(b))).collect()
+});
+
+/// Negating prefixes that make a word's opposite (sensitive / insensitive, blocking /
+/// non-blocking, able / unable).
+const NEGATING_PREFIXES: &[&str] = &["in", "un", "non", "dis", "im", "ir", "il"];
+
+/// Whether one word is the other with a negating prefix (at least four letters remain, so
+/// "in" + "to" is not an opposite).
+pub(super) fn prefix_opposites(a: &str, b: &str) -> bool {
+    let (long, short) = if a.len() > b.len() { (a, b) } else { (b, a) };
+    short.chars().count() >= 4
+        && NEGATING_PREFIXES.iter().any(|p| {
+            long.strip_prefix(p)
+                .map(|rest| rest.trim_start_matches('-'))
+                .is_some_and(|rest| rest == short)
+        })
+}
