@@ -427,7 +427,7 @@ const CLAUSE_OPENERS: &[&str] = &[
 /// ([`is_negation`]) up to the end of its clause, which a comma, semicolon, colon, round bracket
 /// or dash between two tokens ends, or a word opening a new clause ("The app doesn't *know*
 /// the *host*, and assumes any host is valid"). `source` is the text the tokens' offsets point
-/// into.
+/// into. The indices ascend.
 pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<usize> {
     let mut out = Vec::new();
     let mut inside = false;

@@ -10,7 +10,7 @@
 //! is, as before. For the same reason an opposite word under a negation agrees with the claim
 //! ("will not be accepted" is "will be rejected").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 
 use super::super::text::{self, Token};
 use super::super::verify::{Alignment, Evidence, Reason, ReasonKind};
@@ -35,11 +35,24 @@ pub(super) fn polarity_and_antonyms(
     let claim_negated = claim.tokens.iter().any(text::is_negation);
     let span_negated = span.iter().any(|&s| {
         let (tokens, scope) = (&evidence.tokens[s], &evidence.negated[s]);
+        if scope.is_empty() {
+            return false;
+        }
+        // Linear in the sentence for each distinct claim word under a negation: evidence pasted
+        // without punctuation makes sentences of thousands of tokens.
+        let mut scoped = vec![false; tokens.len()];
+        for &i in scope {
+            scoped[i] = true;
+        }
+        let mut judged: HashSet<&str> = HashSet::new();
         scope.iter().any(|&i| {
-            in_claim(&tokens[i])
-                && !tokens.iter().enumerate().any(|(j, t)| {
-                    t.is_content() && !scope.contains(&j) && same_word(&t.norm, &tokens[i].norm)
-                })
+            let norm = tokens[i].norm.as_str();
+            judged.insert(norm)
+                && in_claim(&tokens[i])
+                && !tokens
+                    .iter()
+                    .enumerate()
+                    .any(|(j, t)| !scoped[j] && t.is_content() && same_word(&t.norm, norm))
         })
     });
     if claim_negated != span_negated
@@ -63,7 +76,7 @@ pub(super) fn polarity_and_antonyms(
         for &s in span {
             for (i, t) in evidence.tokens[s].iter().enumerate() {
                 if t.norm == norm {
-                    if !evidence.negated[s].contains(&i) {
+                    if evidence.negated[s].binary_search(&i).is_err() {
                         return false;
                     }
                     seen = true;
