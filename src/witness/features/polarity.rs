@@ -3,11 +3,12 @@
 //!
 //! An evidence sentence negates the claim only where a word of the claim stands in it under a
 //! negation alone ([`text::negated_tokens`]: the rest of the negation's clause), not also
-//! outside one; a capitalised "None" inside a sentence is Python's value, not a negation. "By default the app doesn't know what host(s) it is allowed to be accessed
+//! outside one. "By default the app doesn't know what host(s) it is allowed to be accessed
 //! through, and assumes any host is valid" negates "know … host", but states "host" too, so it
 //! does not negate the claim "By default the app assumes that any host is valid"; a negation
 //! anywhere in the span used to flip that claim. A negation in the claim counts wherever it
-//! is, as before. For the same reason an opposite word under a negation agrees with the claim
+//! is, as before, and a capitalised "None" inside a sentence is Python's value, not a
+//! negation. For the same reason an opposite word under a negation agrees with the claim
 //! ("will not be accepted" is "will be rejected").
 
 use std::collections::{BTreeSet, HashSet};
