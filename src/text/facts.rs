@@ -399,9 +399,12 @@ fn is_all_caps(surface: &str) -> bool {
 
 /// Whether a token negates: a negation word ([`NEGATIONS`]) that is not a name. Capitalised
 /// inside a sentence, "None" is Python's value ("a chunk_size of None") and "No" part of a
-/// title, not a negation.
-pub fn is_negation(token: &Token) -> bool {
-    token.kind != TokenKind::Entity && NEGATIONS.contains(&token.norm.as_str())
+/// title; in capitals throughout ("does NOT work", "NEVER") it is a negation stressed.
+/// `source` is the text the token's offsets point into.
+pub fn is_negation(source: &str, token: &Token) -> bool {
+    NEGATIONS.contains(&token.norm.as_str())
+        && (token.kind != TokenKind::Entity
+            || source.get(token.start..token.end).is_some_and(is_all_caps))
 }
 
 /// Words that open a new clause, ending the reach of a negation before them ("Flask does not
@@ -440,7 +443,7 @@ pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<usize> {
                 inside = false;
             }
         }
-        if is_negation(token) {
+        if is_negation(source, token) {
             inside = true;
         } else if inside && token.is_content() {
             out.push(i);
@@ -502,6 +505,7 @@ mod tests {
         );
         assert!(scoped("It operates a radio telescope.").is_empty());
         assert!(scoped("It iterates with a chunk_size of None by default.").is_empty());
+        assert_eq!(scoped("This does NOT work on Windows."), ["work", "window"]);
     }
 
     #[test]

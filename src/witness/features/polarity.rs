@@ -33,7 +33,10 @@ pub(super) fn polarity_and_antonyms(
             .iter()
             .any(|c| c.is_content() && same_word(&c.norm, &token.norm))
     };
-    let claim_negated = claim.tokens.iter().any(text::is_negation);
+    let claim_negated = claim
+        .tokens
+        .iter()
+        .any(|t| text::is_negation(claim.text, t));
     let span_negated = span.iter().any(|&s| {
         let (tokens, scope) = (&evidence.tokens[s], &evidence.negated[s]);
         if scope.is_empty() {

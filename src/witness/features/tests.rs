@@ -122,6 +122,21 @@ fn an_opposite_under_a_negation_agrees() {
     assert_eq!(f.antonym_flip, 1.0, "{f:?}");
 }
 
+/// A negation in capitals is stressed, not a name (regression: reading capitalised negation
+/// words as names took "NOT" for one too).
+#[test]
+fn a_negation_in_capitals_still_negates() {
+    let evidence = "The reloader does not work on Windows.";
+    let f = features_in(evidence, "The reloader does NOT work on Windows.", None);
+    assert_eq!(f.negation_flip, 0.0, "{f:?}");
+    let f = features_in(
+        "The reloader works on Windows.",
+        "The reloader does NOT work on Windows.",
+        None,
+    );
+    assert_eq!(f.negation_flip, 1.0, "{f:?}");
+}
+
 /// Python's `None`, capitalised inside a sentence, negates nothing.
 #[test]
 fn a_capitalised_none_inside_a_sentence_is_a_value() {
