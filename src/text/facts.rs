@@ -426,13 +426,13 @@ const CLAUSE_OPENERS: &[&str] = &[
     "otherwise",
 ];
 
-/// The indices of the content words negations govern: those after a negation
+/// Per token, whether it is a content word a negation governs: one after a negation
 /// ([`is_negation`]) up to the end of its clause, which a comma, semicolon, colon, round bracket
 /// or dash between two tokens ends, or a word opening a new clause ("The app doesn't *know*
 /// the *host*, and assumes any host is valid"). `source` is the text the tokens' offsets point
-/// into. The indices ascend.
-pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<usize> {
-    let mut out = Vec::new();
+/// into.
+pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<bool> {
+    let mut out = vec![false; tokens.len()];
     let mut inside = false;
     for (i, token) in tokens.iter().enumerate() {
         if inside && i > 0 {
@@ -446,7 +446,7 @@ pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<usize> {
         if is_negation(source, token) {
             inside = true;
         } else if inside && token.is_content() {
-            out.push(i);
+            out[i] = true;
         }
     }
     out
@@ -486,9 +486,11 @@ mod tests {
     fn a_negation_reaches_to_the_end_of_its_clause() {
         let scoped = |text: &str| {
             let tokens = tokenize(text);
-            negated_tokens(text, &tokens)
-                .into_iter()
-                .map(|i| tokens[i].norm.clone())
+            tokens
+                .iter()
+                .zip(negated_tokens(text, &tokens))
+                .filter(|(_, negated)| *negated)
+                .map(|(t, _)| t.norm.clone())
                 .collect::<Vec<_>>()
         };
         assert_eq!(

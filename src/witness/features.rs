@@ -969,8 +969,6 @@ mod polarity;
 mod rank;
 
 use polarity::polarity_and_antonyms;
-#[cfg(test)]
-use polarity::prefix_opposites;
 
 #[cfg(test)]
 mod tests;

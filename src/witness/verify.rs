@@ -198,8 +198,8 @@ pub struct Evidence {
     pub(super) postings: HashMap<String, Vec<usize>>,
     /// First five characters to the words starting with them, for inflection matching.
     pub(super) prefixes: HashMap<String, Vec<String>>,
-    /// Per sentence, the tokens a negation governs ([`text::negated_tokens`]).
-    pub(super) negated: Vec<Vec<usize>>,
+    /// Per sentence and token, whether a negation governs it ([`text::negated_tokens`]).
+    pub(super) negated: Vec<Vec<bool>>,
     /// Whether sentence `i` starts a new document: text pasted from several pages glues a
     /// sentence end to the next page's start without a space, or separates them by a blank line.
     pub(super) breaks: Vec<bool>,

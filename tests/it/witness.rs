@@ -256,26 +256,27 @@ fn eval_prints_figures_beside_the_baseline() {
     assert_eq!(interval[1].as_f64().expect("high"), 1.0);
 }
 
+/// `svc witness eval FILE --profile PROFILE --json` on a committed file: the report, with its
+/// AUROC and the content-word baseline's.
+fn eval_report(file: &str, profile: &str) -> (Value, f64, f64) {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out =
+        run(svc(state.path()).args(["witness", "eval", file, "--profile", profile, "--json"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+    let auroc = report["auroc"].as_f64().expect("auroc");
+    let baseline = report["baseline_auroc"].as_f64().expect("baseline");
+    (report, auroc, baseline)
+}
+
 /// The repository-documentation development set reads as `svc witness eval` input (empty
 /// questions, extra provenance fields): every pair is length-matched, and the fitted witness
 /// ranks right claims above altered ones better than chance on the held-out part.
 #[test]
 fn eval_reads_the_repo_doc_claims() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let out = run(svc(state.path()).args([
-        "witness",
-        "eval",
-        "data/witness/repo-docs/heldout.jsonl",
-        "--profile",
-        "rag",
-        "--json",
-    ]));
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let report: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+    let (report, auroc, baseline) = eval_report("data/witness/repo-docs/heldout.jsonl", "rag");
     assert_eq!(report["items"], 96);
     assert_eq!(report["length_matched"]["items"], 96);
-    let auroc = report["auroc"].as_f64().expect("auroc");
-    let baseline = report["baseline_auroc"].as_f64().expect("baseline");
     assert!(auroc > 0.5 && auroc > baseline, "{report}");
 }
 
@@ -285,18 +286,8 @@ fn eval_reads_the_repo_doc_claims() {
 /// this floor on purpose.
 #[test]
 fn the_design_set_ranking_does_not_regress() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let out = run(svc(state.path()).args([
-        "witness",
-        "eval",
-        "data/witness/repo-docs/design.jsonl",
-        "--json",
-    ]));
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let report: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+    let (report, auroc, baseline) = eval_report("data/witness/repo-docs/design.jsonl", "qa");
     assert_eq!(report["items"], 159);
-    let auroc = report["auroc"].as_f64().expect("auroc");
-    let baseline = report["baseline_auroc"].as_f64().expect("baseline");
     assert!(auroc >= 0.83 && auroc > baseline + 0.1, "{report}");
 }
 

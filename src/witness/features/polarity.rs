@@ -38,25 +38,17 @@ pub(super) fn polarity_and_antonyms(
         .iter()
         .any(|t| text::is_negation(claim.text, t));
     let span_negated = span.iter().any(|&s| {
-        let (tokens, scope) = (&evidence.tokens[s], &evidence.negated[s]);
-        if scope.is_empty() {
-            return false;
-        }
-        // Linear in the sentence for each distinct claim word under a negation: evidence pasted
+        let (tokens, negated) = (&evidence.tokens[s], &evidence.negated[s]);
+        // Each distinct word judged once, in one pass over the sentence: evidence pasted
         // without punctuation makes sentences of thousands of tokens.
-        let mut scoped = vec![false; tokens.len()];
-        for &i in scope {
-            scoped[i] = true;
-        }
         let mut judged: HashSet<&str> = HashSet::new();
-        scope.iter().any(|&i| {
-            let norm = tokens[i].norm.as_str();
-            judged.insert(norm)
-                && in_claim(&tokens[i])
-                && !tokens
-                    .iter()
-                    .enumerate()
-                    .any(|(j, t)| !scoped[j] && t.is_content() && same_word(&t.norm, norm))
+        tokens.iter().zip(negated).any(|(token, &under)| {
+            under
+                && judged.insert(token.norm.as_str())
+                && in_claim(token)
+                && !tokens.iter().zip(negated).any(|(t, &other_under)| {
+                    !other_under && t.is_content() && same_word(&t.norm, &token.norm)
+                })
         })
     });
     if claim_negated != span_negated
@@ -78,9 +70,9 @@ pub(super) fn polarity_and_antonyms(
     let negated_in_span = |norm: &str| {
         let mut seen = false;
         for &s in span {
-            for (i, t) in evidence.tokens[s].iter().enumerate() {
+            for (t, &under) in evidence.tokens[s].iter().zip(&evidence.negated[s]) {
                 if t.norm == norm {
-                    if evidence.negated[s].binary_search(&i).is_err() {
+                    if !under {
                         return false;
                     }
                     seen = true;
@@ -113,7 +105,7 @@ pub(super) fn polarity_and_antonyms(
             });
         let Some(opposite) = opposite else { continue };
         // Two negations agree: "not rejected" is "accepted", "rejected" is "not accepted".
-        if claim_scope.contains(&index) != negated_in_span(&opposite) {
+        if claim_scope[index] != negated_in_span(&opposite) {
             continue;
         }
         f.antonym_flip = 1.0;

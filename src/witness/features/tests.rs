@@ -1,3 +1,4 @@
+use super::polarity::prefix_opposites;
 use super::*;
 use crate::witness::verify::claim_features;
 
