@@ -3,14 +3,20 @@ CARGO ?= cargo
 # Reuse built dependencies across clones on the same machine (CI runs in a fresh clone).
 export CARGO_TARGET_DIR ?= $(HOME)/.cache/svc-target
 
-.PHONY: build test test-unit gate baseline fmt fmt-check lint bench perf bench-real bench-proof fuzz e2e
+.PHONY: build test test-unit data-check gate baseline fmt fmt-check lint bench perf bench-real bench-proof fuzz e2e
 
 build:
 	$(CARGO) build --locked
 
 # Formatting, lints, the benchmark regression gate, then every test (the test runner's summary
 # closes the output). nextest is used when installed, else cargo test.
-test: fmt-check lint gate test-unit
+test: fmt-check lint gate data-check test-unit
+
+# The documentation claim set's section extraction (data/witness/repo-docs/sections.py), one case
+# per fault it once had; needs python3, which Debian and the CI image have.
+data-check:
+	@if command -v python3 >/dev/null 2>&1; then python3 data/witness/repo-docs/sections.py --self-test; \
+	else echo "data-check skipped: no python3"; fi
 
 test-unit:
 	@if $(CARGO) nextest --version >/dev/null 2>&1; then \
