@@ -200,3 +200,45 @@ pub enum Format {
     Text,
     Json,
 }
+
+/// A text file's contents; bytes that are not UTF-8 are an error naming the file, the line and
+/// the column, so the user can find and fix them (nothing is guessed or replaced).
+fn read_text_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    use anyhow::Context;
+    let bytes =
+        std::fs::read(path).with_context(|| format!("reading the {what} {}", path.display()))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        anyhow::anyhow!(
+            "the {what} {}:{line}:{column} is not UTF-8 text (an invalid byte there); save it as UTF-8",
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_text_file_that_is_not_utf8_is_named_with_its_line_and_column() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("context.txt");
+        std::fs::write(&path, b"first line\nca\xe9 au lait\n").expect("write");
+        let err = super::read_text_file(&path, "context file").expect_err("latin-1");
+        let text = err.to_string();
+        assert!(text.contains("context.txt:2:3 is not UTF-8"), "{text}");
+        std::fs::write(&path, "caf\u{e9}\n").expect("write");
+        assert_eq!(
+            super::read_text_file(&path, "context file").expect("utf-8"),
+            "caf\u{e9}\n"
+        );
+        let missing = super::read_text_file(&dir.path().join("none.txt"), "output file");
+        assert!(
+            missing
+                .expect_err("missing")
+                .to_string()
+                .contains("reading the output file")
+        );
+    }
+}

@@ -192,15 +192,7 @@ fn protocol() -> anyhow::Result<Protocol> {
 }
 
 fn advance(args: AdvanceArgs) -> anyhow::Result<ExitCode> {
-    let bytes = std::fs::read(&args.output_file)
-        .with_context(|| format!("cannot read the draft {}", args.output_file.display()))?;
-    let draft = String::from_utf8(bytes).map_err(|e| {
-        anyhow::anyhow!(
-            "the draft {} is not UTF-8 (invalid byte at offset {})",
-            args.output_file.display(),
-            e.utf8_error().valid_up_to()
-        )
-    })?;
+    let draft = super::read_text_file(&args.output_file, "draft")?;
     anyhow::ensure!(
         args.lock_wait_seconds.is_finite() && args.lock_wait_seconds >= 0.0,
         "--lock-wait-seconds takes a number of seconds >= 0, got {}",

@@ -173,10 +173,8 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
             "svc witness needs --context-file PATH and --output-file PATH (or a subcommand: show, list, feedback, eval, fit)"
         );
     };
-    let context = std::fs::read_to_string(context_file)
-        .with_context(|| format!("reading the context file {}", context_file.display()))?;
-    let output = std::fs::read_to_string(output_file)
-        .with_context(|| format!("reading the output file {}", output_file.display()))?;
+    let context = super::read_text_file(context_file, "context file")?;
+    let output = super::read_text_file(output_file, "output file")?;
     let source = context_file.display().to_string();
     let input = WitnessInput {
         context: &context,

@@ -43,6 +43,14 @@ pub enum EvalError {
         #[source]
         source: serde_json::Error,
     },
+    #[error(
+        "{path}:{line}: not UTF-8 text (invalid byte at column {column}); save the file as UTF-8"
+    )]
+    NotUtf8 {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+    },
     #[error("{path}: no items")]
     Empty { path: PathBuf },
 }
@@ -54,10 +62,15 @@ pub fn read_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
         source,
     })?;
     let mut items = Vec::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+    for (i, line) in std::io::BufReader::new(file).split(b'\n').enumerate() {
         let line = line.map_err(|source| EvalError::Read {
             path: path.to_path_buf(),
             source,
+        })?;
+        let line = String::from_utf8(line).map_err(|e| EvalError::NotUtf8 {
+            path: path.to_path_buf(),
+            line: i + 1,
+            column: e.utf8_error().valid_up_to() + 1,
         })?;
         if line.trim().is_empty() {
             continue;
@@ -320,6 +333,36 @@ pub fn auroc(right: &[f64], hallucinated: &[f64]) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_items_names_the_line_of_bytes_that_are_not_utf8() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("items.jsonl");
+        let item =
+            r#"{"knowledge":"k","question":"q","right_answer":"a","hallucinated_answer":"b"}"#;
+        // CRLF line ends still read (the carriage return is JSON whitespace).
+        std::fs::write(&path, format!("{item}\r\n{item}\r\n")).expect("write");
+        assert_eq!(read_items(&path).expect("items").len(), 2);
+        let mut bytes = format!("{item}\n").into_bytes();
+        bytes.extend_from_slice(b"{\"knowledge\":\"caf\xe9\"}\n");
+        std::fs::write(&path, bytes).expect("write");
+        let err = read_items(&path).expect_err("latin-1 byte");
+        assert!(
+            matches!(
+                err,
+                EvalError::NotUtf8 {
+                    line: 2,
+                    column: 18,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("items.jsonl:2: not UTF-8"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn auroc_handles_ties_with_half_credit() {

@@ -307,6 +307,22 @@ fn missing_inputs_are_clear_errors() {
         "{}",
         out.stderr
     );
+    // An answer saved in Latin-1: the error names the file, line and column, and no
+    // certificate is written.
+    let latin1 = state.path().join("answer.txt");
+    fs::write(
+        &latin1,
+        b"The observatory opened in 1921.\nCaf\xe9 owners founded it.\n",
+    )
+    .expect("write");
+    let out = check(state.path(), latin1.to_str().expect("utf-8 path"), &[]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("answer.txt:2:4 is not UTF-8 text"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("witness-id"), "{}", out.stderr);
 }
 
 #[test]
