@@ -210,7 +210,9 @@ fn read_text_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> 
     String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1) + 1;
+        let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        // Characters, as editors count columns; the prefix is valid UTF-8 by construction.
+        let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
         anyhow::anyhow!(
             "the {what} {}:{line}:{column} is not UTF-8 text (an invalid byte there); save it as UTF-8",
             path.display()
@@ -228,6 +230,10 @@ mod tests {
         let err = super::read_text_file(&path, "context file").expect_err("latin-1");
         let text = err.to_string();
         assert!(text.contains("context.txt:2:3 is not UTF-8"), "{text}");
+        // The column counts characters: "\u{e9}t\u{e9} " is four characters, six bytes.
+        std::fs::write(&path, b"\xc3\xa9t\xc3\xa9 \xe9\n").expect("write");
+        let err = super::read_text_file(&path, "context file").expect_err("latin-1");
+        assert!(err.to_string().contains("context.txt:1:5 is not"), "{err}");
         std::fs::write(&path, "caf\u{e9}\n").expect("write");
         assert_eq!(
             super::read_text_file(&path, "context file").expect("utf-8"),

@@ -70,7 +70,11 @@ pub fn read_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
         let line = String::from_utf8(line).map_err(|e| EvalError::NotUtf8 {
             path: path.to_path_buf(),
             line: i + 1,
-            column: e.utf8_error().valid_up_to() + 1,
+            // Characters, as editors count columns; the prefix is valid UTF-8.
+            column: String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()])
+                .chars()
+                .count()
+                + 1,
         })?;
         if line.trim().is_empty() {
             continue;
@@ -344,15 +348,16 @@ mod tests {
         std::fs::write(&path, format!("{item}\r\n{item}\r\n")).expect("write");
         assert_eq!(read_items(&path).expect("items").len(), 2);
         let mut bytes = format!("{item}\n").into_bytes();
-        bytes.extend_from_slice(b"{\"knowledge\":\"caf\xe9\"}\n");
+        bytes.extend_from_slice(b"{\"knowledge\":\"\xc3\xa9caf\xe9\"}\n");
         std::fs::write(&path, bytes).expect("write");
         let err = read_items(&path).expect_err("latin-1 byte");
+        // Column 19 in characters ("é" is one), 20 in bytes.
         assert!(
             matches!(
                 err,
                 EvalError::NotUtf8 {
                     line: 2,
-                    column: 18,
+                    column: 19,
                     ..
                 }
             ),
