@@ -61,6 +61,11 @@ pub const DESIGN_FILE: &str = "data/witness/repo-docs/design.jsonl";
 /// checker: evaluation only, run once on the release's rule.
 pub const BLIND2_FILE: &str = "data/witness/repo-docs/blind2.jsonl";
 
+/// Short-answer questions about documentation sections no claim part uses, each with a right
+/// and a wrong answer, written by someone who had not seen the checker (session 14):
+/// evaluation only, for the question-answering machinery away from HaluEval's Wikipedia.
+pub const DOCS_QA_FILE: &str = "data/witness/docs-qa/qa.jsonl";
+
 /// The held-out file, relative to the repository root (never used by the fit).
 pub const HELD_OUT_FILE: &str = "data/witness/repo-docs/heldout.jsonl";
 
@@ -205,6 +210,77 @@ mod tests {
             for part in parts {
                 assert!(part.iter().any(|i| i.alteration == kind), "{kind}");
             }
+        }
+    }
+
+    /// The documentation questions: each has a question and a short answer of a known kind,
+    /// ids are unique, and no section is one a claim part uses (so no rule read off a claim
+    /// section is judged on the same section here).
+    #[test]
+    fn documentation_questions_are_short_answers_about_sections_of_their_own() {
+        #[derive(serde::Deserialize)]
+        struct Question {
+            id: String,
+            repo: String,
+            path: String,
+            commit: String,
+            section: String,
+            kind: String,
+            knowledge: String,
+            question: String,
+            right_answer: String,
+            hallucinated_answer: String,
+        }
+        let questions: Vec<Question> = std::fs::read_to_string(root().join(DOCS_QA_FILE))
+            .expect("committed")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("item"))
+            .collect();
+        assert!(questions.len() >= 100, "{}", questions.len());
+        let mut ids: Vec<&str> = questions.iter().map(|q| q.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), questions.len(), "ids are unique");
+        let claim_sections: std::collections::HashSet<(String, String, String)> = [
+            "data/witness/repo-docs/tune.jsonl",
+            HELD_OUT_FILE,
+            BLIND_FILE,
+            DESIGN_FILE,
+            BLIND2_FILE,
+        ]
+        .into_iter()
+        .flat_map(provenance)
+        .map(|i| (i.repo, i.path, i.section))
+        .collect();
+        for q in &questions {
+            let section = (q.repo.clone(), q.path.clone(), q.section.clone());
+            assert!(
+                !claim_sections.contains(&section),
+                "{} uses a claim section",
+                q.id
+            );
+            assert!(["requests", "flask", "fd"].contains(&q.repo.as_str()));
+            assert_eq!(q.commit.len(), 40, "{}", q.id);
+            assert!(
+                ["name", "number", "yesno", "phrase"].contains(&q.kind.as_str()),
+                "{}",
+                q.id
+            );
+            assert!(
+                !q.knowledge.is_empty() && !q.question.trim().is_empty(),
+                "{}",
+                q.id
+            );
+            assert!(q.right_answer.split_whitespace().count() <= 8, "{}", q.id);
+            assert_ne!(
+                q.right_answer.to_lowercase(),
+                q.hallucinated_answer.to_lowercase(),
+                "{}",
+                q.id
+            );
+        }
+        for kind in ["name", "number", "yesno", "phrase"] {
+            assert!(questions.iter().any(|q| q.kind == kind), "{kind}");
         }
     }
 
