@@ -88,6 +88,7 @@ impl QuestionInfo {
         );
         let polar_truth = if polar {
             polar_truth(question, &tokens, evidence)
+                .or_else(|| denied_statement(question, &tokens, evidence))
         } else {
             None
         };
@@ -594,6 +595,72 @@ fn polar_truth(question: &str, tokens: &[Token], evidence: &Evidence) -> Option<
     } else {
         Some((false, detail))
     }
+}
+
+/// The evidence's "no" to a yes/no question whose statement it denies: "Does fd follow symbolic
+/// links by default?" against "By default, fd does not follow symbolic links." The sentence
+/// holding the greatest share of the question's words (at least [`PROPERTY_HELD`]) denies it
+/// when one of those words stands there under a negation ([`text::negated_tokens`]) and nowhere
+/// outside one. Such a sentence used to count as holding the statement, so a "yes" passed and
+/// a "no" went unconfirmed. A question that is itself negated ("Doesn't it …?") is left alone:
+/// its yes and no are ambiguous.
+fn denied_statement(
+    question: &str,
+    tokens: &[Token],
+    evidence: &Evidence,
+) -> Option<(bool, String)> {
+    if tokens.iter().any(|t| text::is_negation(question, t)) {
+        return None;
+    }
+    // The opening auxiliary ("Does", "Is") makes the question, not its statement; the tokenizer
+    // may take it for content ("Does" stems to "doe").
+    let words: Vec<&Token> = tokens.iter().skip(1).filter(|t| t.is_content()).collect();
+    let total: f64 = words.iter().map(|t| t.weight()).sum();
+    if total <= 0.0 {
+        return None;
+    }
+    let held = |s: usize| -> f64 {
+        words
+            .iter()
+            .filter(|w| {
+                evidence.tokens[s]
+                    .iter()
+                    .any(|e| text::fuzzy_eq(&e.norm, &w.norm))
+            })
+            .map(|w| w.weight())
+            .sum::<f64>()
+            / total
+    };
+    let (s, share) = (0..evidence.tokens.len()).map(|s| (s, held(s))).fold(
+        None,
+        |best: Option<(usize, f64)>, (s, h)| match best {
+            Some((_, b)) if b >= h => best,
+            _ => Some((s, h)),
+        },
+    )?;
+    if share < PROPERTY_HELD {
+        return None;
+    }
+    let (sentence, negated) = (&evidence.tokens[s], &evidence.negated[s]);
+    let denied = words.iter().find(|w| {
+        let mut under = false;
+        for (e, &n) in sentence.iter().zip(negated) {
+            if e.is_content() && text::fuzzy_eq(&e.norm, &w.norm) {
+                if !n {
+                    return false;
+                }
+                under = true;
+            }
+        }
+        under
+    })?;
+    Some((
+        false,
+        format!(
+            "the evidence sentence holding the question's statement negates \"{}\"",
+            &question[denied.start..denied.end]
+        ),
+    ))
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -263,3 +263,61 @@ fn a_scattered_name_is_named_in_the_certificate() {
         "name_scattered"
     );
 }
+
+/// A yes/no question whose statement the evidence denies is answered "no" by it: a "yes" is
+/// contradicted and a "no" supported. Before, the sentence counted as holding the statement,
+/// so "yes" passed and "no" went unconfirmed.
+#[test]
+fn a_denied_statement_answers_a_yes_no_question_with_no() {
+    let cases = [
+        (
+            "By default, fd does not follow symbolic links. Use -L to follow them.",
+            "Does fd follow symbolic links by default?",
+        ),
+        (
+            "The development server is not meant for production use. Use a WSGI server instead.",
+            "Is the development server meant for production use?",
+        ),
+        (
+            "Requests never retries a failed connection on its own.",
+            "Does Requests retry a failed connection on its own?",
+        ),
+    ];
+    for (evidence, question) in cases {
+        let yes = check("yes", evidence, Some(question), Profile::Qa);
+        let no = check("no", evidence, Some(question), Profile::Qa);
+        assert_eq!(
+            yes.claims[0].label,
+            Label::Contradicted,
+            "{question} {yes:?}"
+        );
+        assert!(has(&yes.claims[0], ReasonKind::PolarityMismatch), "{yes:?}");
+        assert!(
+            no.claims[0].score > yes.claims[0].score,
+            "{question} {no:?}"
+        );
+        assert!(has(&no.claims[0], ReasonKind::PolarityAgrees), "{no:?}");
+    }
+    // Not a denial: the statement stands outside the negation too, the negation is elsewhere
+    // in the sentence, or the question is itself negated.
+    for (evidence, question) in [
+        (
+            "Sessions persist cookies across requests, and they do not persist method-level parameters.",
+            "Do sessions persist cookies across requests?",
+        ),
+        (
+            "fd respects your .gitignore files and does not search hidden directories.",
+            "Does fd respect your .gitignore files?",
+        ),
+        (
+            "By default, fd does not follow symbolic links.",
+            "Doesn't fd follow symbolic links by default?",
+        ),
+    ] {
+        let yes = check("yes", evidence, Some(question), Profile::Qa);
+        assert!(
+            !has(&yes.claims[0], ReasonKind::PolarityMismatch),
+            "{question} {yes:?}"
+        );
+    }
+}
