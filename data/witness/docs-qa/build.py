@@ -6,12 +6,11 @@ the same in both sets). Each item is one short-answer question about one documen
 section, with the right answer and a plausible wrong one, hand-written in questions.py by
 someone who had not seen the checker. All items go to qa.jsonl: evaluation only.
 """
-import importlib.util, json, os, subprocess, sys
+import importlib.util, json, os, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLAIMS = os.path.join(HERE, "..", "repo-docs")
 sys.path.insert(0, CLAIMS)
-import sections  # noqa: E402  (../repo-docs/sections.py)
 
 # ../repo-docs/build.py by path: this file has the same name.
 _spec = importlib.util.spec_from_file_location("claims_build", os.path.join(CLAIMS, "build.py"))
@@ -25,12 +24,7 @@ KINDS = ("name", "number", "yesno", "phrase")
 
 
 def main(clones, out):
-    sections.ROOT = clones
-    for repo, commit in COMMITS.items():
-        head = subprocess.run(["git", "-C", os.path.join(clones, repo), "rev-parse", "HEAD"],
-                              capture_output=True, text=True, check=True).stdout.strip()
-        if head != commit:
-            sys.exit(f"{repo}: checked out {head}, expected {commit}")
+    claims_build.use_clones(clones)
     items = []
     for repo, path, heading, questions in SECTIONS:
         k = knowledge(repo, path, heading)
