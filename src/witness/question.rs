@@ -365,20 +365,7 @@ impl Comparison {
                     .iter()
                     .map(|s| {
                         s.map_or(0.0, |s| {
-                            let near = neighbourhood(evidence, s);
-                            predicate
-                                .iter()
-                                .filter(|t| {
-                                    near.iter().any(|&n| {
-                                        evidence.tokens[n]
-                                            .iter()
-                                            .any(|e| text::fuzzy_eq(&e.norm, &t.norm))
-                                    })
-                                })
-                                .map(|t| t.weight())
-                                .sum::<f64>()
-                                / total
-                                + 0.0
+                            share_held(evidence, &predicate, total, &neighbourhood(evidence, s))
                         })
                     })
                     .collect();
@@ -556,21 +543,7 @@ fn polar_truth(question: &str, tokens: &[Token], evidence: &Evidence) -> Option<
         return None;
     }
     let held: Vec<f64> = (0..2)
-        .map(|i| {
-            property
-                .iter()
-                .filter(|t| {
-                    near[i].iter().any(|&s| {
-                        evidence.tokens[s]
-                            .iter()
-                            .any(|e| text::fuzzy_eq(&e.norm, &t.norm))
-                    })
-                })
-                .map(|t| t.weight())
-                .sum::<f64>()
-                / total
-                + 0.0
-        })
+        .map(|i| share_held(evidence, &property, total, &near[i]))
         .collect();
     let detail = format!(
         "the subjects' evidence holds {:.0}% and {:.0}% of the property",
@@ -597,6 +570,23 @@ fn polar_truth(question: &str, tokens: &[Token], evidence: &Evidence) -> Option<
     }
 }
 
+/// The share of `words`' weight (of `total`) that some sentence of `sentences` holds.
+fn share_held(evidence: &Evidence, words: &[&Token], total: f64, sentences: &[usize]) -> f64 {
+    words
+        .iter()
+        .filter(|w| {
+            sentences.iter().any(|&s| {
+                evidence.tokens[s]
+                    .iter()
+                    .any(|e| text::fuzzy_eq(&e.norm, &w.norm))
+            })
+        })
+        .map(|w| w.weight())
+        .sum::<f64>()
+        / total
+        + 0.0
+}
+
 /// The evidence's "no" to a yes/no question whose statement it denies: "Does fd follow symbolic
 /// links by default?" against "By default, fd does not follow symbolic links." The sentence
 /// holding the greatest share of the question's words (at least [`PROPERTY_HELD`]) denies it
@@ -619,18 +609,7 @@ fn denied_statement(
     if total <= 0.0 {
         return None;
     }
-    let held = |s: usize| -> f64 {
-        words
-            .iter()
-            .filter(|w| {
-                evidence.tokens[s]
-                    .iter()
-                    .any(|e| text::fuzzy_eq(&e.norm, &w.norm))
-            })
-            .map(|w| w.weight())
-            .sum::<f64>()
-            / total
-    };
+    let held = |s: usize| share_held(evidence, &words, total, &[s]);
     let (s, share) = (0..evidence.tokens.len()).map(|s| (s, held(s))).fold(
         None,
         |best: Option<(usize, f64)>, (s, h)| match best {
