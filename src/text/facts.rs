@@ -452,6 +452,33 @@ pub fn negated_tokens(source: &str, tokens: &[Token]) -> Vec<bool> {
     out
 }
 
+/// Whether a text denies a word: some content token that `matches` stands under a negation and
+/// none outside one. `tokens` pairs each token with its [`negated_tokens`] flag; they may span
+/// one sentence or several. "The app doesn't know the host, and assumes any host is valid"
+/// denies "know" but not "host".
+pub fn denied<'a>(
+    tokens: impl IntoIterator<Item = (&'a Token, &'a bool)>,
+    matches: impl Fn(&Token) -> bool,
+) -> bool {
+    let mut under = false;
+    for (token, &negated) in tokens {
+        if token.is_content() && matches(token) {
+            if !negated {
+                return false;
+            }
+            under = true;
+        }
+    }
+    under
+}
+
+/// Whether two normalised words are one word for the witness: [`fuzzy_eq`] (the same word or
+/// an inflection), or members of one synonym group ([`synonym_key`]), as the evidence index
+/// matches them.
+pub fn same_word(a: &str, b: &str) -> bool {
+    fuzzy_eq(a, b) || synonym_key(a).is_some_and(|k| synonym_key(b) == Some(k))
+}
+
 /// Whether two normalised tokens match: exactly, or as inflections of one another (a shared
 /// stem of at least six characters, at most three characters of suffix each), e.g. "directed"
 /// and "director", "America" and "American". Numbers, months and code names (options,

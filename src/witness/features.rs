@@ -873,11 +873,6 @@ fn name_run_at(tokens: &[Token], from: usize, forward: bool) -> Vec<&Token> {
     run
 }
 
-/// Whether two words match as the same word, an inflection, or a synonym.
-fn same_word(a: &str, b: &str) -> bool {
-    text::fuzzy_eq(a, b) || text::synonym_key(a).is_some_and(|k| text::synonym_key(b) == Some(k))
-}
-
 /// A claim naming who did something ("The Kingsmen wrote the song", "… was written by the
 /// Kingsmen") while the span says the same verb was done "by" someone else: returns the verb,
 /// the evidence's agent and the claimed one.
@@ -905,7 +900,7 @@ fn agent_mismatch(
         for &s in span {
             let sentence = &evidence.tokens[s];
             for (k, e) in sentence.iter().enumerate() {
-                if !same_word(&e.norm, &verb.norm)
+                if !text::same_word(&e.norm, &verb.norm)
                     || sentence.get(k + 1).is_none_or(|b| b.norm != "by")
                 {
                     continue;

@@ -4,8 +4,8 @@
 //! names the witness uses.
 
 pub use crate::text::facts::{
-    Token, TokenKind, fuzzy_eq, is_month, is_negation, negated_tokens, strip_ordinal, synonym_key,
-    tokenize, tokenize_answer,
+    Token, TokenKind, denied, fuzzy_eq, is_month, is_negation, negated_tokens, same_word,
+    strip_ordinal, synonym_key, tokenize, tokenize_answer,
 };
 pub use crate::text::sentences::{Span, evidence as sentences};
 pub use crate::text::stopwords::is_fact_stop as is_stop;

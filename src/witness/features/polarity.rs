@@ -11,11 +11,11 @@
 //! negation. For the same reason an opposite word under a negation agrees with the claim
 //! ("will not be accepted" is "will be rejected").
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::BTreeSet;
 
-use super::super::text::{self, Token};
+use super::super::text;
 use super::super::verify::{Alignment, Evidence, Reason, ReasonKind};
-use super::{ClaimKind, ClaimView, Features, reason, same_word};
+use super::{ClaimKind, ClaimView, Features, reason};
 
 pub(super) fn polarity_and_antonyms(
     evidence: &Evidence,
@@ -27,29 +27,25 @@ pub(super) fn polarity_and_antonyms(
 ) {
     let claim_scope = text::negated_tokens(claim.text, claim.tokens);
     let span_tokens = || span.iter().flat_map(|&s| evidence.tokens[s].iter());
-    let in_claim = |token: &Token| {
-        claim
-            .tokens
-            .iter()
-            .any(|c| c.is_content() && same_word(&c.norm, &token.norm))
-    };
     let claim_negated = claim
         .tokens
         .iter()
         .any(|t| text::is_negation(claim.text, t));
+    // Each distinct claim word judged once, in one pass over the sentence: evidence pasted
+    // without punctuation makes sentences of thousands of tokens.
+    let mut claim_words: Vec<&str> = claim
+        .tokens
+        .iter()
+        .filter(|c| c.is_content())
+        .map(|c| c.norm.as_str())
+        .collect();
+    claim_words.sort_unstable();
+    claim_words.dedup();
     let span_negated = span.iter().any(|&s| {
-        let (tokens, negated) = (&evidence.tokens[s], &evidence.negated[s]);
-        // Each distinct word judged once, in one pass over the sentence: evidence pasted
-        // without punctuation makes sentences of thousands of tokens.
-        let mut judged: HashSet<&str> = HashSet::new();
-        tokens.iter().zip(negated).any(|(token, &under)| {
-            under
-                && judged.insert(token.norm.as_str())
-                && in_claim(token)
-                && !tokens.iter().zip(negated).any(|(t, &other_under)| {
-                    !other_under && t.is_content() && same_word(&t.norm, &token.norm)
-                })
-        })
+        let sentence = || evidence.tokens[s].iter().zip(&evidence.negated[s]);
+        claim_words
+            .iter()
+            .any(|w| text::denied(sentence(), |t| text::same_word(w, &t.norm)))
     });
     if claim_negated != span_negated
         && alignment.focus >= 0.75
@@ -68,18 +64,11 @@ pub(super) fn polarity_and_antonyms(
     let span_words: BTreeSet<&str> = span_tokens().map(|t| t.norm.as_str()).collect();
     // Whether every occurrence of `norm` in the span stands under a negation.
     let negated_in_span = |norm: &str| {
-        let mut seen = false;
-        for &s in span {
-            for (t, &under) in evidence.tokens[s].iter().zip(&evidence.negated[s]) {
-                if t.norm == norm {
-                    if !under {
-                        return false;
-                    }
-                    seen = true;
-                }
-            }
-        }
-        seen
+        text::denied(
+            span.iter()
+                .flat_map(|&s| evidence.tokens[s].iter().zip(&evidence.negated[s])),
+            |t| t.norm == norm,
+        )
     };
     for (index, token) in claim.tokens.iter().enumerate() {
         if span_words.contains(token.norm.as_str()) {
