@@ -590,10 +590,10 @@ fn share_held(evidence: &Evidence, words: &[&Token], total: f64, sentences: &[us
 /// The evidence's "no" to a yes/no question whose statement it denies: "Does fd follow symbolic
 /// links by default?" against "By default, fd does not follow symbolic links." The sentence
 /// holding the greatest share of the question's words (at least [`PROPERTY_HELD`]) denies it
-/// when one of those words stands there under a negation ([`text::negated_tokens`]) and nowhere
-/// outside one. Such a sentence used to count as holding the statement, so a "yes" passed and
-/// a "no" went unconfirmed. A question that is itself negated ("Doesn't it …?") is left alone:
-/// its yes and no are ambiguous.
+/// when one of those words stands there under a negation and nowhere outside one
+/// ([`text::denied`]). Such a sentence used to count as holding the statement, so a "yes"
+/// passed and a "no" went unconfirmed. A question that is itself negated ("Doesn't it …?") is
+/// left alone: its yes and no are ambiguous.
 fn denied_statement(
     question: &str,
     tokens: &[Token],
@@ -620,19 +620,10 @@ fn denied_statement(
     if share < PROPERTY_HELD {
         return None;
     }
-    let (sentence, negated) = (&evidence.tokens[s], &evidence.negated[s]);
-    let denied = words.iter().find(|w| {
-        let mut under = false;
-        for (e, &n) in sentence.iter().zip(negated) {
-            if e.is_content() && text::fuzzy_eq(&e.norm, &w.norm) {
-                if !n {
-                    return false;
-                }
-                under = true;
-            }
-        }
-        under
-    })?;
+    let sentence = || evidence.tokens[s].iter().zip(&evidence.negated[s]);
+    let denied = words
+        .iter()
+        .find(|w| text::denied(sentence(), |e| text::fuzzy_eq(&e.norm, &w.norm)))?;
     Some((
         false,
         format!(
