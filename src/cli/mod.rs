@@ -208,11 +208,7 @@ fn read_text_file(path: &std::path::Path, what: &str) -> anyhow::Result<String> 
     let bytes =
         std::fs::read(path).with_context(|| format!("reading the {what} {}", path.display()))?;
     String::from_utf8(bytes).map_err(|e| {
-        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        // Characters, as editors count columns; the prefix is valid UTF-8 by construction.
-        let column = String::from_utf8_lossy(&valid[line_start..]).chars().count() + 1;
+        let (line, column) = svc::text::utf8_error_position(&e);
         anyhow::anyhow!(
             "the {what} {}:{line}:{column} is not UTF-8 text (an invalid byte there); save it as UTF-8",
             path.display()

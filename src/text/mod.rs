@@ -12,3 +12,31 @@ pub mod sentences;
 pub mod stem;
 pub mod stopwords;
 pub mod words;
+
+/// Where text stops being UTF-8: the 1-based line and column (in characters, as editors count
+/// them) of the first invalid byte, from the error of `String::from_utf8`.
+pub fn utf8_error_position(error: &std::string::FromUtf8Error) -> (usize, usize) {
+    let valid = &error.as_bytes()[..error.utf8_error().valid_up_to()];
+    let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+    let line_start = valid.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    // The prefix is valid UTF-8 by construction, so the lossy read is exact.
+    let column = String::from_utf8_lossy(&valid[line_start..])
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utf8_errors_are_placed_by_line_and_character_column() {
+        let at = |bytes: &[u8]| {
+            super::utf8_error_position(&String::from_utf8(bytes.to_vec()).expect_err("invalid"))
+        };
+        assert_eq!(at(b"\xe9"), (1, 1));
+        assert_eq!(at(b"first line\nca\xe9 au lait\n"), (2, 3));
+        // "\u{e9}t\u{e9} " is four characters, six bytes.
+        assert_eq!(at(b"\xc3\xa9t\xc3\xa9 \xe9\n"), (1, 5));
+    }
+}

@@ -70,11 +70,7 @@ pub fn read_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
         let line = String::from_utf8(line).map_err(|e| EvalError::NotUtf8 {
             path: path.to_path_buf(),
             line: i + 1,
-            // Characters, as editors count columns; the prefix is valid UTF-8.
-            column: String::from_utf8_lossy(&e.as_bytes()[..e.utf8_error().valid_up_to()])
-                .chars()
-                .count()
-                + 1,
+            column: crate::text::utf8_error_position(&e).1,
         })?;
         if line.trim().is_empty() {
             continue;
