@@ -135,13 +135,27 @@ mod tests {
         hallucinated_answer: String,
     }
 
-    fn provenance(file: &str) -> Vec<Provenance> {
+    /// The items of a committed JSON Lines file.
+    fn read_jsonl<T: serde::de::DeserializeOwned>(file: &str) -> Vec<T> {
         std::fs::read_to_string(root().join(file))
             .expect("committed")
             .lines()
             .map(|l| serde_json::from_str(l).expect("item"))
             .collect()
     }
+
+    fn provenance(file: &str) -> Vec<Provenance> {
+        read_jsonl(file)
+    }
+
+    /// The claim set's parts: tune and held out (split by item), then the parts written apart.
+    const CLAIM_PARTS: [&str; 5] = [
+        "data/witness/repo-docs/tune.jsonl",
+        HELD_OUT_FILE,
+        BLIND_FILE,
+        DESIGN_FILE,
+        BLIND2_FILE,
+    ];
 
     #[test]
     fn fnv1a_matches_the_reference_values() {
@@ -151,11 +165,7 @@ mod tests {
 
     #[test]
     fn repo_doc_items_sit_in_the_part_their_id_hashes_to_and_blind_ones_apart() {
-        let tune = provenance("data/witness/repo-docs/tune.jsonl");
-        let held = provenance(HELD_OUT_FILE);
-        let blind = provenance(BLIND_FILE);
-        let design = provenance(DESIGN_FILE);
-        let blind2 = provenance(BLIND2_FILE);
+        let [tune, held, blind, design, blind2] = CLAIM_PARTS.map(provenance);
         assert!(tune.iter().all(|i| part_of(&i.id) == Part::Tune));
         assert!(held.iter().all(|i| part_of(&i.id) == Part::HeldOut));
         assert!(tune.len() + held.len() >= 120);
@@ -231,27 +241,17 @@ mod tests {
             right_answer: String,
             hallucinated_answer: String,
         }
-        let questions: Vec<Question> = std::fs::read_to_string(root().join(DOCS_QA_FILE))
-            .expect("committed")
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("item"))
-            .collect();
+        let questions: Vec<Question> = read_jsonl(DOCS_QA_FILE);
         assert!(questions.len() >= 100, "{}", questions.len());
         let mut ids: Vec<&str> = questions.iter().map(|q| q.id.as_str()).collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), questions.len(), "ids are unique");
-        let claim_sections: std::collections::HashSet<(String, String, String)> = [
-            "data/witness/repo-docs/tune.jsonl",
-            HELD_OUT_FILE,
-            BLIND_FILE,
-            DESIGN_FILE,
-            BLIND2_FILE,
-        ]
-        .into_iter()
-        .flat_map(provenance)
-        .map(|i| (i.repo, i.path, i.section))
-        .collect();
+        let claim_sections: std::collections::HashSet<(String, String, String)> = CLAIM_PARTS
+            .into_iter()
+            .flat_map(provenance)
+            .map(|i| (i.repo, i.path, i.section))
+            .collect();
         for q in &questions {
             let section = (q.repo.clone(), q.path.clone(), q.section.clone());
             assert!(
