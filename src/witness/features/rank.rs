@@ -110,8 +110,14 @@ pub(in crate::witness) fn rank_mismatch(
     claimed.into_iter().find_map(|claimed| {
         let same: Vec<&Superlative> = found.iter().filter(|f| f.word == claimed.word).collect();
         (!same.is_empty() && same.iter().all(|f| f.rank != claimed.rank)).then(|| {
-            let mut evidence: Vec<String> = same.iter().map(|f| f.surface.clone()).collect();
-            evidence.dedup();
+            // Each surface once, in the order the evidence gives them: the same rank is often
+            // repeated a sentence apart, with another one between.
+            let mut evidence: Vec<String> = Vec::new();
+            for f in &same {
+                if !evidence.contains(&f.surface) {
+                    evidence.push(f.surface.clone());
+                }
+            }
             RankMismatch {
                 claimed: claimed.surface,
                 evidence,
@@ -141,6 +147,10 @@ mod tests {
         assert!(check("It is the 2nd largest city.", "It is the largest city.").is_some());
         // Ordinal words past "fifth" stay words for the tokenizer; the rank still reads them.
         assert!(check("It is the seventh largest city.", evidence).is_some());
+        // Named once each, in order, however often the evidence repeats them.
+        let repeated = "It is the second-largest city, not the third-largest; the second-largest.";
+        let found = check("It is the largest city.", repeated).expect("no rank agrees");
+        assert_eq!(found.evidence, ["second-largest", "third-largest"]);
         assert_eq!(
             check(
                 "It is the seventh largest city.",
