@@ -33,9 +33,11 @@ pub struct RecordReader<'a> {
     line: usize,
     done: bool,
     pending_first: Option<RawRecord>,
-    /// Line of the last problem found while scanning values: later debris of the same line is
-    /// skipped, so one broken line yields one problem.
+    /// Line of the last problem whose line was skipped as debris: later debris of the same
+    /// line is skipped, so one broken line yields one problem.
     last_problem_line: Option<usize>,
+    /// Whether the problem `next_value` just returned skipped the rest of its line.
+    resynced: bool,
 }
 
 impl<'a> RecordReader<'a> {
@@ -84,6 +86,7 @@ impl<'a> RecordReader<'a> {
             done: false,
             pending_first: None,
             last_problem_line: None,
+            resynced: false,
         }
     }
 
@@ -160,6 +163,8 @@ impl<'a> RecordReader<'a> {
         let start_line = self.line;
         let mut buffer = Vec::new();
         let (mut depth, mut in_string, mut escaped) = (0usize, false, false);
+        // Whether the value ended at its own closing bracket, so its extent is exact.
+        let mut closed = false;
         'outer: loop {
             let available = self.inner.fill_buf()?;
             if available.is_empty() {
@@ -189,6 +194,7 @@ impl<'a> RecordReader<'a> {
                             if depth == 0 {
                                 used += 1;
                                 finished = true;
+                                closed = true;
                                 break;
                             }
                         }
@@ -214,7 +220,7 @@ impl<'a> RecordReader<'a> {
             // A closer or a comma where a value should start: consume it with the rest of its
             // line, so the reader always advances.
             let byte = first;
-            self.skip_rest_of_line()?;
+            self.skip_debris()?;
             return Ok(Some(RawRecord {
                 line: start_line,
                 text: Err(format!(
@@ -223,10 +229,20 @@ impl<'a> RecordReader<'a> {
                 )),
             }));
         }
+        // An element of an array whose extent is exact (a scalar that is JSON, or a value that
+        // ended at its own closing bracket) is one problem, and the next element is read where
+        // it ends: a one-line array (`json.dump`'s default) would otherwise lose every record
+        // after it. Elsewhere what is left of the line is debris of the same broken record.
+        let exact = self.mode == Mode::Array
+            && (closed
+                || first != b'{'
+                    && serde_json::from_slice::<serde::de::IgnoredAny>(&buffer).is_ok());
         if first != b'{' {
-            // A record is an object: a stray number or string is debris of a broken line (and
-            // is reported once with the rest of its line).
-            self.skip_rest_of_line()?;
+            // A record is an object: a stray number or string is a problem of its own in an
+            // array, and debris of a broken line elsewhere (reported once with its line).
+            if !exact {
+                self.skip_debris()?;
+            }
             let shown: String = String::from_utf8_lossy(&buffer).chars().take(40).collect();
             return Ok(Some(RawRecord {
                 line: start_line,
@@ -238,7 +254,9 @@ impl<'a> RecordReader<'a> {
         if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&buffer) {
             // Resynchronise at the next line: what is left of this one is debris of the same
             // broken record.
-            self.skip_rest_of_line()?;
+            if !exact {
+                self.skip_debris()?;
+            }
             return Ok(Some(RawRecord {
                 line: start_line,
                 text: Err(format!("not valid JSON: {error}")),
@@ -248,6 +266,12 @@ impl<'a> RecordReader<'a> {
             line: start_line,
             text: to_text(buffer),
         }))
+    }
+
+    /// Skips the rest of a broken record's line, remembering that it did.
+    fn skip_debris(&mut self) -> io::Result<()> {
+        self.resynced = true;
+        self.skip_rest_of_line()
     }
 
     /// Consumes bytes up to and including the next newline (or the end of input).
@@ -275,6 +299,7 @@ impl Iterator for RecordReader<'_> {
             Mode::Array | Mode::Values => loop {
                 match self.next_value() {
                     Ok(Some(record)) if record.text.is_err() => {
+                        let resynced = std::mem::take(&mut self.resynced);
                         if self.last_problem_line == Some(record.line) {
                             // An unclosed array ends the input; it has been reported already.
                             if self.done {
@@ -282,7 +307,7 @@ impl Iterator for RecordReader<'_> {
                             }
                             continue;
                         }
-                        self.last_problem_line = Some(record.line);
+                        self.last_problem_line = resynced.then_some(record.line);
                         break Ok(Some(record));
                     }
                     other => break other,
@@ -434,8 +459,13 @@ mod tests {
     /// reader report the same end again and again without returning.
     #[test]
     fn an_unclosed_array_after_a_problem_on_the_same_line_ends() {
+        // Two problems: the broken element and the missing `]`.
         let got = read("[{\"a\":}", None);
-        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got.iter().all(|(_, text)| text.starts_with("ERR")),
+            "{got:?}"
+        );
         let got = read("[\n{\"a\":1}, }", None);
         assert!(got.len() <= 3, "{got:?}");
     }
@@ -463,6 +493,22 @@ mod tests {
         assert_eq!(got.len(), 2, "{got:?}");
         assert!(got[0].1.starts_with("ERR"));
         assert_eq!(got[1], (3, "{\"b\":1}".to_string()));
+    }
+
+    /// Found by probing: `json.dump` writes an array on one line, and one element that was not
+    /// a record skipped the rest of that line, losing every record after it unreported.
+    #[test]
+    fn a_bad_element_of_a_one_line_array_is_one_problem_and_the_rest_is_read() {
+        let input = r#"[{"a":1}, 7, null, "x ]", [1, {"z":2}], {"b":}, {"c":3}, 8]"#;
+        let got = read(input, None);
+        let shape: Vec<bool> = got.iter().map(|(_, t)| t.starts_with("ERR")).collect();
+        assert_eq!(
+            shape,
+            [false, true, true, true, true, true, false, true],
+            "{got:?}"
+        );
+        assert_eq!(got[6].1, r#"{"c":3}"#);
+        assert!(got[1].1.contains("found `7`"), "{got:?}");
     }
 
     #[test]
