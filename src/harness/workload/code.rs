@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use super::spec::CodeSource;
 use super::{
-    AnswerKind, Document, LoadOptions, Task, TaskContext, WorkloadError, data_path, read_text,
+    AnswerKind, Document, LoadOptions, Task, TaskContext, TaskIds, WorkloadError, data_path,
+    read_text,
 };
 use crate::digest;
 
@@ -257,6 +258,7 @@ pub(super) fn load(
     let max_bytes = source.max_file_bytes.unwrap_or(DEFAULT_MAX_FILE_BYTES);
     let mut trees: HashMap<String, Vec<Document>> = HashMap::new();
     let mut tasks = Vec::new();
+    let mut ids = TaskIds::default();
     for (index, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
             continue;
@@ -267,6 +269,7 @@ pub(super) fn load(
             task_id: "?".into(),
             message: format!("not a mined task (id, commit, parent, query, gold_files): {error}"),
         })?;
+        ids.check(&mined.id, &tasks_path, index + 1)?;
         if !trees.contains_key(&mined.parent) {
             let documents = tree_documents(&repo, &mined.parent, max_bytes)?;
             trees.insert(mined.parent.clone(), documents);

@@ -7,7 +7,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::spec::ConversationSource;
-use super::{AnswerKind, Task, TaskContext, Turn, WorkloadError, data_path, read_text};
+use super::{
+    AnswerKind, Task, TaskContext, TaskIds, Turn, WorkloadError, data_path, line_at, read_text,
+};
 use crate::harness::text::SplitMix64;
 
 #[derive(Debug, Deserialize)]
@@ -19,7 +21,8 @@ struct ConversationFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ConversationEntry {
-    id: String,
+    /// Spanned, so an empty or repeated id is reported at its own line.
+    id: toml::Spanned<String>,
     /// The early user turn that holds the fact.
     fact: String,
     /// The assistant's acknowledgement.
@@ -42,9 +45,15 @@ struct Exchange {
 }
 
 fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, WorkloadError> {
-    let text = read_text(path)?;
-    toml::from_str(&text).map_err(|error| {
-        let (line, column, message) = super::spec::describe_toml_error(&text, &error);
+    parse_toml_text(path, &read_text(path)?)
+}
+
+fn parse_toml_text<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+) -> Result<T, WorkloadError> {
+    toml::from_str(text).map_err(|error| {
+        let (line, column, message) = super::spec::describe_toml_error(text, &error);
         WorkloadError::Malformed {
             path: path.to_path_buf(),
             line,
@@ -61,7 +70,9 @@ pub(super) fn load(
 ) -> Result<Vec<Task>, WorkloadError> {
     let conversations_path = data_path(dir, &source.conversations);
     let filler_path = data_path(dir, &source.filler);
-    let conversations: ConversationFile = parse_toml(&conversations_path)?;
+    let conversations_text = read_text(&conversations_path)?;
+    let conversations: ConversationFile =
+        parse_toml_text(&conversations_path, &conversations_text)?;
     let filler: FillerFile = parse_toml(&filler_path)?;
     if filler.exchange.is_empty() {
         return Err(WorkloadError::Data {
@@ -70,7 +81,11 @@ pub(super) fn load(
         });
     }
     let mut tasks = Vec::new();
+    let mut ids = TaskIds::default();
     for (position, entry) in conversations.conversation.into_iter().enumerate() {
+        let line = line_at(&conversations_text, entry.id.span().start);
+        let id = entry.id.into_inner();
+        ids.check(&id, &conversations_path, line)?;
         let mut rng = SplitMix64::new(source.seed.wrapping_add(position as u64));
         let mut turns = vec![
             Turn {
@@ -94,7 +109,7 @@ pub(super) fn load(
             });
         }
         tasks.push(Task {
-            id: entry.id,
+            id,
             question: entry.question,
             context: TaskContext::Transcript(turns),
             answer_kind: AnswerKind::Span,

@@ -372,6 +372,45 @@ pub fn load_file(path: &Path, options: &LoadOptions) -> Result<Workload, Workloa
     Ok(Workload { spec, dir, tasks })
 }
 
+/// The ids already read from one task file, with the line each was declared on.
+#[derive(Default)]
+pub(crate) struct TaskIds(std::collections::HashMap<String, usize>);
+
+impl TaskIds {
+    /// Checks the id of a task declared at `path:line`: not empty, not seen before. Records name
+    /// their task by id, so an empty or repeated one would lose trials of every run.
+    pub(crate) fn check(
+        &mut self,
+        id: &str,
+        path: &Path,
+        line: usize,
+    ) -> Result<(), WorkloadError> {
+        let problem = |message: String| WorkloadError::Task {
+            path: path.to_path_buf(),
+            line,
+            task_id: id.to_string(),
+            message,
+        };
+        if id.trim().is_empty() {
+            return Err(problem(
+                "the id is empty: give every task a unique, non-empty id".into(),
+            ));
+        }
+        if let Some(first) = self.0.get(id) {
+            return Err(problem(format!(
+                "duplicate task id (first declared on line {first}): give every task a unique id"
+            )));
+        }
+        self.0.insert(id.to_string(), line);
+        Ok(())
+    }
+}
+
+/// The 1-based line of byte `offset` of `text`.
+pub(crate) fn line_at(text: &str, offset: usize) -> usize {
+    text.get(..offset).unwrap_or(text).matches('\n').count() + 1
+}
+
 /// A path from a workload file: absolute, or relative to the workload's folder.
 pub(crate) fn data_path(dir: &Path, value: &str) -> PathBuf {
     let path = Path::new(value);
@@ -567,5 +606,42 @@ mod tests {
             text.contains("tasks.toml:2: task `t1`") && text.contains("The sky is blue."),
             "{text}"
         );
+    }
+
+    /// Found by probing: a task with `id = ""` loaded, and every run then lost one trial of
+    /// it (its record refused) while exiting 0; a repeated id named workload.toml, no line.
+    #[test]
+    fn an_empty_or_repeated_task_id_fails_at_load_naming_its_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir(dir.path().join("documents")).expect("mkdir");
+        std::fs::write(dir.path().join("documents/a.md"), "The sky is blue.").expect("write");
+        std::fs::write(
+            dir.path().join("workload.toml"),
+            "name = \"x\"\nversion = \"1\"\nkind = \"qa\"\nscorer = \"qa-exact-v1\"\n[qa]\nformat = \"builtin\"\ntasks = \"tasks.toml\"\ndocuments = \"documents\"\n",
+        )
+        .expect("write");
+        let task = |id: &str| {
+            format!(
+                "[[task]]\nid = \"{id}\"\nquestion = \"q\"\nanswers = [\"blue\"]\nevidence = [\"The sky is blue.\"]\n"
+            )
+        };
+        let options = LoadOptions {
+            cache_dir: dir.path().join("cache"),
+        };
+        for (tasks, expected) in [
+            (
+                format!("{}{}", task("t1"), task("")),
+                "tasks.toml:7: task ``: the id is empty",
+            ),
+            (
+                format!("{}{}{}", task("t1"), task("t2"), task("t1")),
+                "tasks.toml:12: task `t1`: duplicate task id (first declared on line 2)",
+            ),
+        ] {
+            std::fs::write(dir.path().join("tasks.toml"), tasks).expect("write");
+            let error = load_file(&dir.path().join("workload.toml"), &options).expect_err("id");
+            let text = error.to_string();
+            assert!(text.contains(expected), "{text}");
+        }
     }
 }

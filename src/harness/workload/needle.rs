@@ -6,7 +6,9 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::spec::NeedleSource;
-use super::{AnswerKind, Document, Task, TaskContext, WorkloadError, data_path, read_text};
+use super::{
+    AnswerKind, Document, Task, TaskContext, TaskIds, WorkloadError, data_path, line_at, read_text,
+};
 use crate::harness::text::SplitMix64;
 use crate::tokens::Tokenizer;
 
@@ -19,7 +21,8 @@ struct NeedleFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NeedleEntry {
-    id: String,
+    /// Spanned, so an empty or repeated id is reported at its own line.
+    id: toml::Spanned<String>,
     /// The sentence planted in the haystack.
     fact: String,
     question: String,
@@ -43,6 +46,11 @@ pub(super) fn load(
             message,
         }
     })?;
+    let mut ids = TaskIds::default();
+    for needle in &needles.needle {
+        let line = line_at(&needles_text, needle.id.span().start);
+        ids.check(needle.id.get_ref(), &needles_path, line)?;
+    }
     let mut paragraphs: Vec<String> = super::qa::read_documents(&corpus_dir)?
         .iter()
         .flat_map(|doc| {
@@ -88,7 +96,7 @@ pub(super) fn load(
                 tasks.push(Task {
                     id: format!(
                         "{}-t{size}-d{:03}",
-                        needle.id,
+                        needle.id.get_ref(),
                         (depth * 100.0).round() as u32
                     ),
                     question: needle.question.clone(),

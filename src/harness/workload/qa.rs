@@ -8,8 +8,8 @@ use serde::Deserialize;
 
 use super::spec::{DistractorChoice, QaFormat, QaSource};
 use super::{
-    AnswerKind, Document, Task, TaskContext, WorkloadError, check_evidence, data_path, line_of,
-    read_text,
+    AnswerKind, Document, Task, TaskContext, TaskIds, WorkloadError, check_evidence, data_path,
+    line_at, read_text,
 };
 use crate::harness::text::{self, SplitMix64};
 
@@ -95,7 +95,8 @@ struct TaskFile {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct BuiltinTask {
-    id: String,
+    /// Spanned, so an empty or repeated id is reported at its own line.
+    id: toml::Spanned<String>,
     question: String,
     answers: Vec<String>,
     evidence: Vec<String>,
@@ -160,18 +161,21 @@ fn tasks_over(tasks_path: &Path, documents: Vec<Document>) -> Result<Vec<Task>, 
         }
     })?;
     let mut tasks = Vec::with_capacity(file.task.len());
+    let mut ids = TaskIds::default();
     for raw in file.task {
-        let line = line_of(&text, &format!("\"{}\"", raw.id));
+        let line = line_at(&text, raw.id.span().start);
+        let id = raw.id.into_inner();
+        ids.check(&id, &tasks_path, line)?;
         if raw.answers.is_empty() || raw.evidence.is_empty() {
             return Err(WorkloadError::Task {
                 path: tasks_path.clone(),
                 line,
-                task_id: raw.id,
+                task_id: id,
                 message: "needs at least one answer and one evidence span".into(),
             });
         }
         let task = Task {
-            id: raw.id,
+            id,
             question: raw.question,
             context: TaskContext::Documents(documents.clone()),
             answer_kind: AnswerKind::Span,
