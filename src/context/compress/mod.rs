@@ -379,7 +379,7 @@ pub enum CompressError {
     #[error("the token budget must be at least 1 (got 0)")]
     ZeroBudget,
     #[error(
-        "cannot fit {source_name} ({kind}, {original_tokens} tokens) into {budget} tokens: even the minimum representation takes {minimum_tokens} tokens; raise the budget to at least {minimum_tokens}"
+        "cannot fit {source_name} ({kind}, {original_tokens} tokens) into {budget} tokens: its smallest form takes {minimum_tokens} tokens; raise the budget to at least {minimum_tokens}"
     )]
     OverBudget {
         source_name: String,
@@ -615,12 +615,14 @@ pub(crate) fn reduce_prefixed(
             parts,
             code,
         }),
+        // The content as it is fits any budget of its own size, so that is the most a user
+        // must raise the budget to, however large the reduced form's markers make it.
         Err(units::Minimum(minimum_tokens)) => Err(CompressError::OverBudget {
             source_name: options.source.clone(),
             kind,
             budget,
             original_tokens,
-            minimum_tokens,
+            minimum_tokens: minimum_tokens.min(original_tokens),
         }),
     }
 }

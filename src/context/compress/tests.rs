@@ -286,6 +286,16 @@ fn budget_zero_impossible_budget_and_bad_input_are_errors() {
         }
         other => panic!("expected OverBudget, got {other:?}"),
     }
+    // Found by probing: a small file was told to raise the budget above its own size, which
+    // returns it verbatim.
+    let small = "def f():\n    return 1\n";
+    let size = tokenizer.count(small);
+    match compress(small, size - 1, &options(None), &store, &tokenizer) {
+        Err(CompressError::OverBudget { minimum_tokens, .. }) => assert_eq!(minimum_tokens, size),
+        other => panic!("expected OverBudget, got {other:?}"),
+    }
+    let verbatim = compress(small, size, &options(None), &store, &tokenizer).expect("fits");
+    assert_eq!(verbatim.text, small);
     let bytes = b"valid start \xff\xfe then junk";
     match compress_bytes(bytes, 100, &options(None), &store, &tokenizer) {
         Err(CompressError::NotUtf8 {
