@@ -373,10 +373,10 @@ impl CommitStore {
     /// goes unnoticed).
     pub fn receipt(&self, ctx_id: &str) -> Result<ContextReceipt, CommitError> {
         let path = self.dir_of(ctx_id)?.join("receipt.json");
-        let receipt: ContextReceipt = read_json(&path, ctx_id, &self.packs)?;
+        let (receipt, holder): (ContextReceipt, _) = read_json(&path, ctx_id, &self.packs)?;
         let tampered = |reason: String| CommitError::Tampered {
             ctx_id: ctx_id.to_string(),
-            path: path.clone(),
+            path: holder.clone(),
             reason,
         };
         if receipt.ctx_id != ctx_id {
@@ -415,10 +415,10 @@ impl CommitStore {
     fn checked_bundle(&self, receipt: &ContextReceipt) -> Result<RecoveryBundle, CommitError> {
         let ctx_id = receipt.ctx_id.as_str();
         let path = self.dir_of(ctx_id)?.join("bundle.json");
-        let bundle: RecoveryBundle = read_json(&path, ctx_id, &self.packs)?;
+        let (bundle, holder): (RecoveryBundle, _) = read_json(&path, ctx_id, &self.packs)?;
         let tampered = |reason: String| CommitError::Tampered {
             ctx_id: ctx_id.to_string(),
-            path: path.clone(),
+            path: holder.clone(),
             reason,
         };
         if bundle.ctx_id != ctx_id {
@@ -621,41 +621,48 @@ fn write_json(
     Ok(())
 }
 
+/// A commit file's value, checked to be byte for byte what svc wrote, and the file that held
+/// it (the loose file or its pack), which later checks name.
 fn read_json<T: serde::de::DeserializeOwned + Serialize>(
     path: &Path,
     ctx_id: &str,
     packs: &Packs,
-) -> Result<T, CommitError> {
-    let bytes =
-        match fs::read(path) {
-            Ok(bytes) => bytes,
-            // A group-committed receipt or bundle lives in a pack instead.
-            Err(source) if source.kind() == io::ErrorKind::NotFound => packs
-                .read(path)?
-                .ok_or_else(|| CommitError::UnknownCommit {
-                    ctx_id: ctx_id.to_string(),
-                    path: path.to_path_buf(),
-                })?,
-            Err(source) => {
-                return Err(CommitError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                });
-            }
-        };
+) -> Result<(T, PathBuf), CommitError> {
+    // Problems are reported against the file that holds the bytes: the loose file, or the
+    // pack a group-committed receipt or bundle lives in (its entry named in the reason).
+    let (bytes, holder, entry) = match fs::read(path) {
+        Ok(bytes) => (bytes, path.to_path_buf(), "it ".to_string()),
+        Err(source) if source.kind() == io::ErrorKind::NotFound => {
+            let (bytes, pack) =
+                packs
+                    .read_with_pack(path)?
+                    .ok_or_else(|| CommitError::UnknownCommit {
+                        ctx_id: ctx_id.to_string(),
+                        path: path.to_path_buf(),
+                    })?;
+            let entry = format!("its entry for {} ", path.display());
+            (bytes, pack, entry)
+        }
+        Err(source) => {
+            return Err(CommitError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
     let value: T = serde_json::from_slice(&bytes).map_err(|source| CommitError::Parse {
-        path: path.to_path_buf(),
+        path: holder.clone(),
         source,
     })?;
     // svc writes one canonical form; any other bytes (even a changed space) were edited.
     if json_bytes(&value, path)? != bytes {
         return Err(CommitError::Tampered {
             ctx_id: ctx_id.to_string(),
-            path: path.to_path_buf(),
-            reason: "it is not byte for byte the file svc wrote".to_string(),
+            path: holder,
+            reason: format!("{entry}is not byte for byte the file svc wrote"),
         });
     }
-    Ok(value)
+    Ok((value, holder))
 }
 
 /// The canonical bytes of a commit file: pretty JSON and a final newline.

@@ -18,10 +18,11 @@ pub enum StoreError {
     )]
     Missing { hash: String, path: PathBuf },
     #[error(
-        "blob {path} is corrupted or was tampered with: expected SHA-256 {expected}, found {actual}"
+        "blob {location} is corrupted or was tampered with: expected SHA-256 {expected}, found {actual}"
     )]
     Tampered {
-        path: PathBuf,
+        /// The loose file, or the pack and the entry in it.
+        location: String,
         expected: String,
         actual: String,
     },
@@ -163,17 +164,18 @@ impl BlobStore {
     /// The bytes stored under `hash`, verified.
     pub fn get(&self, hash: &str) -> Result<Vec<u8>, StoreError> {
         let path = self.path_of(hash)?;
-        let bytes = match fs::read(&path) {
-            Ok(bytes) => bytes,
+        let (bytes, location) = match fs::read(&path) {
+            Ok(bytes) => (bytes, path.display().to_string()),
             Err(source) if source.kind() == io::ErrorKind::NotFound => {
                 let packed = match &self.packs {
-                    Some(packs) => packs.read(&path)?,
+                    Some(packs) => packs.read_with_pack(&path)?,
                     None => None,
                 };
-                packed.ok_or_else(|| StoreError::Missing {
+                let (bytes, pack) = packed.ok_or_else(|| StoreError::Missing {
                     hash: hash.to_string(),
                     path: path.clone(),
-                })?
+                })?;
+                (bytes, format!("{hash} packed in {}", pack.display()))
             }
             Err(source) => {
                 return Err(StoreError::Read {
@@ -185,7 +187,7 @@ impl BlobStore {
         let actual = digest::sha256_hex(&bytes);
         if actual != hash {
             return Err(StoreError::Tampered {
-                path,
+                location,
                 expected: hash.to_string(),
                 actual,
             });

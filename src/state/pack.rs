@@ -214,16 +214,26 @@ impl Packs {
     /// The bytes packed for `path` (a path under the state directory), or `None` when no pack
     /// holds it.
     pub fn read(&self, path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(self.read_with(path, true)?.map(|(bytes, _)| bytes))
+    }
+
+    /// [`Packs::read`], with the pack file that held the bytes: a check that fails on them
+    /// must name that file, not the loose path that does not exist.
+    pub fn read_with_pack(&self, path: &Path) -> Result<Option<(Vec<u8>, PathBuf)>, StateError> {
         self.read_with(path, true)
     }
 
     /// [`Packs::read`] against the index as first loaded: a miss does not reload it. For
     /// lookups that mostly miss (a cache) and whose writers are elsewhere or in this process.
     pub fn read_known(&self, path: &Path) -> Result<Option<Vec<u8>>, StateError> {
-        self.read_with(path, false)
+        Ok(self.read_with(path, false)?.map(|(bytes, _)| bytes))
     }
 
-    fn read_with(&self, path: &Path, reload_on_miss: bool) -> Result<Option<Vec<u8>>, StateError> {
+    fn read_with(
+        &self,
+        path: &Path,
+        reload_on_miss: bool,
+    ) -> Result<Option<(Vec<u8>, PathBuf)>, StateError> {
         let Some(key) = relative_key(&self.home, path) else {
             return Ok(None);
         };
@@ -268,7 +278,7 @@ impl Packs {
             return Err(damaged());
         }
         framed.pop();
-        Ok(Some(framed.split_off(header.len())))
+        Ok(Some((framed.split_off(header.len()), pack.clone())))
     }
 
     /// Whether a pack holds `path`, by the index as first loaded (a miss does not reload it:

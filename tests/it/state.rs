@@ -163,6 +163,51 @@ fn issue_10_an_edited_token_count_is_refused_by_recover() {
     );
 }
 
+/// Found by probing: damage inside a packed blob was reported under the loose blob path,
+/// which does not exist, instead of the pack that holds it; likewise a packed receipt.
+#[test]
+fn damage_inside_a_pack_names_the_pack() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let store = CommitStore::grouped(home);
+    let tokenizer = Tokenizer::new(Encoding::O200kBase);
+    let receipt = store
+        .commit(&chunks(), serde_json::json!({}), "x", &tokenizer)
+        .expect("commit");
+    store.sync().expect("sync");
+    let mut files = Vec::new();
+    files_below(home, &mut files);
+    let pack = files
+        .iter()
+        .find(|f| f.extension().is_some_and(|e| e == "pack"))
+        .expect("a pack")
+        .clone();
+    let original = fs::read(&pack).expect("pack");
+    let find = |needle: &[u8]| {
+        original
+            .windows(needle.len())
+            .position(|w| w == needle)
+            .expect("in the pack")
+    };
+    let pack_name = pack.file_name().and_then(|n| n.to_str()).expect("name");
+    for (needle, chunk) in [
+        (&b"fn b() { 2 }"[..], "src/b.rs#L1-2"),
+        (&b"\"receipt_token_count\""[..], "src/a.rs#L1-3"),
+    ] {
+        let mut damaged = original.clone();
+        damaged[find(needle) + 3] ^= 0x01;
+        fs::write(&pack, &damaged).expect("flip");
+        let out = run(svc(home).args(["context", "recover", &receipt.ctx_id, chunk]));
+        assert_eq!(out.code, 2, "{}{}", out.stdout, out.stderr);
+        assert!(
+            out.stderr.contains(pack_name) && !out.stderr.contains("/blobs/"),
+            "{}",
+            out.stderr
+        );
+        fs::write(&pack, &original).expect("restore");
+    }
+}
+
 /// The records of a run keyed by trial, with the wall-clock field (the only one that differs
 /// between two runs of the fixture model) removed.
 fn records_of(run_dir: &Path) -> std::collections::BTreeMap<String, serde_json::Value> {
