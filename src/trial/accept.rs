@@ -16,8 +16,12 @@ use super::validate::{Problem, ProblemKind, RecordValidator};
 /// schema's field-by-field diagnostics.
 #[derive(Debug, thiserror::Error)]
 pub enum Rejected {
-    #[error("{0}")]
-    Record(#[from] serde_json::Error),
+    #[error("{}{source}", if pointer.is_empty() { String::new() } else { format!("{pointer}: ") })]
+    Record {
+        /// JSON pointer of the field the typed reader stopped at ("" for the record itself).
+        pointer: String,
+        source: serde_json::Error,
+    },
     #[error("/response_sha256: is not the SHA-256 of response_text (expected {expected})")]
     Integrity { expected: String },
 }
@@ -41,14 +45,32 @@ impl Rejected {
                 value: None,
             }];
         }
+        let (pointer, message) = match self {
+            Rejected::Record { pointer, source } => (pointer.clone(), source.to_string()),
+            other => (String::new(), other.to_string()),
+        };
         vec![Problem {
             kind: ProblemKind::Schema,
-            pointer: String::new(),
+            pointer,
             rule_id: "record".into(),
-            message: self.to_string(),
+            message,
             value: None,
         }]
     }
+}
+
+/// The JSON pointer (RFC 6901) of a path the typed reader reports (`/context_tokens`).
+fn json_pointer(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .filter_map(|segment| match segment {
+            Segment::Seq { index } => Some(index.to_string()),
+            Segment::Map { key } => Some(key.replace('~', "~0").replace('/', "~1")),
+            Segment::Enum { variant } => Some(variant.clone()),
+            Segment::Unknown => None,
+        })
+        .map(|part| format!("/{part}"))
+        .collect()
 }
 
 /// The first key given twice in the top-level object of `text`, if any.
@@ -85,7 +107,18 @@ fn duplicate_key(text: &str) -> Option<String> {
 
 /// Parses and checks one record's JSON text.
 pub fn accept(text: &str) -> Result<TrialRecord, Rejected> {
-    let record = serde_json::from_str::<TrialRecord>(text)?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let record =
+        serde_path_to_error::deserialize::<_, TrialRecord>(&mut deserializer).map_err(|error| {
+            Rejected::Record {
+                pointer: json_pointer(error.path()),
+                source: error.into_inner(),
+            }
+        })?;
+    deserializer.end().map_err(|source| Rejected::Record {
+        pointer: String::new(),
+        source,
+    })?;
     match record.integrity_error() {
         None => Ok(record),
         Some(expected) => Err(Rejected::Integrity { expected }),
@@ -137,6 +170,20 @@ mod tests {
         value["output_tokens"] = serde_json::json!(1e20);
         let problems = check(&validator, &value.to_string()).expect_err("too large");
         assert!(problems[0].message.contains("64 bits"), "{problems:?}");
+        // Found by probing: an integer one past 64 bits was reported without its field, and
+        // with its digits rounded by the float it was read as.
+        value["output_tokens"] = serde_json::json!(1);
+        let text = value.to_string().replacen(
+            "\"output_tokens\":1",
+            "\"output_tokens\":18446744073709551616",
+            1,
+        );
+        let problems = check(&validator, &text).expect_err("too large");
+        assert_eq!(problems[0].pointer, "/output_tokens", "{problems:?}");
+        assert!(
+            problems[0].message.contains("64 bits") && !problems[0].message.contains("552000"),
+            "{problems:?}"
+        );
 
         let duplicated = text.replacen('{', "{\"model\":\"a\",", 1);
         let problems = check(&validator, &duplicated).expect_err("duplicate key");

@@ -217,7 +217,10 @@ mod unchecked {
                 } else if value < 0.0 {
                     Err(E::custom(format!("{value} is negative")))
                 } else if value >= LIMIT {
-                    Err(E::custom(format!("{value} does not fit in 64 bits")))
+                    // The value itself is not shown: read as a float, its digits are rounded.
+                    Err(E::custom(
+                        "a count beyond 64 bits (the largest is 18446744073709551615)",
+                    ))
                 } else {
                     // Integral and in range, so the conversion is exact.
                     Ok(value as u64)
