@@ -72,6 +72,9 @@ pub struct ClientError(#[from] reqwest::Error);
 pub fn client(read_timeout: Duration) -> Result<reqwest::Client, ClientError> {
     crate::witness::nli::install_crypto_provider();
     Ok(reqwest::Client::builder()
+        // A redirect goes back to the client as it came: following it would turn a POST into
+        // a body-less GET answered as if it had worked, and send the API key to another host.
+        .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(read_timeout)
         .pool_idle_timeout(Duration::from_secs(90))

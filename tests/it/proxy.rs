@@ -80,6 +80,9 @@ async fn fake_handler(State(log): State<Log>, request: Request) -> Response {
         .and_then(|s| s.parse::<u16>().ok())
         .and_then(|s| StatusCode::from_u16(s).ok())
         .unwrap_or(StatusCode::OK);
+    if let Some(location) = header("x-fake-location") {
+        return (status, [("location", location)], "moved").into_response();
+    }
     if name.is_empty() {
         return (status, axum::Json(json!({"object": "list", "path": path}))).into_response();
     }
@@ -170,7 +173,11 @@ impl Proxy {
         Proxy {
             base: serve_proxy(state.clone()).await,
             state,
-            client: reqwest::Client::new(),
+            // A client sees what the proxy answers, redirects included.
+            client: reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .expect("a client"),
             _home: home,
         }
     }
@@ -616,6 +623,36 @@ async fn upstream_errors_pass_through_with_status_and_body() {
             fixture(name)
         );
     }
+}
+
+/// Found by probing: the proxy followed an upstream's redirect, so a POST became a body-less
+/// GET answered 200 as if it had worked, and the API key went to the other host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_redirect_goes_back_to_the_client_unfollowed() {
+    let fake = Fake::start().await;
+    let elsewhere = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), |_| {}).await;
+    let target = format!("{}/v1/messages", elsewhere.url());
+    for status in ["301", "302", "307"] {
+        let response = proxy
+            .post_with(
+                "/v1/messages",
+                r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
+                &[
+                    ("x-api-key", "sk-secret"),
+                    ("x-fake-status", status),
+                    ("x-fake-location", &target),
+                ],
+            )
+            .await;
+        assert_eq!(response.status().as_u16().to_string(), status);
+        assert_eq!(header(&response, "location"), target);
+    }
+    assert_eq!(
+        elsewhere.count(),
+        0,
+        "nothing reached the redirect's target"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

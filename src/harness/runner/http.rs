@@ -138,6 +138,8 @@ impl HttpBackend {
             _ => None,
         };
         let client = reqwest::Client::builder()
+            // A provider's redirect is an error of the run, not a hop to take with its key.
+            .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(spec.timeout_ms))
             .connect_timeout(Duration::from_millis(spec.timeout_ms.min(10_000)))
             .build()
