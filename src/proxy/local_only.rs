@@ -1,4 +1,5 @@
-//! Who may call the proof sidecar (SPEC §4.4: "only trusted same-origin localhost clients"):
+//! Who may call the proxy's own routes, the proof sidecar (SPEC §4.4: "only trusted same-origin
+//! localhost clients"), the witness sidecar and the optimisation switch:
 //! a caller on the loopback interface, naming the proxy by a loopback host and the proxy's own
 //! port, and, when it is a browser, from the proxy's own origin.
 //!
@@ -39,11 +40,11 @@ impl Connected<IncomingStream<'_, TcpListener>> for Peer {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error(
-        "the caller's address is unknown (the app was served without connection info); the proof sidecar only answers loopback callers"
+        "the caller's address is unknown (the app was served without connection info); the proxy's own routes only answer loopback callers"
     )]
     UnknownPeer,
     #[error(
-        "the caller {0} is not on the loopback interface; the proof sidecar only answers 127.0.0.1 and ::1"
+        "the caller {0} is not on the loopback interface; the proxy's own routes only answer 127.0.0.1 and ::1"
     )]
     RemotePeer(IpAddr),
     #[error("the request has no Host header; send Host: 127.0.0.1:{port}")]
@@ -53,7 +54,7 @@ pub enum Refusal {
     )]
     ForeignHost { host: String, port: u16 },
     #[error(
-        "Origin {origin:?} is not this proxy's origin (http://localhost:{port}, http://127.0.0.1:{port} or http://[::1]:{port}); cross-origin pages may not drive proof sessions"
+        "Origin {origin:?} is not this proxy's origin (http://localhost:{port}, http://127.0.0.1:{port} or http://[::1]:{port}); cross-origin pages may not call the proxy's own routes"
     )]
     ForeignOrigin { origin: String, port: u16 },
     #[error("Sec-Fetch-Site is {0:?}: a browser says the request comes from another site")]

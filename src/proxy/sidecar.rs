@@ -8,6 +8,10 @@
 //! | POST | `/witness/{id}/feedback` | `{"acknowledged": true, "feedback": {…}}` for `{"verdict": …}` |
 //! | GET | `/svc/status` | `{"optimization": "enabled"\|"paused", "budget", "counters"}` |
 //! | POST | `/svc/optimization/pause`, `/svc/optimization/enable` | the new status |
+//!
+//! Like the proof sidecar, these answer only same-origin localhost callers
+//! ([`super::local_only`]): certificates hold prompt evidence, and a web page must not be able
+//! to pause optimisation or forge feedback.
 
 use std::sync::{Arc, Mutex};
 
@@ -15,11 +19,13 @@ use axum::Json;
 use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::local_only::{self, Peer};
 use super::server::ProxyState;
 use crate::witness::store::{StoreError, Verdict};
 
@@ -38,6 +44,22 @@ pub fn routes() -> Router<Arc<ProxyState>> {
         .route("/svc/status", get(status))
         .route("/svc/optimization/pause", post(pause))
         .route("/svc/optimization/enable", post(enable))
+        .route_layer(axum::middleware::from_fn(local_callers_only))
+}
+
+/// Refuses callers that are not same-origin localhost (403, with the reason).
+async fn local_callers_only(request: axum::extract::Request, next: Next) -> Response {
+    let peer = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<Peer>>();
+    match local_only::check(peer.map(|info| &info.0), request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => error(
+            StatusCode::FORBIDDEN,
+            "permission_error",
+            refusal.to_string(),
+        ),
+    }
 }
 
 fn error(status: StatusCode, kind: &str, message: String) -> Response {

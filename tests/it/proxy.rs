@@ -517,6 +517,53 @@ async fn requests_it_cannot_rewrite_safely_are_forwarded_unchanged_and_say_why()
     }
 }
 
+/// Found by probing: the witness sidecar and the optimisation switch answered any Origin and
+/// Host, so a web page could pause optimisation or forge feedback, and a DNS-rebinding page
+/// could read certificates (which hold prompt evidence). The proof routes already refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_proxys_own_routes_refuse_other_origins_and_hosts() {
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), |_| {}).await;
+    let port = proxy.base.rsplit(':').next().expect("a port").to_string();
+    let foreign: [&[(&str, &str)]; 3] = [
+        &[("origin", "http://evil.example")],
+        &[("sec-fetch-site", "cross-site")],
+        &[("host", "evil.example")],
+    ];
+    for (method, path) in [
+        ("POST", "/svc/optimization/pause"),
+        ("GET", "/svc/status"),
+        ("GET", "/witness"),
+        ("POST", "/witness/wit_0/feedback"),
+    ] {
+        for headers in foreign {
+            let mut request = proxy.client.request(
+                method.parse().expect("a method"),
+                format!("{}{path}", proxy.base),
+            );
+            for (name, value) in headers {
+                let value = if *name == "host" {
+                    format!("{value}:{port}")
+                } else {
+                    value.to_string()
+                };
+                request = request.header(*name, value);
+            }
+            let response = request.send().await.expect("answered");
+            assert_eq!(response.status(), 403, "{method} {path} {headers:?}");
+        }
+    }
+    assert!(!proxy.state.paused(), "no foreign request paused it");
+    let own = proxy
+        .client
+        .get(format!("{}/svc/status", proxy.base))
+        .header("origin", format!("http://127.0.0.1:{port}"))
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(own.status(), 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pause_bypasses_optimisation_and_status_counts_requests() {
     let fake = Fake::start().await;

@@ -613,7 +613,7 @@ fn started_pid(stderr: &str) -> Option<String> {
 fn status(port: u16) -> String {
     let mut stream = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).expect("proxy listens");
     stream
-        .write_all(b"GET /svc/status HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .write_all(format!("GET /svc/status HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n").as_bytes())
         .expect("send");
     let mut response = String::new();
     stream.read_to_string(&mut response).expect("read");
@@ -626,7 +626,7 @@ fn status(port: u16) -> String {
 fn fake_agent(bin: &Path, name: &str, endpoint: &str) {
     fs::create_dir_all(bin).expect("mkdir");
     let script = format!(
-        "#!/bin/bash\nurl={endpoint}\necho \"ENDPOINT=$url\"\necho \"ARGS=$*\"\nhostport=${{url#http://}}\nhostport=${{hostport%%/*}}\nexec 3<>/dev/tcp/${{hostport%:*}}/${{hostport#*:}}\nprintf 'GET /svc/status HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3\ncat <&3\n"
+        "#!/bin/bash\nurl={endpoint}\necho \"ENDPOINT=$url\"\necho \"ARGS=$*\"\nhostport=${{url#http://}}\nhostport=${{hostport%%/*}}\nexec 3<>/dev/tcp/${{hostport%:*}}/${{hostport#*:}}\nprintf 'GET /svc/status HTTP/1.0\\r\\nHost: %s\\r\\n\\r\\n' \"$hostport\" >&3\ncat <&3\n"
     );
     let path = bin.join(name);
     fs::write(&path, script).expect("write script");
