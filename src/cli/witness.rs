@@ -259,7 +259,11 @@ fn render_report(certificate: &Certificate) -> String {
 }
 
 fn run_list(limit: usize, json: bool) -> anyhow::Result<ExitCode> {
-    let listings = Store::open_default()?.list(limit)?;
+    let page = Store::open_default()?.list(limit)?;
+    for skipped in &page.skipped {
+        eprintln!("warning: left out: {skipped}");
+    }
+    let listings = page.items;
     if json {
         println!("{}", serde_json::to_string_pretty(&listings)?);
         return Ok(ExitCode::SUCCESS);

@@ -40,6 +40,8 @@ pub async fn script() -> Response {
 #[derive(Debug, Default)]
 pub struct WitnessView {
     pub recent: Vec<Listing>,
+    /// Certificate files that could not be read (each message names its file).
+    pub skipped: Vec<String>,
     /// `(certificate id, claim text, label, action)` of flagged claims in the recent ones.
     pub flagged: Vec<(String, String, String, String)>,
     pub removed: usize,
@@ -52,7 +54,10 @@ pub struct WitnessView {
 pub fn witness_view(store: &Store) -> WitnessView {
     let mut view = WitnessView::default();
     match store.list(RECENT_CERTIFICATES) {
-        Ok(recent) => view.recent = recent,
+        Ok(recent) => {
+            view.recent = recent.items;
+            view.skipped = recent.skipped;
+        }
         Err(error) => view.error = Some(error.to_string()),
     }
     for listing in &view.recent {
@@ -223,7 +228,10 @@ fn witness_section(view: &WitnessView, status: &Status) -> String {
             escape(error)
         );
     }
-    if view.recent.is_empty() {
+    for skipped in &view.skipped {
+        let _ = write!(out, "<p class=\"error\">Left out: {}</p>", escape(skipped));
+    }
+    if view.recent.is_empty() && view.skipped.is_empty() {
         out.push_str("<p class=\"empty\">No certificates recorded yet. Run the proxy with <code>--witness audit</code> (or <code>svc witness</code>) to record them.</p>");
     } else {
         out.push_str("<h3>Recent certificates</h3><div class=\"scroll\"><table><thead><tr><th>id</th><th>created</th><th>mode</th><th>profile</th><th>status</th><th>verifiable</th><th>flagged</th><th>unsupported rate</th></tr></thead><tbody>");

@@ -72,7 +72,7 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
 
 fn store_error(problem: StoreError) -> Response {
     match problem {
-        StoreError::BadId { .. } => error(
+        StoreError::BadId { .. } | StoreError::NoSuchClaim { .. } => error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             problem.to_string(),
@@ -109,7 +109,14 @@ async fn list(State(state): State<Arc<ProxyState>>, Query(query): Query<ListQuer
     };
     let store = state.witness_store.clone();
     match tokio::task::spawn_blocking(move || store.list(limit)).await {
-        Ok(Ok(listings)) => Json(json!({"certificates": listings})).into_response(),
+        Ok(Ok(listings)) if listings.skipped.is_empty() => {
+            Json(json!({"certificates": listings.items})).into_response()
+        }
+        // A damaged certificate file is named, not allowed to hide the others.
+        Ok(Ok(listings)) => {
+            Json(json!({"certificates": listings.items, "skipped": listings.skipped}))
+                .into_response()
+        }
         Ok(Err(problem)) => store_error(problem),
         Err(join) => error(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -112,6 +112,21 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "certificate {id} has {claims} claim(s), numbered 0 to {last}; there is no claim {index}",
+        last = .claims.saturating_sub(1)
+    )]
+    NoSuchClaim {
+        id: String,
+        index: usize,
+        claims: usize,
+    },
+    #[error("cannot lock {path} to record feedback: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{path} is not a valid {what}: {source}; move it away to continue")]
     Corrupt {
         path: PathBuf,
@@ -119,6 +134,14 @@ pub enum StoreError {
         #[source]
         source: serde_json::Error,
     },
+}
+
+/// A page of [`Store::list`]: the certificates, and why any file was left out.
+#[derive(Debug, Clone, Default)]
+pub struct Listings {
+    pub items: Vec<Listing>,
+    /// One message per certificate file that could not be read (naming it).
+    pub skipped: Vec<String>,
 }
 
 /// Certificates and feedback under one directory.
@@ -185,12 +208,14 @@ impl Store {
         })
     }
 
-    /// The most recent certificates, newest first, at most `limit`.
-    pub fn list(&self, limit: usize) -> Result<Vec<Listing>, StoreError> {
+    /// The most recent certificates, newest first, at most `limit`. A certificate file that
+    /// cannot be read is left out and named in [`Listings::skipped`]: one damaged file must
+    /// not hide every other certificate.
+    pub fn list(&self, limit: usize) -> Result<Listings, StoreError> {
         let dir = self.certificates();
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listings::default()),
             Err(source) => return Err(StoreError::Read { path: dir, source }),
         };
         let mut ids: Vec<String> = entries
@@ -204,8 +229,17 @@ impl Store {
             .collect();
         ids.sort();
         let mut listings = Vec::with_capacity(ids.len());
+        let mut skipped = Vec::new();
         for id in ids {
-            let c = self.get(&id)?;
+            let c = match self.get(&id) {
+                Ok(c) => c,
+                // Removed between the listing and the read: it is simply gone.
+                Err(StoreError::NotFound { .. }) => continue,
+                Err(problem) => {
+                    skipped.push(problem.to_string());
+                    continue;
+                }
+            };
             listings.push(Listing {
                 flagged: c.flagged_claims.len(),
                 id: c.id,
@@ -219,7 +253,10 @@ impl Store {
         }
         listings.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
         listings.truncate(limit);
-        Ok(listings)
+        Ok(Listings {
+            items: listings,
+            skipped,
+        })
     }
 
     /// Record feedback on a stored certificate.
@@ -230,8 +267,25 @@ impl Store {
         claim_index: Option<usize>,
         note: Option<String>,
     ) -> Result<Feedback, StoreError> {
-        // The certificate must exist: feedback on nothing is a typo.
-        self.get(id)?;
+        // The certificate must exist, and the claim be one of its own: feedback on nothing is
+        // a typo, and would count in the totals.
+        let certificate = self.get(id)?;
+        if let Some(index) = claim_index
+            && index >= certificate.claims.len()
+        {
+            return Err(StoreError::NoSuchClaim {
+                id: id.to_string(),
+                index,
+                claims: certificate.claims.len(),
+            });
+        }
+        // A read-modify-write of one file: an OS lock beside it serialises writers of every
+        // process (two proxies on one state directory, a CLI call), so none is lost.
+        let path = self.feedback_path(id);
+        let _held = state::append::lock(&path).map_err(|source| StoreError::Lock {
+            path: path.with_extension("lock"),
+            source,
+        })?;
         let mut entries = self.feedback_for(id)?;
         let feedback = Feedback {
             certificate_id: id.to_string(),
@@ -327,16 +381,16 @@ mod tests {
     fn round_trip_list_and_feedback() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = Store::at(dir.path().join("witness"));
-        assert!(store.list(10).expect("empty list").is_empty());
+        assert!(store.list(10).expect("empty list").items.is_empty());
         let a = certificate("The head office is in Delhi.");
         let b = certificate("The head office is in Mumbai.");
         store.save(&a).expect("save a");
         store.save(&b).expect("save b");
         assert_eq!(store.get(&a.id).expect("get"), a);
-        let listed = store.list(10).expect("list");
+        let listed = store.list(10).expect("list").items;
         assert_eq!(listed.len(), 2);
         assert!(listed[0].created_at >= listed[1].created_at);
-        assert_eq!(store.list(1).expect("limit").len(), 1);
+        assert_eq!(store.list(1).expect("limit").items.len(), 1);
         let flagged = listed.iter().find(|l| l.id == b.id).expect("b listed");
         assert_eq!(flagged.flagged, 1);
 
@@ -366,6 +420,56 @@ mod tests {
                 total: 3
             }
         );
+    }
+
+    /// Found by probing: two processes recording feedback at once lost entries (each read the
+    /// list, added one and wrote it back); a claim index past the certificate's claims was
+    /// accepted into the totals.
+    #[test]
+    fn concurrent_feedback_is_never_lost_and_claims_must_exist() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("witness");
+        let c = certificate("The head office is in Mumbai.");
+        Store::at(&root).save(&c).expect("save");
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                // A store of its own per writer, as separate processes have.
+                let store = Store::at(&root);
+                let id = c.id.clone();
+                scope.spawn(move || {
+                    for _ in 0..10 {
+                        store
+                            .add_feedback(&id, Verdict::Correct, None, None)
+                            .expect("feedback");
+                    }
+                });
+            }
+        });
+        let store = Store::at(&root);
+        assert_eq!(store.feedback_for(&c.id).expect("entries").len(), 80);
+        let past = store.add_feedback(&c.id, Verdict::Correct, Some(c.claims.len()), None);
+        let message = past.expect_err("no such claim").to_string();
+        assert!(message.contains("there is no claim"), "{message}");
+        assert_eq!(store.feedback_totals().expect("totals").total, 80);
+    }
+
+    /// Found by probing: one damaged certificate file made every listing fail.
+    #[test]
+    fn a_damaged_certificate_is_left_out_of_the_listing_and_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::at(dir.path().join("witness"));
+        let c = certificate("The head office is in Delhi.");
+        store.save(&c).expect("save");
+        let damaged = "wit_0123456789abcdef01234567";
+        std::fs::write(
+            store.certificates().join(format!("{damaged}.json")),
+            "{\"broken",
+        )
+        .expect("write");
+        let page = store.list(10).expect("a listing");
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.skipped.len(), 1);
+        assert!(page.skipped[0].contains(damaged), "{:?}", page.skipped);
     }
 
     #[test]
