@@ -3,8 +3,10 @@
 //! with the environment it inherits: svc adds no provider, endpoint or credential.
 
 use std::io::{self, Read, Write};
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -12,6 +14,10 @@ use super::round::ModelRequest;
 
 /// How much of the command's stderr an error quotes.
 const STDERR_QUOTE: usize = 400;
+
+/// How long, after the command exits, its output may stay open (held by a process it left
+/// running in the background) before that process group is killed and the draft read as is.
+const LINGER: Duration = Duration::from_secs(1);
 
 /// A command that answers model requests.
 #[derive(Debug, Clone)]
@@ -62,6 +68,8 @@ impl ModelCommand {
         let program = self.name();
         let mut child = Command::new(&self.program)
             .args(&self.args)
+            // A group of its own, so the deadline reaches whatever the command started.
+            .process_group(0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -85,32 +93,24 @@ impl ModelCommand {
             // A command that exits without reading its input is not an error of ours.
             let _ = stdin.write_all(&input);
         });
-        let mut stdout = child
+        let stdout = child
             .stdout
             .take()
             .ok_or_else(|| io_error(io::Error::other("no stdout")))?;
-        let mut stderr = child
+        let stderr = child
             .stderr
             .take()
             .ok_or_else(|| io_error(io::Error::other("no stderr")))?;
-        let out_reader = thread::spawn(move || {
-            let mut bytes = Vec::new();
-            stdout.read_to_end(&mut bytes).map(|_| bytes)
-        });
-        let err_reader = thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = stderr.read_to_end(&mut bytes);
-            bytes
-        });
+        let out = Collected::start(stdout);
+        let err = Collected::start(stderr);
         let started = Instant::now();
         let status = loop {
             if let Some(status) = child.try_wait().map_err(io_error)? {
                 break status;
             }
             if started.elapsed() >= self.timeout {
-                let _ = child.kill();
+                kill_group(&mut child);
                 let _ = child.wait();
-                // The readers are left behind: a grandchild may still hold the pipes open.
                 return Err(ModelCommandError::Timeout {
                     program,
                     seconds: self.timeout.as_secs_f64(),
@@ -118,12 +118,21 @@ impl ModelCommand {
             }
             thread::sleep(Duration::from_millis(5));
         };
-        let _ = writer.join();
-        let stdout = out_reader
-            .join()
-            .map_err(|_| io_error(io::Error::other("stdout reader failed")))?
-            .map_err(io_error)?;
-        let stderr = err_reader.join().unwrap_or_default();
+        // The command has answered. A process it left in the background may still hold its
+        // output open; the draft is what the command printed, so that process is not waited
+        // for past a short linger (nor past the deadline).
+        let linger_until = (Instant::now() + LINGER).min(started + self.timeout.max(LINGER));
+        while !(out.done() && err.done()) && Instant::now() < linger_until {
+            thread::sleep(Duration::from_millis(5));
+        }
+        if !(out.done() && err.done()) {
+            kill_group(&mut child);
+        }
+        if writer.is_finished() {
+            let _ = writer.join();
+        }
+        let stdout = out.take().map_err(io_error)?;
+        let stderr = err.take().unwrap_or_default();
         if !status.success() {
             let text = String::from_utf8_lossy(&stderr);
             let text = text.trim();
@@ -143,6 +152,59 @@ impl ModelCommand {
             offset: e.utf8_error().valid_up_to(),
         })
     }
+}
+
+/// Kills the command's process group (the command and everything it started); the command
+/// alone when the group is gone already.
+fn kill_group(child: &mut Child) {
+    let pid = rustix::process::Pid::from_child(child);
+    if rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).is_err() {
+        let _ = child.kill();
+    }
+}
+
+/// A pipe read to its end on a thread, whose bytes so far can be taken without waiting for
+/// that end (a background process may hold it open).
+struct Collected {
+    state: Arc<Mutex<(Vec<u8>, Option<io::Result<()>>)>>,
+}
+
+impl Collected {
+    fn start(mut pipe: impl Read + Send + 'static) -> Self {
+        let state = Arc::new(Mutex::new((Vec::new(), None)));
+        let shared = state.clone();
+        thread::spawn(move || {
+            let mut buffer = [0u8; 8192];
+            let end = loop {
+                match pipe.read(&mut buffer) {
+                    Ok(0) => break Ok(()),
+                    Ok(n) => lock(&shared).0.extend_from_slice(&buffer[..n]),
+                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+                    Err(error) => break Err(error),
+                }
+            };
+            lock(&shared).1 = Some(end);
+        });
+        Self { state }
+    }
+
+    fn done(&self) -> bool {
+        lock(&self.state).1.is_some()
+    }
+
+    /// The bytes read so far, or the read's error.
+    fn take(self) -> io::Result<Vec<u8>> {
+        let mut state = lock(&self.state);
+        if let Some(Err(error)) = state.1.take() {
+            return Err(error);
+        }
+        Ok(std::mem::take(&mut state.0))
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A reader thread only pushes bytes; a panic there leaves them as they were.
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -192,5 +254,32 @@ mod tests {
             missing.call(&request()),
             Err(ModelCommandError::Spawn { .. })
         ));
+    }
+
+    /// Found by probing: a command that left a background process holding its output made
+    /// the call wait for that process, past --timeout-seconds (forever for a server).
+    #[test]
+    fn a_background_process_holding_the_output_neither_delays_nor_outlives_the_call() {
+        let started = Instant::now();
+        let draft = sh("cat >/dev/null; (sleep 30 &); echo answer", 10_000)
+            .call(&request())
+            .expect("the command answered");
+        assert_eq!(draft, "answer\n");
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        // A command still running at the deadline is killed with what it started.
+        let started = Instant::now();
+        assert!(matches!(
+            sh("sleep 30 & sleep 30", 300).call(&request()),
+            Err(ModelCommandError::Timeout { .. })
+        ));
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }
