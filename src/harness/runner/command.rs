@@ -61,8 +61,14 @@ impl CommandBackend {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
+            // A group of its own, so a timeout also ends what the command started.
+            .process_group(0)
             .spawn()
             .map_err(|e| fail(format!("cannot start: {e}")))?;
+        let group = child
+            .id()
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(rustix::process::Pid::from_raw);
         let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
         let work = async move {
             // A program that exits without reading its input is its own error, reported below.
@@ -72,9 +78,15 @@ impl CommandBackend {
         };
         let output = tokio::time::timeout(Duration::from_millis(self.timeout_ms), work)
             .await
-            .map_err(|_| RunnerError::Timeout {
-                url: self.program.clone(),
-                after_ms: self.timeout_ms,
+            .map_err(|_| {
+                if let Some(group) = group {
+                    let _ =
+                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                }
+                RunnerError::Timeout {
+                    url: self.program.clone(),
+                    after_ms: self.timeout_ms,
+                }
             })?
             .map_err(|e| fail(e.to_string()))?;
         if !output.status.success() {
