@@ -125,6 +125,10 @@ fn edit(route: Route, payload: &mut Value, text: &str, placed: &mut bool) -> boo
                     }
                     false
                 }
+                // An `.added` event opens a part the deltas then fill (its text is what came
+                // so far, ""): a client adds the deltas to it, so it must stay as sent, or the
+                // verified text shows twice (found with the OpenAI SDK's stream snapshot).
+                Some(kind) if kind.ends_with(".added") => false,
                 // Summaries that repeat the whole text carry the whole verified text.
                 Some(_) => replace_output_text(payload, text),
                 None => false,
@@ -198,6 +202,42 @@ mod tests {
         let answer = Route::OpenaiChat.stream_answer(&payloads(&again));
         assert_eq!(answer.text, "Bye");
         assert!(out.ends_with("data: [DONE]\n\n"), "{out}");
+    }
+
+    /// Found by probing with the OpenAI SDK: the rewritten `content_part.added` carried the
+    /// whole verified text and the deltas repeated it, so the client showed it twice.
+    #[test]
+    fn a_responses_stream_opens_its_part_empty_and_carries_the_text_once() {
+        let events = [
+            r#"{"type":"response.output_item.added","output_index":0,"item":{"type":"message","content":[]}}"#,
+            r#"{"type":"response.content_part.added","output_index":0,"content_index":0,"part":{"type":"output_text","text":""}}"#,
+            r#"{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"Hel"}"#,
+            r#"{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"lo"}"#,
+            r#"{"type":"response.output_text.done","output_index":0,"content_index":0,"text":"Hello"}"#,
+            r#"{"type":"response.content_part.done","output_index":0,"content_index":0,"part":{"type":"output_text","text":"Hello"}}"#,
+        ];
+        let body: String = events
+            .iter()
+            .map(|e| format!("event: x\ndata: {e}\n\n"))
+            .collect();
+        let out = rewrite(Route::OpenaiResponses, &split(&body), "Bye").expect("a text event");
+        // What a client builds: the part as opened, plus every delta.
+        let mut shown = String::new();
+        for payload in payloads(&split(&out)) {
+            match payload["type"].as_str() {
+                Some("response.content_part.added") => {
+                    shown.push_str(payload["part"]["text"].as_str().unwrap_or_default())
+                }
+                Some("response.output_text.delta") => {
+                    shown.push_str(payload["delta"].as_str().unwrap_or_default())
+                }
+                Some("response.content_part.done") => {
+                    assert_eq!(payload["part"]["text"], "Bye")
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(shown, "Bye");
     }
 
     #[test]
