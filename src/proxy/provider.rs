@@ -139,6 +139,8 @@ pub enum ErrorKind {
     NotFound,
     /// The upstream could not be reached or broke the connection.
     BadGateway,
+    /// The upstream answered, but its body broke off before its end.
+    IncompleteAnswer,
     /// The upstream did not answer within the timeout.
     GatewayTimeout,
 }
@@ -150,7 +152,7 @@ impl ErrorKind {
             ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
-            ErrorKind::BadGateway => StatusCode::BAD_GATEWAY,
+            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer => StatusCode::BAD_GATEWAY,
             ErrorKind::GatewayTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -160,7 +162,9 @@ impl ErrorKind {
             ErrorKind::InvalidRequest | ErrorKind::UnsupportedMediaType => "invalid_request_error",
             ErrorKind::TooLarge => "request_too_large",
             ErrorKind::NotFound => "not_found_error",
-            ErrorKind::BadGateway | ErrorKind::GatewayTimeout => "api_error",
+            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::GatewayTimeout => {
+                "api_error"
+            }
         }
     }
 
@@ -170,7 +174,9 @@ impl ErrorKind {
                 "invalid_request_error"
             }
             ErrorKind::NotFound => "not_found_error",
-            ErrorKind::BadGateway | ErrorKind::GatewayTimeout => "server_error",
+            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::GatewayTimeout => {
+                "server_error"
+            }
         }
     }
 
@@ -180,7 +186,7 @@ impl ErrorKind {
                 "INVALID_ARGUMENT"
             }
             ErrorKind::NotFound => "NOT_FOUND",
-            ErrorKind::BadGateway => "UNAVAILABLE",
+            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer => "UNAVAILABLE",
             ErrorKind::GatewayTimeout => "DEADLINE_EXCEEDED",
         }
     }
@@ -242,6 +248,7 @@ impl ErrorKind {
             ErrorKind::TooLarge => "too_large",
             ErrorKind::NotFound => "not_found",
             ErrorKind::BadGateway => "upstream_unreachable",
+            ErrorKind::IncompleteAnswer => "upstream_incomplete",
             ErrorKind::GatewayTimeout => "upstream_timeout",
         }
     }

@@ -558,7 +558,7 @@ async fn forward(
     let bytes = upstream
         .bytes()
         .await
-        .map_err(|error| upstream::describe(provider, &url, &error))?;
+        .map_err(|error| upstream::describe_body(provider, &url, status, &error))?;
     let text = String::from_utf8_lossy(&bytes);
     let body = match check::check_json(
         &settings,
@@ -614,7 +614,7 @@ async fn verified_stream(
     let bytes = upstream
         .bytes()
         .await
-        .map_err(|error| upstream::describe(route.provider(), url, &error))?;
+        .map_err(|error| upstream::describe_body(route.provider(), url, status, &error))?;
     let text = String::from_utf8_lossy(&bytes);
     let events = sse::split(&text);
     let is_sse = !text.trim_start().starts_with('[');

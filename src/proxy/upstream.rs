@@ -144,8 +144,8 @@ pub async fn send(
         .map_err(|error| describe(provider, url, &error))
 }
 
-/// A provider-shaped error for a failed upstream exchange.
-pub fn describe(provider: Provider, url: &str, error: &reqwest::Error) -> ProxyError {
+/// The error and its causes, `: `-joined.
+fn chain(error: &reqwest::Error) -> String {
     let mut chain = error.to_string();
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
@@ -153,6 +153,38 @@ pub fn describe(provider: Provider, url: &str, error: &reqwest::Error) -> ProxyE
         chain.push_str(&cause.to_string());
         source = cause.source();
     }
+    chain
+}
+
+/// A provider-shaped error for an answer whose body failed after the upstream sent its status
+/// `status`: the upstream was reached, so the message must not send the user to the
+/// configuration.
+pub fn describe_body(
+    provider: Provider,
+    url: &str,
+    status: reqwest::StatusCode,
+    error: &reqwest::Error,
+) -> ProxyError {
+    let chain = chain(error);
+    if error.is_timeout() {
+        return ProxyError::new(
+            provider,
+            ErrorKind::GatewayTimeout,
+            format!("the upstream {url} answered {status} but its body stalled ({chain})"),
+        );
+    }
+    ProxyError::new(
+        provider,
+        ErrorKind::IncompleteAnswer,
+        format!(
+            "the upstream {url} answered {status} but its body broke off before its end ({chain}); retry the request"
+        ),
+    )
+}
+
+/// A provider-shaped error for a failed upstream exchange.
+pub fn describe(provider: Provider, url: &str, error: &reqwest::Error) -> ProxyError {
+    let chain = chain(error);
     if error.is_timeout() {
         ProxyError::new(
             provider,

@@ -805,6 +805,45 @@ async fn a_silent_upstream_gets_a_timeout_error_not_a_hung_client() {
     );
 }
 
+/// Found by probing: an answer whose body broke off after its headers was reported as "cannot
+/// reach the upstream … check --upstream-*", sending the user to a configuration that was fine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_off_after_its_headers_is_not_called_unreachable() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let mut request = vec![0u8; 65536];
+            let _ = socket.read(&mut request).await;
+            let _ = socket
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{\"id\":\"chatcmpl",
+                )
+                .await;
+            // Closed here, 385 bytes short.
+        }
+    });
+    let proxy = Proxy::start(&format!("http://{address}"), witness(Mode::Audit, false)).await;
+    let response = proxy
+        .post(
+            "/v1/chat/completions",
+            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
+        )
+        .await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(header(&response, "x-svc-error"), "upstream_incomplete");
+    let body: Value = response.json().await.expect("a JSON body");
+    let message = body["error"]["message"].as_str().expect("a message");
+    assert!(
+        message.contains("answered 200 OK but its body broke off")
+            && !message.contains("check --upstream"),
+        "{message}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_pass_through_untouched_for_every_route() {
     let fake = Fake::start().await;
