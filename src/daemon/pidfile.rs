@@ -1,9 +1,12 @@
-//! The daemon's pid/lock file (`<state>/daemon.pid`): created exclusively, so two daemons on
-//! one state directory cannot both start; a file left by a process that is gone (a crash, a
-//! `kill -9`) is stale and replaced.
+//! The daemon's pid/lock file (`<state>/daemon.pid`): the running daemon holds an OS lock
+//! (`flock`) on it for its whole life, so two daemons on one state directory cannot both start,
+//! and a file whose lock nobody holds was left by a daemon that is gone (a crash, a `kill -9`:
+//! the kernel drops the lock with the process) and is taken over. The lock, not the pid,
+//! decides: pids are reused, and a file naming a pid that now belongs to another program must
+//! not keep the daemon from starting.
 
-use std::fs::OpenOptions;
-use std::io::Write;
+use std::fs::{File, OpenOptions};
+use std::io::{Seek, Write};
 use std::path::{Path, PathBuf};
 
 use super::DaemonError;
@@ -15,31 +18,16 @@ pub const PID_FILE: &str = "daemon.pid";
 #[derive(Debug)]
 pub struct PidLock {
     path: PathBuf,
-}
-
-/// Whether a process with this pid exists.
-pub fn alive(pid: u32) -> bool {
-    if pid == std::process::id() {
-        return true;
-    }
-    let proc = Path::new("/proc");
-    if proc.is_dir() {
-        return proc.join(pid.to_string()).exists();
-    }
-    // Without /proc (macOS, BSD): `kill -0` asks without sending a signal.
-    std::process::Command::new("kill")
-        .args(["-0", &pid.to_string()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+    /// Open and locked while the daemon runs.
+    _file: File,
 }
 
 /// What happened to an earlier pid file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Previous {
     None,
-    /// A file naming a process that no longer exists (or unreadable debris) was replaced.
+    /// A file no daemon held (naming a process that is gone, a pid now reused by another
+    /// program, or unreadable debris) was taken over.
     Stale {
         pid: Option<u32>,
     },
@@ -49,44 +37,46 @@ impl PidLock {
     /// Takes the lock in `state_home`.
     pub fn acquire(state_home: &Path) -> Result<(PidLock, Previous), DaemonError> {
         let path = state_home.join(PID_FILE);
-        std::fs::create_dir_all(state_home).map_err(|source| DaemonError::Io {
-            path: state_home.to_path_buf(),
-            source,
-        })?;
-        let mut previous = Previous::None;
-        // Two rounds: the second follows the removal of a stale file.
-        for _ in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut file) => {
-                    let written =
-                        writeln!(file, "{}", std::process::id()).and_then(|()| file.sync_all());
-                    if let Err(source) = written {
-                        let _ = std::fs::remove_file(&path);
-                        return Err(DaemonError::Io { path, source });
-                    }
-                    return Ok((PidLock { path }, previous));
-                }
-                Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let text = std::fs::read_to_string(&path).unwrap_or_default();
-                    let pid = text.trim().parse::<u32>().ok();
-                    if let Some(pid) = pid
-                        && alive(pid)
-                    {
-                        return Err(DaemonError::AlreadyRunning { pid, path });
-                    }
-                    std::fs::remove_file(&path).map_err(|source| DaemonError::Io {
-                        path: path.clone(),
-                        source,
-                    })?;
-                    previous = Previous::Stale { pid };
-                }
-                Err(source) => return Err(DaemonError::Io { path, source }),
+        let io = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| DaemonError::Io { path, source }
+        };
+        std::fs::create_dir_all(state_home).map_err(io(state_home))?;
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io(&path))?;
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let recorded = text.trim().parse::<u32>().ok();
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(DaemonError::AlreadyRunning {
+                    pid: recorded.unwrap_or(0),
+                    path,
+                });
+            }
+            Err(std::fs::TryLockError::Error(source)) => {
+                return Err(DaemonError::Io { path, source });
             }
         }
-        Err(DaemonError::AlreadyRunning {
-            pid: 0,
-            path: path.clone(),
-        })
+        let previous = if text.trim().is_empty() {
+            Previous::None
+        } else {
+            Previous::Stale { pid: recorded }
+        };
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()))
+            .and_then(|()| file.sync_all());
+        if let Err(source) = written {
+            return Err(DaemonError::Io { path, source });
+        }
+        Ok((PidLock { path, _file: file }, previous))
     }
 
     pub fn path(&self) -> &Path {
@@ -96,14 +86,8 @@ impl PidLock {
 
 impl Drop for PidLock {
     fn drop(&mut self) {
-        // Only our own file: another daemon may have replaced a file we thought stale.
-        let ours = std::fs::read_to_string(&self.path)
-            .ok()
-            .and_then(|t| t.trim().parse::<u32>().ok())
-            == Some(std::process::id());
-        if ours {
-            let _ = std::fs::remove_file(&self.path);
-        }
+        // Removed while still locked, so a daemon starting now either finds it held or absent.
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -127,6 +111,13 @@ mod tests {
         std::fs::write(dir.path().join(PID_FILE), "4294967\n").expect("write");
         let (_lock, previous) = PidLock::acquire(dir.path()).expect("stale replaced");
         assert_eq!(previous, Previous::Stale { pid: Some(4294967) });
+        // Found by probing: a file naming a live process that is not a daemon (its pid reused
+        // after a crash; here this test's own parent) kept the daemon from starting.
+        drop(_lock);
+        let other = std::os::unix::process::parent_id();
+        std::fs::write(dir.path().join(PID_FILE), format!("{other}\n")).expect("write");
+        let (_lock, previous) = PidLock::acquire(dir.path()).expect("reused pid replaced");
+        assert_eq!(previous, Previous::Stale { pid: Some(other) });
         // Debris is stale too.
         drop(_lock);
         std::fs::write(dir.path().join(PID_FILE), "not a pid").expect("write");
