@@ -178,9 +178,15 @@ fn daemon_settings(args: &DaemonArgs) -> anyhow::Result<DaemonSettings> {
     } else {
         Some(proxy::settings(&args.proxy)?)
     };
+    let mut repos: Vec<PathBuf> = Vec::new();
     for repo in &args.repos {
         if !repo.is_dir() {
             anyhow::bail!("--repo {} is not a directory", repo.display());
+        }
+        // Absolute, so `--repo .` and the same tree named otherwise are one entry.
+        let repo = repo.canonicalize().unwrap_or_else(|_| repo.clone());
+        if !repos.contains(&repo) {
+            repos.push(repo);
         }
     }
     Ok(DaemonSettings {
@@ -190,7 +196,7 @@ fn daemon_settings(args: &DaemonArgs) -> anyhow::Result<DaemonSettings> {
         dashboard_port: args.dashboard_port,
         mcp_port: (!args.no_mcp).then_some(args.mcp_port),
         quality: args.quality,
-        repos: args.repos.clone(),
+        repos,
         run_roots: default_run_roots(args.run_roots.clone()),
     })
 }

@@ -211,12 +211,13 @@ impl DashboardState {
         if let Some(proxy) = &proxy {
             proxy.set_budget(settings.quality.budget(proxy.settings.budget));
         }
-        let repos = settings
-            .repos
-            .iter()
-            .cloned()
-            .map(RepoStatus::pending)
-            .collect();
+        let mut repos: Vec<RepoStatus> = Vec::new();
+        for path in &settings.repos {
+            let path = canonical(path);
+            if !repos.iter().any(|r| r.path == path) {
+                repos.push(RepoStatus::pending(path));
+            }
+        }
         Arc::new(Self {
             quality: Mutex::new(settings.quality),
             proxy,
@@ -312,6 +313,10 @@ impl DashboardState {
     /// records the result; a path not yet listed joins the repository list. Blocking: call it
     /// from a blocking thread.
     pub fn reindex(&self, path: &Path) -> RepoStatus {
+        // One entry per repository however it is named (`.`, a trailing slash, a relative
+        // path from the API): the list is keyed by the absolute path, as the watcher is.
+        let canonical = canonical(path);
+        let path = canonical.as_path();
         let started = Instant::now();
         let options = IndexOptions {
             state_home: Some(self.settings.state_home.clone()),
@@ -388,4 +393,34 @@ pub fn app(state: Arc<DashboardState>) -> Router {
         .fallback(control::not_found)
         .layer(axum::middleware::from_fn(guard::guard))
         .with_state(state)
+}
+
+/// The absolute form of a repository path, which keys the repository list (the watcher uses
+/// the same): `.`, a trailing slash or a relative path name one entry.
+fn canonical(path: &Path) -> PathBuf {
+    path.canonicalize().unwrap_or_else(|_| path.to_path_buf())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by probing: `svc daemon --repo .` listed the repository twice (as `.` and by its
+    /// absolute path once the watcher re-indexed it), one row out of date.
+    #[test]
+    fn a_repository_named_two_ways_is_one_entry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join("sub")).expect("mkdir");
+        std::fs::write(repo.join("main.py"), "def f():\n    return 1\n").expect("write");
+        let mut settings = DashboardSettings::new(Role::Daemon, dir.path().join("home"));
+        settings.repos = vec![repo.join("."), repo.join("sub/..")];
+        let state = DashboardState::new(settings, None);
+        assert_eq!(state.repos().len(), 1);
+        state.reindex(&repo.join("sub").join(".."));
+        state.reindex(&repo);
+        let repos = state.repos();
+        assert_eq!(repos.len(), 1, "{repos:?}");
+        assert_eq!(repos[0].files, 1);
+    }
 }
