@@ -65,6 +65,36 @@ pub async fn not_found(request: Request) -> Response {
     )
 }
 
+/// A known path asked with the wrong method: the API's error shape (axum's default is an
+/// empty 405). Reads are GET, everything that changes something is POST.
+pub async fn method_not_allowed(request: Request) -> Response {
+    let path = request.uri().path();
+    let reads = [
+        "/api/control/status",
+        "/api/control/learning",
+        "/api/control/log",
+        OPENAPI_PATH,
+    ];
+    let allowed = if reads.contains(&path) || !path.starts_with("/api/") {
+        "GET"
+    } else {
+        "POST"
+    };
+    let mut response = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not served on {path}; use {allowed}",
+            request.method()
+        ),
+    );
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static(allowed),
+    );
+    response
+}
+
 /// `GET /api/control/status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

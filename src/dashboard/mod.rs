@@ -391,6 +391,7 @@ pub fn app(state: Arc<DashboardState>) -> Router {
         .merge(control::routes())
         .merge(viewer::routes())
         .fallback(control::not_found)
+        .method_not_allowed_fallback(control::method_not_allowed)
         .layer(axum::middleware::from_fn(guard::guard))
         .with_state(state)
 }

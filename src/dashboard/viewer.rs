@@ -70,6 +70,33 @@ pub fn routes() -> Router<Arc<DashboardState>> {
         .route("/runs/compare", get(compare))
 }
 
+/// A page's query string: one that does not parse is the viewer's own 400 page, naming the
+/// field (axum's `Query` answers in plain text).
+struct PageQuery<T>(T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for PageQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(value)| PageQuery(value))
+            .map_err(|rejection| {
+                problem(
+                    StatusCode::BAD_REQUEST,
+                    format!("the page's address is not valid: {}", rejection.body_text()),
+                )
+            })
+    }
+}
+
 fn problem(status: StatusCode, message: String) -> Response {
     (
         status,
@@ -346,7 +373,7 @@ fn parse_query(query: &ShowQuery) -> Result<TrialQuery, String> {
 
 async fn show(
     State(state): State<Arc<DashboardState>>,
-    Query(query): Query<ShowQuery>,
+    PageQuery(query): PageQuery<ShowQuery>,
 ) -> Response {
     let worker = state.clone();
     match tokio::task::spawn_blocking(move || show_body(&worker, &query)).await {
@@ -642,7 +669,7 @@ struct ReportQuery {
 
 async fn report_page(
     State(state): State<Arc<DashboardState>>,
-    Query(query): Query<ReportQuery>,
+    PageQuery(query): PageQuery<ReportQuery>,
 ) -> Response {
     let worker = state.clone();
     let fragment = query.fragment == Some(1);
@@ -679,7 +706,7 @@ struct TrialQueryParams {
 
 async fn trial(
     State(state): State<Arc<DashboardState>>,
-    Query(query): Query<TrialQueryParams>,
+    PageQuery(query): PageQuery<TrialQueryParams>,
 ) -> Response {
     let worker = state.clone();
     match tokio::task::spawn_blocking(move || trial_body(&worker, &query)).await {
@@ -896,7 +923,7 @@ struct ChunkQuery {
 
 async fn chunk(
     State(state): State<Arc<DashboardState>>,
-    Query(query): Query<ChunkQuery>,
+    PageQuery(query): PageQuery<ChunkQuery>,
 ) -> Response {
     let worker = state.clone();
     let recovered = tokio::task::spawn_blocking(move || {
@@ -931,7 +958,7 @@ struct CompareQuery {
 
 async fn compare(
     State(state): State<Arc<DashboardState>>,
-    Query(query): Query<CompareQuery>,
+    PageQuery(query): PageQuery<CompareQuery>,
 ) -> Response {
     let worker = state.clone();
     let built = tokio::task::spawn_blocking(move || {

@@ -137,6 +137,8 @@ pub enum ErrorKind {
     TooLarge,
     /// No such route.
     NotFound,
+    /// A route that exists, asked with a method it does not serve.
+    MethodNotAllowed,
     /// The upstream could not be reached or broke the connection.
     BadGateway,
     /// The upstream answered, but its body broke off before its end.
@@ -152,6 +154,7 @@ impl ErrorKind {
             ErrorKind::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorKind::BadGateway | ErrorKind::IncompleteAnswer => StatusCode::BAD_GATEWAY,
             ErrorKind::GatewayTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
@@ -159,7 +162,9 @@ impl ErrorKind {
 
     fn anthropic_type(self) -> &'static str {
         match self {
-            ErrorKind::InvalidRequest | ErrorKind::UnsupportedMediaType => "invalid_request_error",
+            ErrorKind::InvalidRequest
+            | ErrorKind::UnsupportedMediaType
+            | ErrorKind::MethodNotAllowed => "invalid_request_error",
             ErrorKind::TooLarge => "request_too_large",
             ErrorKind::NotFound => "not_found_error",
             ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::GatewayTimeout => {
@@ -170,9 +175,10 @@ impl ErrorKind {
 
     fn openai_type(self) -> &'static str {
         match self {
-            ErrorKind::InvalidRequest | ErrorKind::UnsupportedMediaType | ErrorKind::TooLarge => {
-                "invalid_request_error"
-            }
+            ErrorKind::InvalidRequest
+            | ErrorKind::UnsupportedMediaType
+            | ErrorKind::TooLarge
+            | ErrorKind::MethodNotAllowed => "invalid_request_error",
             ErrorKind::NotFound => "not_found_error",
             ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::GatewayTimeout => {
                 "server_error"
@@ -182,9 +188,10 @@ impl ErrorKind {
 
     fn gemini_status(self) -> &'static str {
         match self {
-            ErrorKind::InvalidRequest | ErrorKind::UnsupportedMediaType | ErrorKind::TooLarge => {
-                "INVALID_ARGUMENT"
-            }
+            ErrorKind::InvalidRequest
+            | ErrorKind::UnsupportedMediaType
+            | ErrorKind::TooLarge
+            | ErrorKind::MethodNotAllowed => "INVALID_ARGUMENT",
             ErrorKind::NotFound => "NOT_FOUND",
             ErrorKind::BadGateway | ErrorKind::IncompleteAnswer => "UNAVAILABLE",
             ErrorKind::GatewayTimeout => "DEADLINE_EXCEEDED",
@@ -247,6 +254,7 @@ impl ErrorKind {
             ErrorKind::UnsupportedMediaType => "unsupported_media_type",
             ErrorKind::TooLarge => "too_large",
             ErrorKind::NotFound => "not_found",
+            ErrorKind::MethodNotAllowed => "method_not_allowed",
             ErrorKind::BadGateway => "upstream_unreachable",
             ErrorKind::IncompleteAnswer => "upstream_incomplete",
             ErrorKind::GatewayTimeout => "upstream_timeout",

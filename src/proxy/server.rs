@@ -167,6 +167,7 @@ pub fn app(state: Arc<ProxyState>) -> Router {
         .merge(sidecar::routes())
         .merge(proof_sidecar::routes())
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         // The body limit is enforced in `read_body`, with an error in the provider's shape.
         .layer(DefaultBodyLimit::disable())
         .with_state(state)
@@ -217,6 +218,35 @@ async fn not_found(request: Request) -> Response {
         request.uri().path()
     );
     ProxyError::new(Provider::Openai, ErrorKind::NotFound, message).into_response()
+}
+
+/// A known path asked with the wrong method: an error in the shape of the provider the path
+/// belongs to (axum's default is an empty 405), naming the method to use.
+async fn method_not_allowed(request: Request) -> Response {
+    let path = request.uri().path();
+    let provider = if path.starts_with("/v1/messages") {
+        Provider::Anthropic
+    } else if path.starts_with("/v1beta/") {
+        Provider::Gemini
+    } else {
+        Provider::Openai
+    };
+    let allowed = match path {
+        "/witness" | "/svc/status" | "/proof/inspect" => "GET",
+        _ if path.starts_with("/witness/") && !path.ends_with("/feedback") => "GET",
+        _ => "POST",
+    };
+    let message = format!(
+        "{} is not served on {path}; use {allowed}",
+        request.method()
+    );
+    let mut response =
+        ProxyError::new(provider, ErrorKind::MethodNotAllowed, message).into_response();
+    response.headers_mut().insert(
+        axum::http::header::ALLOW,
+        axum::http::HeaderValue::from_static(allowed),
+    );
+    response
 }
 
 /// Whether the request asks for a streamed answer.

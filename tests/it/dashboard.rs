@@ -284,6 +284,47 @@ async fn without_a_proxy_the_switch_says_so_and_reindex_indexes_a_directory() {
     assert_eq!(code, 404);
 }
 
+/// Found by probing: a control route asked with the wrong method got axum's empty 405
+/// instead of the API's `{"error": {"type", "message"}}`.
+#[tokio::test]
+async fn a_wrong_method_gets_the_apis_error_shape() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (state, _proxy) = with_proxy(home.path());
+    let url = serve(state).await;
+    let http = client();
+    for (method, path, allowed) in [
+        ("GET", "/api/control/stop", "POST"),
+        ("POST", "/api/control/status", "GET"),
+    ] {
+        let response = http
+            .request(method.parse().expect("a method"), format!("{url}{path}"))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(
+            response
+                .headers()
+                .get("allow")
+                .and_then(|v| v.to_str().ok()),
+            Some(allowed)
+        );
+        let (code, body) = json_of(response).await;
+        assert_eq!(code, 405, "{method} {path}");
+        assert_eq!(body["error"]["type"], "method_not_allowed", "{body}");
+    }
+    assert!(!state_stopped(&url).await);
+}
+
+async fn state_stopped(url: &str) -> bool {
+    // The status route still answers: the GET of /stop changed nothing.
+    client()
+        .get(format!("{url}/api/control/status"))
+        .send()
+        .await
+        .map(|r| r.status() != 200)
+        .unwrap_or(true)
+}
+
 #[tokio::test]
 async fn the_openapi_document_describes_every_control_route() {
     let home = tempfile::tempdir().expect("tempdir");
@@ -458,6 +499,16 @@ async fn run_viewer_lists_runs_pages_trials_and_shows_a_task_across_conditions()
     let (code, bad) = get("/runs/show?id=0%2Fa&min_score=2".into()).await;
     assert_eq!(code, 400);
     assert!(bad.contains("min_score must be a number from 0 to 1"));
+    // Found by probing: an address whose query did not parse got axum's plain-text error.
+    for address in ["/runs/show", "/runs/show?id=0%2Fa&at=abc"] {
+        let (code, bad) = get(address.into()).await;
+        assert_eq!(code, 400, "{address}");
+        assert!(
+            bad.contains("<html") && bad.contains("the page&#39;s address is not valid")
+                || bad.contains("the page's address is not valid"),
+            "{bad}"
+        );
+    }
 
     let (code, report) = get("/runs/report?id=0%2Fa&fragment=1".into()).await;
     assert_eq!(code, 200);

@@ -702,6 +702,39 @@ async fn an_upstream_redirect_goes_back_to_the_client_unfollowed() {
     );
 }
 
+/// Found by probing: a known path asked with the wrong method got axum's empty 405, without
+/// the provider's error shape or X-Svc-Error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_method_gets_a_405_in_the_providers_shape() {
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), |_| {}).await;
+    for (method, path, allowed, pointer) in [
+        ("GET", "/v1/chat/completions", "POST", "/error/message"),
+        ("PUT", "/v1/messages", "POST", "/error/message"),
+        ("POST", "/svc/status", "GET", "/error/message"),
+    ] {
+        let response = proxy
+            .client
+            .request(
+                method.parse().expect("a method"),
+                format!("{}{path}", proxy.base),
+            )
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), 405, "{method} {path}");
+        assert_eq!(header(&response, "x-svc-error"), "method_not_allowed");
+        assert_eq!(header(&response, "allow"), allowed);
+        let body: Value = response.json().await.expect("a JSON body");
+        let message = body
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        assert!(message.contains(&format!("use {allowed}")), "{body}");
+    }
+    assert_eq!(fake.count(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_side_errors_come_in_each_providers_shape() {
     // An upstream that is down: bind a port, then free it.
