@@ -166,8 +166,11 @@ fn kill_group(child: &mut Child) {
 /// A pipe read to its end on a thread, whose bytes so far can be taken without waiting for
 /// that end (a background process may hold it open).
 struct Collected {
-    state: Arc<Mutex<(Vec<u8>, Option<io::Result<()>>)>>,
+    state: Arc<Mutex<Pipe>>,
 }
+
+/// The bytes read so far, and how the read ended once it has.
+type Pipe = (Vec<u8>, Option<io::Result<()>>);
 
 impl Collected {
     fn start(mut pipe: impl Read + Send + 'static) -> Self {
