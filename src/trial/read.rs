@@ -33,11 +33,12 @@ pub struct RecordReader<'a> {
     line: usize,
     done: bool,
     pending_first: Option<RawRecord>,
-    /// Line of the last problem whose line was skipped as debris: later debris of the same
-    /// line is skipped, so one broken line yields one problem.
+    /// Line of the last problem found while scanning values: later debris of the same line is
+    /// skipped, so one broken line yields one problem.
     last_problem_line: Option<usize>,
-    /// Whether the problem `next_value` just returned skipped the rest of its line.
-    resynced: bool,
+    /// Whether the problem `next_value` just returned is an array element of exact extent,
+    /// which is a problem of its own however many share its line.
+    element_problem: bool,
 }
 
 impl<'a> RecordReader<'a> {
@@ -86,7 +87,7 @@ impl<'a> RecordReader<'a> {
             done: false,
             pending_first: None,
             last_problem_line: None,
-            resynced: false,
+            element_problem: false,
         }
     }
 
@@ -220,7 +221,7 @@ impl<'a> RecordReader<'a> {
             // A closer or a comma where a value should start: consume it with the rest of its
             // line, so the reader always advances.
             let byte = first;
-            self.skip_debris()?;
+            self.skip_rest_of_line()?;
             return Ok(Some(RawRecord {
                 line: start_line,
                 text: Err(format!(
@@ -240,8 +241,10 @@ impl<'a> RecordReader<'a> {
         if first != b'{' {
             // A record is an object: a stray number or string is a problem of its own in an
             // array, and debris of a broken line elsewhere (reported once with its line).
-            if !exact {
-                self.skip_debris()?;
+            if exact {
+                self.element_problem = true;
+            } else {
+                self.skip_rest_of_line()?;
             }
             let shown: String = String::from_utf8_lossy(&buffer).chars().take(40).collect();
             return Ok(Some(RawRecord {
@@ -254,8 +257,10 @@ impl<'a> RecordReader<'a> {
         if let Err(error) = serde_json::from_slice::<serde::de::IgnoredAny>(&buffer) {
             // Resynchronise at the next line: what is left of this one is debris of the same
             // broken record.
-            if !exact {
-                self.skip_debris()?;
+            if exact {
+                self.element_problem = true;
+            } else {
+                self.skip_rest_of_line()?;
             }
             return Ok(Some(RawRecord {
                 line: start_line,
@@ -266,12 +271,6 @@ impl<'a> RecordReader<'a> {
             line: start_line,
             text: to_text(buffer),
         }))
-    }
-
-    /// Skips the rest of a broken record's line, remembering that it did.
-    fn skip_debris(&mut self) -> io::Result<()> {
-        self.resynced = true;
-        self.skip_rest_of_line()
     }
 
     /// Consumes bytes up to and including the next newline (or the end of input).
@@ -299,7 +298,9 @@ impl Iterator for RecordReader<'_> {
             Mode::Array | Mode::Values => loop {
                 match self.next_value() {
                     Ok(Some(record)) if record.text.is_err() => {
-                        let resynced = std::mem::take(&mut self.resynced);
+                        if std::mem::take(&mut self.element_problem) {
+                            break Ok(Some(record));
+                        }
                         if self.last_problem_line == Some(record.line) {
                             // An unclosed array ends the input; it has been reported already.
                             if self.done {
@@ -307,7 +308,7 @@ impl Iterator for RecordReader<'_> {
                             }
                             continue;
                         }
-                        self.last_problem_line = resynced.then_some(record.line);
+                        self.last_problem_line = Some(record.line);
                         break Ok(Some(record));
                     }
                     other => break other,
