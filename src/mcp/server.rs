@@ -10,8 +10,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CustomRequest,
+    CustomResult, Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -66,6 +67,49 @@ fn unknown_tool(name: &str) -> ErrorData {
     )
 }
 
+/// Methods of the protocol this server answers: one that reaches the custom-request handler
+/// did so because its params did not fit the method.
+const SERVED_METHODS: [&str; 4] = ["initialize", "ping", "tools/list", "tools/call"];
+
+/// The JSON-RPC error for a request rmcp could not read as one of its methods: invalid params
+/// naming what the method takes when the method is one this server serves (rmcp answered
+/// "method not found: tools/call" for a call whose `arguments` was a list), else method not
+/// found listing them.
+fn unreadable_request(request: &CustomRequest) -> ErrorData {
+    let method = request.method.as_str();
+    if !SERVED_METHODS.contains(&method) {
+        return ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "unknown method {method:?}; svc serves {}",
+                SERVED_METHODS.join(", ")
+            ),
+            None,
+        );
+    }
+    let shape = match method {
+        "tools/call" => {
+            r#"{"name": "<tool>", "arguments": {…}} (an object; arguments, when given, an object)"#
+        }
+        "tools/list" => r#"{"cursor"?: "<string>"} or nothing"#,
+        "initialize" => r#"{"protocolVersion", "capabilities", "clientInfo": {"name", "version"}}"#,
+        _ => "an object or nothing",
+    };
+    let got = match &request.params {
+        None => "none".to_string(),
+        Some(params) => {
+            let text = params.to_string();
+            let shown: String = text.chars().take(120).collect();
+            if shown.len() < text.len() {
+                format!("{shown}…")
+            } else {
+                shown
+            }
+        }
+    };
+    ErrorData::invalid_params(format!("{method} takes params {shape}; got {got}"), None)
+}
+
 impl ServerHandler for SvcServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
@@ -79,6 +123,14 @@ impl ServerHandler for SvcServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(unreadable_request(&request))
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

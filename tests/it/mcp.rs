@@ -237,6 +237,58 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
     assert_eq!(again["text"], recovered["text"]);
 }
 
+/// Found by probing: a `tools/call` whose params did not fit (no `name`, a list for
+/// `arguments`) was answered "method not found: tools/call", which sends a client looking for a
+/// method that exists. Raw JSON-RPC lines over stdio, as a hand-written client sends them.
+#[test]
+fn a_request_whose_params_do_not_fit_is_invalid_params_naming_the_shape() {
+    use std::io::Write;
+    let state = tempfile::tempdir().expect("state");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .arg("serve")
+        .env("SVC_HOME", state.path())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("svc serve starts");
+    let lines = [
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"select_context","arguments":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/frobnicate","params":{}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+    ];
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut answers = std::collections::HashMap::new();
+    for line in lines {
+        writeln!(stdin, "{line}").expect("send");
+        stdin.flush().expect("flush");
+        let request: Value = serde_json::from_str(line).expect("json");
+        let Some(id) = request.get("id").and_then(Value::as_i64) else {
+            continue;
+        };
+        let mut answer = String::new();
+        stdout.read_line(&mut answer).expect("an answer");
+        let answer: Value = serde_json::from_str(&answer).expect("a JSON-RPC answer");
+        assert_eq!(answer["id"].as_i64(), Some(id), "{answer}");
+        answers.insert(id, answer);
+    }
+    drop(stdin);
+    let _ = child.wait();
+    for id in [2, 3] {
+        let error = &answers[&id]["error"];
+        assert_eq!(error["code"], -32602, "{error}");
+        let message = error["message"].as_str().unwrap_or_default();
+        assert!(message.contains("tools/call takes params"), "{message}");
+    }
+    assert_eq!(answers[&4]["error"]["code"], -32601);
+    assert!(answers[&5].get("result").is_some(), "the session goes on");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdio_session_lists_and_calls_every_tool_and_survives_bad_calls() {
     let state = tempfile::tempdir().expect("state");
