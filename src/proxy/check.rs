@@ -147,7 +147,19 @@ pub async fn run(
         .await
         .map_err(|error| format!("witness store task failed: {error}"))?
         .map_err(|error| format!("cannot save the certificate: {error}"))?;
-    Ok((witnessed.certificate, mode, witnessed.output))
+    // An answer whose text is JSON is never rewritten (it must stay byte-valid), whatever the
+    // mode: the header reports the mode applied, which was audit.
+    let applied = if witnessed
+        .certificate
+        .suppression
+        .untouched_because
+        .is_some()
+    {
+        Mode::Audit
+    } else {
+        mode
+    };
+    Ok((witnessed.certificate, applied, witnessed.output))
 }
 
 /// Checks a non-streaming JSON response body.

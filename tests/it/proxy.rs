@@ -1022,6 +1022,28 @@ async fn witness_annotate_marks_unsupported_text_and_embed_puts_the_certificate_
     );
 }
 
+/// Found by probing: an answer whose text is JSON (without JSON mode) was left untouched, as
+/// it must be, but the header said the strict mode had been applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_json_text_answer_is_audited_and_the_header_says_so() {
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), witness(Mode::Strict, false)).await;
+    let response = proxy
+        .post_with(
+            "/v1/chat/completions",
+            r#"{"model":"m","messages":[{"role":"user","content":"The build fails because the test parse_config_rejects_empty expects an error. Why does the build fail?"}]}"#,
+            &[("x-fake-fixture", "openai_chat_json_answer.json")],
+        )
+        .await;
+    assert_eq!(header(&response, "x-svc-witness-status"), "flagged");
+    assert_eq!(header(&response, "x-svc-witness-mode"), "audit");
+    assert_eq!(header(&response, "x-svc-witness-rewritten"), "false");
+    assert_eq!(
+        response.bytes().await.expect("a body").to_vec(),
+        fixture("openai_chat_json_answer.json")
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn witness_never_rewrites_tool_calls() {
     let fake = Fake::start().await;
