@@ -73,6 +73,12 @@ pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
     if args.budget == 0 {
         anyhow::bail!("--budget must be at least 1 token");
     }
+    if args.max_body_bytes == 0 {
+        // Every request would be refused with 413.
+        anyhow::bail!(
+            "--max-body-bytes must be at least 1 (the default is {DEFAULT_MAX_BODY_BYTES})"
+        );
+    }
     let upstreams = Upstreams {
         anthropic: resolve(
             args.upstream_anthropic.clone(),
