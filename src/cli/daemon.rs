@@ -216,11 +216,8 @@ fn print_started(started: &daemon::Started) {
         std::process::id(),
         started.pid_file.display()
     );
-    if let Some(pid) = started.replaced_stale {
-        eprintln!(
-            "svc daemon: replaced a stale pid file (pid {} is gone)",
-            pid.map_or("unreadable".into(), |p| p.to_string())
-        );
+    if let Some(replaced) = &started.replaced_stale {
+        eprintln!("svc daemon: {replaced}");
     }
     eprintln!("  dashboard    {}/", started.dashboard_url);
     eprintln!("  controls     {}/controls", started.dashboard_url);

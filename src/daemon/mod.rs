@@ -83,8 +83,8 @@ pub struct Started {
     /// The MCP tool server's endpoint (`http://127.0.0.1:PORT/mcp`), when it runs.
     pub mcp_url: Option<String>,
     pub pid_file: PathBuf,
-    /// A stale pid file that was replaced, with the pid it named.
-    pub replaced_stale: Option<Option<u32>>,
+    /// How a stale pid file was replaced (naming the pid it held), when one was.
+    pub replaced_stale: Option<String>,
 }
 
 /// Runs `make` until the state stops, restarting it after a back-off when it fails (or ends
@@ -270,14 +270,8 @@ pub async fn run(
     }
     let state = DashboardState::new(dashboard_settings, proxy.clone());
     let _ = sink.set(Arc::downgrade(&state));
-    if let pidfile::Previous::Stale { pid } = &previous {
-        state.log(
-            "daemon",
-            format!(
-                "replaced a stale pid file (pid {} is gone)",
-                pid.map_or("unreadable".into(), |p| p.to_string())
-            ),
-        );
+    if let Some(replaced) = previous.describe() {
+        state.log("daemon", replaced);
     }
 
     let mut tasks = tokio::task::JoinSet::new();
@@ -371,10 +365,7 @@ pub async fn run(
             proxy_url,
             mcp_url,
             pid_file: lock.path().to_path_buf(),
-            replaced_stale: match previous {
-                pidfile::Previous::Stale { pid } => Some(pid),
-                pidfile::Previous::None => None,
-            },
+            replaced_stale: previous.describe(),
         },
         &state,
     );

@@ -33,6 +33,21 @@ pub enum Previous {
     },
 }
 
+impl Previous {
+    /// What was replaced, for the log and the start-up lines; `None` when nothing was.
+    pub fn describe(&self) -> Option<String> {
+        match self {
+            Previous::None => None,
+            Previous::Stale { pid: Some(pid) } => Some(format!(
+                "replaced a pid file no daemon held (it named pid {pid}, left by a daemon that stopped without removing it)"
+            )),
+            Previous::Stale { pid: None } => {
+                Some("replaced a pid file no daemon held (it named no pid)".to_string())
+            }
+        }
+    }
+}
+
 impl PidLock {
     /// Takes the lock in `state_home`.
     pub fn acquire(state_home: &Path) -> Result<(PidLock, Previous), DaemonError> {
