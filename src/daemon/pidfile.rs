@@ -138,5 +138,10 @@ mod tests {
         std::fs::write(dir.path().join(PID_FILE), "not a pid").expect("write");
         let (_lock, previous) = PidLock::acquire(dir.path()).expect("debris replaced");
         assert_eq!(previous, Previous::Stale { pid: None });
+        assert_eq!(
+            previous.describe().as_deref(),
+            Some("replaced a pid file no daemon held (it named no pid)")
+        );
+        assert_eq!(Previous::None.describe(), None);
     }
 }
