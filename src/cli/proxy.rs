@@ -106,6 +106,12 @@ pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
                 "the {name} upstream {url:?} is not an http:// or https:// URL; give the provider's root, e.g. http://127.0.0.1:8000"
             );
         }
+        if url.contains(['?', '#']) {
+            // Request paths are appended to the root: a query there would swallow them.
+            anyhow::bail!(
+                "the {name} upstream {url:?} has a query or fragment; give the provider's root alone (request paths and their queries are appended to it)"
+            );
+        }
     }
     let witness_flags = args.witness_embed || args.witness_nli;
     if witness_flags && args.witness.is_none() {
