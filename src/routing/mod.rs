@@ -293,7 +293,7 @@ impl Routing {
                 format!("routing off: {error}; fix the file and restart the proxy")
             }
             ConfigState::Loaded(config) if !config.enabled => {
-                "routing off (routing.toml says enabled = false)".to_string()
+                "routing off (routing.toml does not set enabled = true)".to_string()
             }
             ConfigState::Loaded(config) => format!(
                 "routing on: {} cheap model mapping(s); a class needs {} labelled outcomes and a 95% lower bound of {:.2}",
