@@ -33,6 +33,8 @@ pub struct Entry {
 pub enum EntryKind {
     /// A run directory of `svc run`.
     Run(Box<Manifest>),
+    /// A directory with a `manifest.json` that cannot be read: listed with why, not left out.
+    Unreadable(String),
     /// A report directory of `svc report` (summary.json, report.md, SVG plots).
     Report,
 }
@@ -47,13 +49,24 @@ fn visit(root_index: usize, root: &Path, dir: &Path, depth: usize, out: &mut Vec
             format!("{root_index}/{relative}")
         }
     };
-    if let Some(manifest) = run::read_manifest(dir) {
-        out.push(Entry {
-            id: id(),
-            dir: dir.to_path_buf(),
-            kind: EntryKind::Run(Box::new(manifest)),
-        });
-        return;
+    match run::load_manifest(dir) {
+        Ok(Some(manifest)) => {
+            out.push(Entry {
+                id: id(),
+                dir: dir.to_path_buf(),
+                kind: EntryKind::Run(Box::new(manifest)),
+            });
+            return;
+        }
+        Err(problem) => {
+            out.push(Entry {
+                id: id(),
+                dir: dir.to_path_buf(),
+                kind: EntryKind::Unreadable(problem),
+            });
+            return;
+        }
+        Ok(None) => {}
     }
     if dir.join("summary.json").is_file() {
         out.push(Entry {
@@ -330,5 +343,19 @@ mod tests {
         assert!(matches!(entries[0].kind, EntryKind::Report));
         assert!(find(&[dir.path().to_path_buf()], "0/out").is_some());
         assert!(find(&[dir.path().to_path_buf()], "0/elsewhere").is_none());
+        // Found by probing: a run whose manifest.json is damaged was left out without a word.
+        let run = dir.path().join("runs/broken");
+        std::fs::create_dir_all(&run).expect("mkdir");
+        std::fs::write(run.join("manifest.json"), "{\"run_id\": ").expect("write");
+        let entries = discover(&[dir.path().to_path_buf()]);
+        let broken = entries
+            .iter()
+            .find(|e| e.id == "0/runs/broken")
+            .expect("listed");
+        assert!(
+            matches!(&broken.kind, EntryKind::Unreadable(why) if why.contains("manifest.json")),
+            "{:?}",
+            broken.kind
+        );
     }
 }

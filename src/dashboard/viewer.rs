@@ -140,13 +140,14 @@ fn report_of(state: &DashboardState, entry: &Entry) -> Result<Arc<Report>, Strin
             state.viewer.put(key, report.clone());
             Ok(report)
         }
+        EntryKind::Unreadable(problem) => Err(problem.clone()),
     }
 }
 
 fn cached_report(state: &DashboardState, entry: &Entry) -> Option<Arc<Report>> {
     match entry.kind {
         EntryKind::Run(_) => state.viewer.get(&cache_key(entry)),
-        EntryKind::Report => None,
+        EntryKind::Report | EntryKind::Unreadable(_) => None,
     }
 }
 
@@ -269,6 +270,14 @@ fn list_body(state: &DashboardState) -> String {
                     if m.errors > 0 { "bad" } else { "" },
                     count(m.errors),
                     escape(m.ended_at.as_deref().unwrap_or("running or interrupted")),
+                );
+            }
+            EntryKind::Unreadable(problem) => {
+                let _ = write!(
+                    body,
+                    "<tr><td>{}</td><td colspan=\"8\" class=\"bad\">{}</td></tr>",
+                    escape(&entry.dir.display().to_string()),
+                    escape(problem)
                 );
             }
             EntryKind::Report => {
@@ -406,6 +415,9 @@ fn show_body(state: &DashboardState, query: &ShowQuery) -> PageResult {
             ));
         }
         EntryKind::Run(manifest) => manifest,
+        EntryKind::Unreadable(problem) => {
+            return Err((StatusCode::UNPROCESSABLE_ENTITY, problem.clone()));
+        }
     };
     let filter = parse_query(query).map_err(|e| (StatusCode::BAD_REQUEST, e))?;
     let mut body = String::from("<section><h2>Run</h2><dl class=\"kv\">");

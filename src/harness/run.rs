@@ -1337,7 +1337,7 @@ mod resume;
 mod shard;
 pub use manifest::{
     CacheNeutral, Manifest, ManifestJudge, ManifestRunner, ManifestWorkload, default_run_id,
-    read_manifest,
+    load_manifest, read_manifest,
 };
 use manifest::{new_manifest, write_manifest};
 pub use resume::identity;

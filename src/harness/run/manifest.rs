@@ -268,8 +268,21 @@ pub(super) fn write_manifest(dir: &Path, manifest: &Manifest) -> Result<(), RunE
 
 /// The manifest of a run directory, if it has a readable one.
 pub fn read_manifest(dir: &Path) -> Option<Manifest> {
-    let bytes = fs::read(dir.join("manifest.json")).ok()?;
-    serde_json::from_slice(&bytes).ok()
+    load_manifest(dir).ok().flatten()
+}
+
+/// The manifest of `dir`: `None` when there is no `manifest.json`, an error naming the file
+/// when it cannot be read as one (so a viewer can say why a run is not shown).
+pub fn load_manifest(dir: &Path) -> Result<Option<Manifest>, String> {
+    let path = dir.join("manifest.json");
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(format!("cannot read {}: {error}", path.display())),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| format!("{} is not a run manifest: {error}", path.display()))
 }
 
 fn git_commit() -> Option<String> {
