@@ -324,7 +324,13 @@ pub fn resolve(root: &Path, name_or_path: &str) -> Result<PathBuf, WorkloadError
         name: name_or_path.to_string(),
         path,
         known: if known.is_empty() {
-            format!("none under {}", root.display())
+            // Typically `svc` run outside its repository: say where it looked and how to point
+            // it at the workloads.
+            let absolute = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+            format!(
+                "none under {}; run from the svc repository, set {SVC_WORKLOADS_DIR}=/path/to/svc/workloads, or give the path of a workload folder",
+                absolute.display()
+            )
         } else {
             known
         },
