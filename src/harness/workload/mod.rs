@@ -402,6 +402,15 @@ impl TaskIds {
                 "the id is empty: give every task a unique, non-empty id".into(),
             ));
         }
+        if let Some((_, budget)) = id.rsplit_once("@b")
+            && !budget.is_empty()
+            && budget.bytes().all(|b| b.is_ascii_digit())
+        {
+            // Records carry the budget as this suffix of the task id; the reports read it back.
+            return Err(problem(format!(
+                "the id ends in `@b{budget}`, the suffix records use for a budget: rename the task"
+            )));
+        }
         if let Some(first) = self.0.get(id) {
             return Err(problem(format!(
                 "duplicate task id (first declared on line {first}): give every task a unique id"
@@ -642,6 +651,11 @@ mod tests {
             (
                 format!("{}{}{}", task("t1"), task("t2"), task("t1")),
                 "tasks.toml:12: task `t1`: duplicate task id (first declared on line 2)",
+            ),
+            // Found by probing: the reports read such an id's tail as the trial's budget.
+            (
+                task("water-01@b256"),
+                "tasks.toml:2: task `water-01@b256`: the id ends in `@b256`",
             ),
         ] {
             std::fs::write(dir.path().join("tasks.toml"), tasks).expect("write");
