@@ -122,7 +122,7 @@ pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
     for input in inputs {
         let metadata = std::fs::metadata(input).map_err(|source| ReportError::Io {
             path: input.clone(),
-            source,
+            error: source,
         })?;
         if metadata.is_dir() {
             let before = files.len();
@@ -142,7 +142,7 @@ pub fn resolve_inputs(inputs: &[PathBuf]) -> Result<Vec<PathBuf>, ReportError> {
 fn collect_record_files(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), ReportError> {
     let io_error = |source| ReportError::Io {
         path: dir.to_path_buf(),
-        source,
+        error: source,
     };
     let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(io_error)?
@@ -446,7 +446,7 @@ pub fn load_sets(sets: &[Vec<PathBuf>]) -> Result<Dataset, ReportError> {
         absorber.side = side;
         let io_error = |source| ReportError::Io {
             path: path.clone(),
-            source,
+            error: source,
         };
         // Parquet (as `svc records export` writes it) becomes JSON text rows, so both formats
         // go through the same validation.

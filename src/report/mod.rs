@@ -149,10 +149,11 @@ impl Default for ReportOptions {
 pub enum ReportError {
     #[error("no inputs: pass record files or run directories")]
     NoInputs,
-    #[error("{path}: {source}")]
+    /// The cause is in the message and not a `source`: `{:#}` would print it twice.
+    #[error("{path}: {error}")]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("{path}: {message}")]
     Parquet { path: PathBuf, message: String },
@@ -483,7 +484,7 @@ pub fn bench_figure(records: usize, dir: &Path) -> Result<crate::bench::Figure, 
     let path = dir.join("report-bench.jsonl");
     let io_error = |source| ReportError::Io {
         path: path.clone(),
-        source,
+        error: source,
     };
     let file = std::fs::File::create(&path).map_err(io_error)?;
     let mut out = std::io::BufWriter::with_capacity(1 << 20, file);

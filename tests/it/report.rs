@@ -598,3 +598,28 @@ fn compare_runs_pairs_two_record_sets_and_states_what_differs() {
     );
     assert!(out.join("quality-cost-qa-distractor.svg").is_file());
 }
+
+/// Found by probing: a missing input's cause was printed twice ("No such file or directory
+/// (os error 2): No such file or directory (os error 2)").
+#[test]
+fn a_missing_input_is_named_once() {
+    let state = tempfile::tempdir().expect("state");
+    let out = run(svc(state.path()).args([
+        "report",
+        "no-such-records.jsonl",
+        "--out",
+        &state.path().join("r").display().to_string(),
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no-such-records.jsonl"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.stderr.matches("No such file or directory").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+}
