@@ -106,7 +106,7 @@ impl WeightsFile {
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error(
-        "{path}:{line}:{column}: not a valid weights file: {message}; fix it, or run `svc learning reset` to start from the defaults (the broken file is kept as {path}.broken)"
+        "{path}:{line}:{column}: not a valid weights file: {message}; fix it, or run `svc learning reset` to start from the defaults (which keeps the broken file as {path}.broken)"
     )]
     Corrupt {
         path: PathBuf,
