@@ -125,11 +125,15 @@ fn usage_error(error: anyhow::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn warn_about_inputs(report: &Report) {
+/// Where the problems `warn_about_inputs` counts are listed in full.
+const LISTED_IN_REPORT: &str = "report.md";
+const LISTED_BY_VALIDATE: &str = "`svc records validate` lists them";
+
+fn warn_about_inputs(report: &Report, listed: &str) {
     let inputs = &report.inputs;
     if inputs.invalid_records > 0 {
         eprintln!(
-            "svc: {} invalid record(s) excluded (listed in report.md), e.g.:",
+            "svc: {} invalid record(s) excluded ({listed}), e.g.:",
             inputs.invalid_records
         );
         for invalid in inputs.invalid.iter().take(5) {
@@ -150,9 +154,14 @@ fn warn_about_inputs(report: &Report) {
     let pairing = &report.pairing;
     if pairing.complete_units < pairing.units {
         eprintln!(
-            "svc: {} of {} pairing units are incomplete (see report.md)",
+            "svc: {} of {} pairing units are incomplete{}",
             pairing.units - pairing.complete_units,
-            pairing.units
+            pairing.units,
+            if listed == LISTED_IN_REPORT {
+                " (see report.md)"
+            } else {
+                ""
+            }
         );
     }
 }
@@ -178,7 +187,7 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
             Err(error) => return Ok(usage_error(error.into())),
         }
     }
-    warn_about_inputs(&report);
+    warn_about_inputs(&report, LISTED_IN_REPORT);
     let written = render::write_all(&report, &args.out)?;
     print!("{}", render::comparison_table(&report));
     if let Some(sets) = &args.compare_runs
@@ -202,9 +211,17 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         Ok(report) => report,
         Err(error) => return Ok(usage_error(error.into())),
     };
-    warn_about_inputs(&report);
+    warn_about_inputs(&report, LISTED_BY_VALIDATE);
     if report.inputs.valid_records == 0 {
         return Ok(usage_error(anyhow::anyhow!("no valid records to gate on")));
+    }
+    if report.inputs.invalid_records > 0 {
+        // A gate (or a baseline) must not rest on records it could not read: a torn last line
+        // or a foreign file would otherwise pass unseen.
+        return Ok(usage_error(anyhow::anyhow!(
+            "{} invalid record(s) in the inputs: fix or remove them before gating (`svc records validate` lists them)",
+            report.inputs.invalid_records
+        )));
     }
     if args.update_baseline {
         let json = serde_json::to_string_pretty(&report)? + "\n";
@@ -265,6 +282,24 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         return Ok(usage_error(anyhow::anyhow!(
             "no unit of this run is in the baseline: nothing to gate"
         )));
+    }
+    if !outcome.missing_tasks.is_empty() {
+        let heading = if args.allow_partial {
+            "gated on the tasks both sides have (--allow-partial)"
+        } else {
+            "missing tasks"
+        };
+        println!("{heading}: {} unit(s)", outcome.missing_tasks.len());
+        for unit in &outcome.missing_tasks {
+            println!("  {unit}");
+        }
+        if !args.allow_partial {
+            eprintln!(
+                "svc: {} unit(s) lack tasks the baseline has (a partial or truncated run?); gate the tasks both sides have with --allow-partial, or regenerate the baseline",
+                outcome.missing_tasks.len()
+            );
+            return Ok(ExitCode::from(2));
+        }
     }
     let breaches: Vec<_> = outcome.breaches().collect();
     if breaches.is_empty() {

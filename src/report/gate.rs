@@ -195,6 +195,9 @@ pub struct GateOutcome {
     pub alpha: f64,
     pub checks: Vec<Check>,
     pub not_comparable: Vec<NotComparable>,
+    /// Units gated on the tasks both sides have, although this run lacks some of the
+    /// baseline's: dropping the tasks that regressed must not pass the gate unnoticed.
+    pub missing_tasks: Vec<NotComparable>,
     /// Units gated (present on both sides with tasks in common).
     pub units: usize,
 }
@@ -230,6 +233,7 @@ pub fn evaluate(
         alpha,
         checks: Vec::new(),
         not_comparable: Vec::new(),
+        missing_tasks: Vec::new(),
         units: 0,
     };
     for unit in all {
@@ -259,6 +263,16 @@ pub fn evaluate(
                 ),
             });
             continue;
+        }
+        if common.len() < b_tasks.len() {
+            outcome.missing_tasks.push(NotComparable {
+                unit: unit.clone(),
+                reason: format!(
+                    "this run lacks {} of the baseline's {} tasks",
+                    b_tasks.len() - common.len(),
+                    b_tasks.len()
+                ),
+            });
         }
         outcome.units += 1;
         for (metric, rule, threshold) in thresholds.rules() {

@@ -495,6 +495,54 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
         overlap.stdout
     );
 
+    // Found by probing: a torn last record was excluded and the gate still passed (exit 0),
+    // and a run lacking most of a unit's tasks passed on the few it had.
+    let torn = state.path().join("torn.jsonl");
+    let cut = text.len() - text.lines().last().map_or(0, |l| l.len() / 2 + 1);
+    fs::write(&torn, &text[..cut]).expect("write");
+    let torn_gate = gate(&torn, &[]);
+    assert_eq!(
+        torn_gate.code, 2,
+        "{}\n{}",
+        torn_gate.stdout, torn_gate.stderr
+    );
+    assert!(
+        torn_gate.stderr.contains("invalid record(s) in the inputs")
+            && !torn_gate.stderr.contains("report.md"),
+        "{}",
+        torn_gate.stderr
+    );
+    let first_task = text
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|v| v["task_id"].as_str().map(str::to_string))
+        .expect("a task id");
+    let lacking = state.path().join("lacking.jsonl");
+    let kept: String = text
+        .lines()
+        .filter(|l| !l.contains(&format!("\"task_id\":\"{first_task}\"")))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(kept.len() < text.len());
+    fs::write(&lacking, kept).expect("write");
+    let lacking_gate = gate(&lacking, &[]);
+    assert_eq!(
+        lacking_gate.code, 2,
+        "{}\n{}",
+        lacking_gate.stdout, lacking_gate.stderr
+    );
+    assert!(
+        lacking_gate.stdout.contains("missing tasks:")
+            && lacking_gate
+                .stdout
+                .contains("this run lacks 1 of the baseline's"),
+        "{}",
+        lacking_gate.stdout
+    );
+    let overlap = gate(&lacking, &["--allow-partial"]);
+    assert_eq!(overlap.code, 0, "{}\n{}", overlap.stdout, overlap.stderr);
+
     let thresholds = state.path().join("gate.toml");
     fs::write(
         &thresholds,
