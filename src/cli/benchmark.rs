@@ -305,7 +305,12 @@ fn run_reader(
     };
     let mut report = report::build_report(&run_dirs, &options).context("building the report")?;
     if let Some(baseline) = baseline {
-        report.baseline_comparison = Some(report::compare_summaries(&report, baseline));
+        report.baseline_comparison = Some(
+            report::compare_summaries(&report, baseline)
+                .context(
+                    "comparing with the stored summary: run the workloads, budgets and model it covers (--workload, --budget, --runner)",
+                )?,
+        );
     }
     let report_dir = out.join("report");
     let written = render::write_all(&report, &report_dir)

@@ -181,9 +181,14 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(path) = &args.baseline {
         match Report::load_summary(path) {
-            Ok(baseline) => {
-                report.baseline_comparison = Some(report::compare_summaries(&report, &baseline))
-            }
+            Ok(baseline) => match report::compare_summaries(&report, &baseline) {
+                Ok(comparison) => report.baseline_comparison = Some(comparison),
+                Err(error) => {
+                    return Ok(usage_error(
+                        anyhow::Error::from(error).context(format!("{}", path.display())),
+                    ));
+                }
+            },
             Err(error) => return Ok(usage_error(error.into())),
         }
     }

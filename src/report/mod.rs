@@ -171,6 +171,9 @@ pub enum ReportError {
     Thresholds { path: PathBuf, message: String },
     #[error("options: {0}")]
     Options(String),
+    /// Two summaries of different trials (workloads, budgets or models).
+    #[error("{0}")]
+    NotComparable(String),
     #[error("writing {path}: {message}")]
     Write { path: PathBuf, message: String },
     #[error("drawing the plot \"{plot}\": {message}")]
@@ -443,7 +446,20 @@ impl SummaryComparison {
 }
 
 /// Compares per-condition means of `current` with those of `baseline`.
-pub fn compare_summaries(current: &Report, baseline: &Report) -> SummaryComparison {
+pub fn compare_summaries(
+    current: &Report,
+    baseline: &Report,
+) -> Result<SummaryComparison, ReportError> {
+    // Per-condition means are only comparable over the same trials' kind: a baseline of
+    // another workload, budget or model would give a confident, meaningless delta.
+    let (now_scope, base_scope) = (scope(current), scope(baseline));
+    if now_scope != base_scope {
+        return Err(ReportError::NotComparable(format!(
+            "the stored summary covers {}, this report {}: compare summaries of the same workloads, budgets and models (or gate per unit with `svc gate`)",
+            describe_scope(&base_scope),
+            describe_scope(&now_scope)
+        )));
+    }
     let mut rows = Vec::new();
     let mut missing_in_current = Vec::new();
     for base in &baseline.conditions {
@@ -471,10 +487,40 @@ pub fn compare_summaries(current: &Report, baseline: &Report) -> SummaryComparis
         .map(|g| g.condition)
         .filter(|c| baseline.condition(*c).is_none())
         .collect();
-    SummaryComparison {
+    Ok(SummaryComparison {
         rows,
         missing_in_current,
         missing_in_baseline,
+    })
+}
+
+/// What a report's trials were: each (workload, budget, model) its groups name.
+type Scope = std::collections::BTreeSet<(Option<String>, Option<u64>, Option<String>)>;
+
+fn scope(report: &Report) -> Scope {
+    report
+        .groups
+        .iter()
+        .map(|g| (g.workload.clone(), g.budget, g.model.clone()))
+        .collect()
+}
+
+fn describe_scope(scope: &Scope) -> String {
+    let parts: Vec<String> = scope
+        .iter()
+        .map(|(workload, budget, model)| {
+            format!(
+                "{} at budget {} with {}",
+                workload.as_deref().unwrap_or("(no workload)"),
+                budget.map_or("any".to_string(), |b| b.to_string()),
+                model.as_deref().unwrap_or("(no model)")
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        "no trials".to_string()
+    } else {
+        parts.join("; ")
     }
 }
 

@@ -590,6 +590,30 @@ fn report_compares_with_a_stored_summary() {
         "{markdown}"
     );
     assert!(markdown.contains("+100.0%"), "{markdown}");
+    // Found by probing: a stored summary of another workload was compared all the same,
+    // giving a confident, meaningless delta.
+    let other = state.path().join("other.jsonl");
+    let text = fs::read_to_string(fixture("paired.jsonl")).expect("paired");
+    let kept: String = text
+        .lines()
+        .filter(|l| l.contains("\"workload\":\"qa-distractor\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&other, kept).expect("write");
+    let mismatched = run(svc(state.path())
+        .arg("report")
+        .arg(&other)
+        .args(["--resamples", "50", "--baseline"])
+        .arg(out.join("summary.json"))
+        .arg("--out")
+        .arg(state.path().join("out3")));
+    assert_eq!(mismatched.code, 2, "{}", mismatched.stderr);
+    assert!(
+        mismatched.stderr.contains("the stored summary covers")
+            && mismatched.stderr.contains("code-needle"),
+        "{}",
+        mismatched.stderr
+    );
     read_summary(&out2);
 }
 
