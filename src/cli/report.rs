@@ -193,6 +193,13 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     warn_about_inputs(&report, LISTED_IN_REPORT);
+    if args.compare_runs.is_some() && report.pairing.complete_units == 0 {
+        // Nothing pairs: every comparison would be empty, and "main vs this commit" fed the
+        // wrong folder must not read as a pass.
+        return Ok(usage_error(anyhow::anyhow!(
+            "the two record sets share no task (of the same workload, budget and model): --compare-runs needs two runs of the same tasks"
+        )));
+    }
     let written = render::write_all(&report, &args.out)?;
     print!("{}", render::comparison_table(&report));
     if let Some(sets) = &args.compare_runs

@@ -643,6 +643,34 @@ fn compare_runs_pairs_two_record_sets_and_states_what_differs() {
     assert_eq!(result.code, 0, "{}", result.stderr);
     let markdown = fs::read_to_string(out.join("report.md")).expect("report.md");
     assert!(markdown.contains("## Compared record sets"), "{markdown}");
+    // Found by probing: two record sets with no task in common gave empty tables and exit 0.
+    let text = fs::read_to_string(fixture("paired.jsonl")).expect("paired");
+    let split = |workload: &str, name: &str| {
+        let path = state.path().join(name);
+        let kept: String = text
+            .lines()
+            .filter(|l| l.contains(&format!("\"workload\":\"{workload}\"")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        fs::write(&path, kept).expect("write");
+        path
+    };
+    let (qa, needle) = (
+        split("qa-distractor", "qa.jsonl"),
+        split("code-needle", "needle.jsonl"),
+    );
+    let disjoint = run(svc(state.path())
+        .args(["report", "--resamples", "50", "--compare-runs"])
+        .arg(&qa)
+        .arg(&needle)
+        .arg("--out")
+        .arg(state.path().join("disjoint")));
+    assert_eq!(disjoint.code, 2, "{}", disjoint.stderr);
+    assert!(
+        disjoint.stderr.contains("share no task"),
+        "{}",
+        disjoint.stderr
+    );
     assert!(
         markdown.contains(
             "### svc [degraded.jsonl] vs svc [paired.jsonl]: all workloads, budgets and models (n = 30 tasks, 30 pairs)"
