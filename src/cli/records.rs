@@ -150,27 +150,44 @@ fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let (mut shown, mut not_shown) = (0u64, 0u64);
     let mut unreadable = Vec::new();
     for name in &args.files {
-        let input: Box<dyn BufRead> = if name == "-" {
-            Box::new(BufReader::new(io::stdin()))
-        } else {
-            match File::open(name) {
-                Ok(file) => Box::new(BufReader::with_capacity(1 << 16, file)),
-                Err(error) => {
-                    eprintln!("svc: cannot read {name}: {error}");
-                    unreadable.push(name.clone());
-                    continue;
+        // Parquet from `svc records export` is checked row by row, as `svc report` reads it.
+        let items: Box<dyn Iterator<Item = io::Result<RawRecord>>> =
+            if name != "-" && parquet::is_parquet(std::path::Path::new(name)) {
+                let rows = std::fs::read(name)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| parquet::raw_records(&bytes).map_err(|e| e.to_string()));
+                match rows {
+                    Ok(rows) => Box::new(rows.into_iter().map(Ok)),
+                    Err(error) => {
+                        eprintln!("svc: cannot read {name} as Parquet: {error}");
+                        unreadable.push(name.clone());
+                        continue;
+                    }
                 }
-            }
-        };
-        let reader = match RecordReader::new(input, Some(name)) {
-            Ok(reader) => reader,
-            Err(error) => {
-                eprintln!("svc: cannot read {name}: {error}");
-                unreadable.push(name.clone());
-                continue;
-            }
-        };
-        for item in reader {
+            } else {
+                let input: Box<dyn BufRead> = if name == "-" {
+                    Box::new(BufReader::new(io::stdin()))
+                } else {
+                    match File::open(name) {
+                        Ok(file) => Box::new(BufReader::with_capacity(1 << 16, file)),
+                        Err(error) => {
+                            eprintln!("svc: cannot read {name}: {error}");
+                            unreadable.push(name.clone());
+                            continue;
+                        }
+                    }
+                };
+                let reader = match RecordReader::new(input, Some(name)) {
+                    Ok(reader) => reader,
+                    Err(error) => {
+                        eprintln!("svc: cannot read {name}: {error}");
+                        unreadable.push(name.clone());
+                        continue;
+                    }
+                };
+                Box::new(reader)
+            };
+        for item in items {
             let item = match item {
                 Ok(item) => item,
                 Err(error) => {

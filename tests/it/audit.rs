@@ -415,6 +415,20 @@ fn shard_processes_merged_by_report_equal_one_unsharded_run() {
         &state.path().join("report-parquet"),
     );
     assert_eq!(from_parquet, reference);
+    // Found by probing: `svc records validate` read the Parquet it exports as JSON Lines and
+    // refused every "line" of it.
+    let file = parquet.join("shard-0.parquet");
+    let validated = run(svc(state.path()).args(["records", "validate"]).arg(&file));
+    assert_eq!(
+        validated.code, 0,
+        "{}{}",
+        validated.stdout, validated.stderr
+    );
+    assert!(
+        validated.stdout.contains(" valid, 0 invalid") && !validated.stdout.contains("PAR1"),
+        "{}",
+        validated.stdout
+    );
 
     // Without a job engine, auto/N says what to do.
     let unset = run(svc(state.path())
