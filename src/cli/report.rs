@@ -171,9 +171,20 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Ok(options) => options,
         Err(error) => return Ok(usage_error(error)),
     };
+    // `-` reads records from stdin, as `svc records validate -` does: spooled to a file named
+    // stdin.jsonl, which is what the report's input list then names.
+    let spool = tempfile::tempdir().context("creating a folder for stdin's records")?;
+    let mut runs = args.runs.clone();
+    if let Some(slot) = runs.iter_mut().find(|p| p.as_os_str() == "-") {
+        let path = spool.path().join("stdin.jsonl");
+        let mut file =
+            File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        std::io::copy(&mut std::io::stdin().lock(), &mut file).context("reading stdin")?;
+        *slot = path;
+    }
     let built = match &args.compare_runs {
         Some(sets) => report::build_runs_report(&sets[..1], &sets[1..], &options),
-        None => report::build_report(&args.runs, &options),
+        None => report::build_report(&runs, &options),
     };
     let mut report = match built {
         Ok(report) => report,

@@ -723,3 +723,22 @@ fn a_missing_input_is_named_once() {
         out.stderr
     );
 }
+
+/// Found by probing: `svc records validate -` read stdin, `svc report -` looked for a file
+/// named "-".
+#[test]
+fn report_reads_records_from_stdin() {
+    let state = tempfile::tempdir().expect("state");
+    let out = state.path().join("from-stdin");
+    let input = fs::File::open(fixture("paired.jsonl")).expect("fixture");
+    let result = run(svc(state.path())
+        .args(["report", "-", "--resamples", "50", "--out"])
+        .arg(&out)
+        .stdin(input));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let summary = read_summary(&out);
+    assert!(
+        summary["inputs"]["valid_records"].as_u64().unwrap_or(0) > 0,
+        "{summary}"
+    );
+}
