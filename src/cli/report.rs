@@ -283,46 +283,34 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         )));
     };
     let outcome = gate::evaluate(current_scores, baseline_scores, &thresholds, &options);
-    if !outcome.not_comparable.is_empty() {
-        let heading = if args.allow_partial {
-            "not comparable (left out, --allow-partial)"
-        } else {
-            "not comparable"
-        };
-        println!("{heading}: {} unit(s)", outcome.not_comparable.len());
-        for unit in &outcome.not_comparable {
-            println!("  {unit}");
-        }
-        if !args.allow_partial {
-            eprintln!(
-                "svc: {} unit(s) are on one side only or share no task with the baseline; gate the overlap with --allow-partial, or regenerate the baseline",
-                outcome.not_comparable.len()
-            );
-            return Ok(ExitCode::from(2));
-        }
+    // Units on one side only are listed before anything is gated; units lacking tasks after
+    // the overlap is known to hold a unit at all.
+    if let Some(code) = list_partial(
+        &outcome.not_comparable,
+        args.allow_partial,
+        [
+            "not comparable",
+            "not comparable (left out, --allow-partial)",
+        ],
+        "are on one side only or share no task with the baseline; gate the overlap with --allow-partial, or regenerate the baseline",
+    ) {
+        return Ok(code);
     }
     if outcome.units == 0 {
         return Ok(usage_error(anyhow::anyhow!(
             "no unit of this run is in the baseline: nothing to gate"
         )));
     }
-    if !outcome.missing_tasks.is_empty() {
-        let heading = if args.allow_partial {
-            "gated on the tasks both sides have (--allow-partial)"
-        } else {
-            "missing tasks"
-        };
-        println!("{heading}: {} unit(s)", outcome.missing_tasks.len());
-        for unit in &outcome.missing_tasks {
-            println!("  {unit}");
-        }
-        if !args.allow_partial {
-            eprintln!(
-                "svc: {} unit(s) lack tasks the baseline has (a partial or truncated run?); gate the tasks both sides have with --allow-partial, or regenerate the baseline",
-                outcome.missing_tasks.len()
-            );
-            return Ok(ExitCode::from(2));
-        }
+    if let Some(code) = list_partial(
+        &outcome.missing_tasks,
+        args.allow_partial,
+        [
+            "missing tasks",
+            "gated on the tasks both sides have (--allow-partial)",
+        ],
+        "lack tasks the baseline has (a partial or truncated run?); gate the tasks both sides have with --allow-partial, or regenerate the baseline",
+    ) {
+        return Ok(code);
     }
     let breaches: Vec<_> = outcome.breaches().collect();
     if breaches.is_empty() {
@@ -346,6 +334,33 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         println!("  {breach}");
     }
     Ok(ExitCode::from(1))
+}
+
+/// Prints the units a gate cannot take whole, under the heading for `allow_partial`
+/// (`[without, with]`); without `--allow-partial` they end the gate: exit 2, saying what they
+/// `problem` and what to do.
+fn list_partial(
+    units: &[gate::NotComparable],
+    allow_partial: bool,
+    headings: [&str; 2],
+    problem: &str,
+) -> Option<ExitCode> {
+    if units.is_empty() {
+        return None;
+    }
+    println!(
+        "{}: {} unit(s)",
+        headings[usize::from(allow_partial)],
+        units.len()
+    );
+    for unit in units {
+        println!("  {unit}");
+    }
+    if allow_partial {
+        return None;
+    }
+    eprintln!("svc: {} unit(s) {problem}", units.len());
+    Some(ExitCode::from(2))
 }
 
 pub fn run_generate(args: GenerateArgs) -> anyhow::Result<ExitCode> {
