@@ -187,6 +187,14 @@ fn summary_schema_errors(summary: &Value) -> Vec<String> {
 }
 
 /// `svc report INPUT --resamples 50 --out <state>/out`: the result and the output folder.
+/// The lines of `text` that `keep` accepts, each ending in a newline.
+fn lines_where(text: &str, keep: impl Fn(&str) -> bool) -> String {
+    text.lines()
+        .filter(|l| keep(l))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
 fn report_into(state: &Path, input: &str) -> (crate::harness::Run, PathBuf) {
     let out = state.join("out");
     let result = run(svc(state)
@@ -465,11 +473,7 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
     // means); now the other workloads' units are "not comparable", never breaches.
     let one_workload = state.path().join("qa-only.jsonl");
     let text = fs::read_to_string(&paired).expect("paired");
-    let kept: String = text
-        .lines()
-        .filter(|l| l.contains("\"workload\":\"qa-distractor\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let kept = lines_where(&text, |l| l.contains("\"workload\":\"qa-distractor\""));
     assert!(!kept.is_empty());
     fs::write(&one_workload, kept).expect("write");
     let partial = gate(&one_workload, &[]);
@@ -519,11 +523,9 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
         .and_then(|v| v["task_id"].as_str().map(str::to_string))
         .expect("a task id");
     let lacking = state.path().join("lacking.jsonl");
-    let kept: String = text
-        .lines()
-        .filter(|l| !l.contains(&format!("\"task_id\":\"{first_task}\"")))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let kept = lines_where(&text, |l| {
+        !l.contains(&format!("\"task_id\":\"{first_task}\""))
+    });
     assert!(kept.len() < text.len());
     fs::write(&lacking, kept).expect("write");
     let lacking_gate = gate(&lacking, &[]);
@@ -594,11 +596,7 @@ fn report_compares_with_a_stored_summary() {
     // giving a confident, meaningless delta.
     let other = state.path().join("other.jsonl");
     let text = fs::read_to_string(fixture("paired.jsonl")).expect("paired");
-    let kept: String = text
-        .lines()
-        .filter(|l| l.contains("\"workload\":\"qa-distractor\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let kept = lines_where(&text, |l| l.contains("\"workload\":\"qa-distractor\""));
     fs::write(&other, kept).expect("write");
     let mismatched = run(svc(state.path())
         .arg("report")
@@ -647,11 +645,9 @@ fn compare_runs_pairs_two_record_sets_and_states_what_differs() {
     let text = fs::read_to_string(fixture("paired.jsonl")).expect("paired");
     let split = |workload: &str, name: &str| {
         let path = state.path().join(name);
-        let kept: String = text
-            .lines()
-            .filter(|l| l.contains(&format!("\"workload\":\"{workload}\"")))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let kept = lines_where(&text, |l| {
+            l.contains(&format!("\"workload\":\"{workload}\""))
+        });
         fs::write(&path, kept).expect("write");
         path
     };
