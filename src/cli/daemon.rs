@@ -352,6 +352,11 @@ pub fn run_go(mut args: GoArgs) -> anyhow::Result<ExitCode> {
         eprintln!("    svc view runs/            the run viewer");
         return Ok(ExitCode::from(1));
     };
+    // `svc go` records certificates by default (audit never changes an answer), so the
+    // dashboard has something to show from the first request.
+    if !args.daemon.no_proxy && args.daemon.proxy.witness.is_none() {
+        args.daemon.proxy.witness = Some(Mode::Audit);
+    }
     let mut settings = daemon_settings(&args.daemon)?;
     eprintln!("svc go: {} ({why})", here.display());
     let index = index_with_progress(&here, &settings.state_home)?;
@@ -362,15 +367,6 @@ pub fn run_go(mut args: GoArgs) -> anyhow::Result<ExitCode> {
     drop(index);
     if !settings.repos.contains(&here) {
         settings.repos.push(here.clone());
-    }
-    // `svc go` records certificates by default (audit never changes an answer), so the
-    // dashboard has something to show from the first request.
-    if let Some(proxy) = settings.proxy.as_mut()
-        && proxy.witness.is_none()
-        && args.daemon.proxy.witness.is_none()
-    {
-        args.daemon.proxy.witness = Some(Mode::Audit);
-        *proxy = proxy::settings(&args.daemon.proxy)?;
     }
     let no_browser = args.no_browser;
     run_daemon_with(settings, move |started, _| {

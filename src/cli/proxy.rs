@@ -36,9 +36,10 @@ pub struct ProxyArgs {
     /// (mark unsupported claims), strict (remove them). Off when not given.
     #[arg(long, value_enum)]
     pub(super) witness: Option<Mode>,
-    /// How strict the witness is (rag, qa, benchmark_qa, code fail closed in strict mode).
-    #[arg(long, value_enum, default_value_t = Profile::Rag)]
-    pub(super) witness_profile: Profile,
+    /// How strict the witness is (rag, qa, benchmark_qa, code fail closed in strict mode)
+    /// [default: rag]. Needs --witness.
+    #[arg(long, value_enum)]
+    pub(super) witness_profile: Option<Profile>,
     /// Also put the full certificate in the JSON body under "svc_witness".
     #[arg(long)]
     pub(super) witness_embed: bool,
@@ -113,9 +114,12 @@ pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
             );
         }
     }
-    let witness_flags = args.witness_embed || args.witness_nli;
+    let witness_flags = args.witness_embed || args.witness_nli || args.witness_profile.is_some();
     if witness_flags && args.witness.is_none() {
-        anyhow::bail!("--witness-embed and --witness-nli need --witness audit|annotate|strict");
+        // A profile given without a mode did nothing at all; say so rather than run unchecked.
+        anyhow::bail!(
+            "--witness-profile, --witness-embed and --witness-nli need --witness audit|annotate|strict"
+        );
     }
     Ok(ProxySettings {
         upstreams,
@@ -124,7 +128,7 @@ pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
         read_timeout: Duration::from_secs(args.read_timeout_secs.max(1)),
         witness: args.witness.map(|mode| WitnessSettings {
             mode,
-            profile: args.witness_profile,
+            profile: args.witness_profile.unwrap_or(Profile::Rag),
             embed: args.witness_embed,
             nli: args.witness_nli.then(NliSettings::default),
         }),

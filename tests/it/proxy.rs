@@ -1156,6 +1156,14 @@ fn svc_proxy_rejects_bad_flags_with_usage_errors() {
         crate::harness::run(crate::harness::svc(state.path()).args(["proxy", "--witness-embed"]));
     assert_eq!(run.code, 2);
     assert!(run.stderr.contains("need --witness"), "{}", run.stderr);
+    // Found by probing: a profile without --witness was ignored silently.
+    let run = crate::harness::run(crate::harness::svc(state.path()).args([
+        "proxy",
+        "--witness-profile",
+        "qa",
+    ]));
+    assert_eq!(run.code, 2);
+    assert!(run.stderr.contains("need --witness"), "{}", run.stderr);
     // Found by probing: a root with a query swallowed every request path.
     let run = crate::harness::run(crate::harness::svc(state.path()).args([
         "proxy",
