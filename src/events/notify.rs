@@ -103,9 +103,12 @@ impl NotifySettings {
             ("chat_b", super::SVC_WEBHOOK_CHAT_B),
         ] {
             if let Some(url) = var(variable) {
-                if reqwest::Url::parse(&url).is_err() {
+                // Webhooks are HTTP: an ftp:// or mailto: URL parses but can only fail later,
+                // after the delivery timeout.
+                if !reqwest::Url::parse(&url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
+                {
                     return Err(format!(
-                        "{variable} is not a URL (it should look like https://hooks.example.com/…)"
+                        "{variable} is not an http:// or https:// URL (it should look like https://hooks.example.com/…)"
                     ));
                 }
                 targets.push(Target::Webhook {

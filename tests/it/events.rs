@@ -236,10 +236,18 @@ fn bad_webhook_and_chat_id_variables_are_named() {
         .env("SVC_WEBHOOK_CHAT_A", "not a url"));
     assert_eq!(out.code, 2);
     assert!(
-        out.stderr.contains("SVC_WEBHOOK_CHAT_A is not a URL"),
+        out.stderr
+            .contains("SVC_WEBHOOK_CHAT_A is not an http:// or https:// URL"),
         "{}",
         out.stderr
     );
+    // Found by probing: an ftp:// URL was accepted, and every delivery then waited out its
+    // timeout before failing.
+    let out = run(svc(state.path())
+        .args(["dream"])
+        .env("SVC_WEBHOOK_CHAT_A", "ftp://hooks.example.com/x"));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("SVC_WEBHOOK_CHAT_A"), "{}", out.stderr);
     let out = run(svc(state.path())
         .args(["dream"])
         .env("SVC_BOT_TOKEN", "t")
