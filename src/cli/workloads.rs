@@ -194,7 +194,9 @@ fn show(args: ShowArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn mine(args: MineArgs) -> anyhow::Result<ExitCode> {
-    let tasks = code::mine_git(&args.repo, args.max, args.since.as_deref())?;
+    // A `.bundle` is cloned bare to a temporary folder first, as `svc bench` does.
+    let (_clone, repo, tip) = super::bench::open_history(&args.repo, std::path::Path::new(""))?;
+    let tasks = code::mine_git_from(&repo, tip, args.max, args.since.as_deref())?;
     let mut text = String::new();
     for task in &tasks {
         text.push_str(&serde_json::to_string(task)?);

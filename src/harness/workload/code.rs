@@ -78,8 +78,26 @@ pub fn mine_git(
     max: usize,
     since: Option<&str>,
 ) -> Result<Vec<MinedTask>, WorkloadError> {
-    let range = since.map(|rev| format!("{rev}..HEAD"));
-    let revisions: Vec<&str> = range.as_deref().into_iter().collect();
+    mine_git_from(repo, "HEAD", max, since)
+}
+
+/// [`mine_git`] from the tip `tip`: a revision, or `--all` for every branch (a repository
+/// cloned from a bundle may have a `HEAD` that names no branch it holds).
+pub fn mine_git_from(
+    repo: &Path,
+    tip: &str,
+    max: usize,
+    since: Option<&str>,
+) -> Result<Vec<MinedTask>, WorkloadError> {
+    let revisions: Vec<String> = match (tip, since) {
+        ("HEAD", None) => Vec::new(),
+        ("--all", since) => std::iter::once("--all".to_string())
+            .chain(since.map(|rev| format!("^{rev}")))
+            .collect(),
+        (tip, Some(rev)) => vec![format!("{rev}..{tip}")],
+        (tip, None) => vec![tip.to_string()],
+    };
+    let revisions: Vec<&str> = revisions.iter().map(String::as_str).collect();
     let commits = crate::git::single_parent_commits(repo, &revisions)?;
     let mut tasks = Vec::new();
     for logged in commits {
@@ -377,6 +395,16 @@ pub(crate) mod tests {
         assert_eq!(limited.len(), 1);
         let since = mine_git(dir.path(), 10, Some(&tasks[1].commit)).expect("mine");
         assert_eq!(since.len(), 1);
+        // Found by probing: a repository cloned from a bundle may have a HEAD naming no branch
+        // it holds (here, one that does not exist); mining every branch finds the same tasks.
+        crate::git::in_test_repo(dir.path(), &["symbolic-ref", "HEAD", "refs/heads/nowhere"]);
+        assert!(mine_git(dir.path(), 10, None).is_err());
+        let all = mine_git_from(dir.path(), "--all", 10, None).expect("mine --all");
+        assert_eq!(all, tasks);
+        let all_since =
+            mine_git_from(dir.path(), "--all", 10, Some(&tasks[1].commit)).expect("mine");
+        assert_eq!(all_since, since);
+        crate::git::in_test_repo(dir.path(), &["symbolic-ref", "HEAD", "refs/heads/main"]);
         let docs = tree_documents(dir.path(), &tasks[0].parent, 1000).expect("tree");
         let names: Vec<&str> = docs.iter().map(|d| d.name.as_str()).collect();
         assert_eq!(
