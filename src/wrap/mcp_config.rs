@@ -189,8 +189,11 @@ pub fn plan(edit: &FileEdit) -> Result<Plan, WrapError> {
             .as_ref()
             .and_then(|root| path.iter().try_fold(root, |node, key| node.get(key)));
         let sets: Vec<(Vec<&str>, &Value)> = match (existing, value) {
-            (Some(Value::Object(_)), Value::Object(fields)) => fields
+            (Some(Value::Object(have)), Value::Object(fields)) => fields
                 .iter()
+                // `env` is the user's (the entry's `{}` only creates it): an existing one is
+                // kept, or zed and claude-code lost the variables set on the entry.
+                .filter(|(key, _)| !(key.as_str() == "env" && have.contains_key("env")))
                 .map(|(key, field)| {
                     let mut full: Vec<&str> = path.iter().map(String::as_str).collect();
                     full.push(key);
@@ -288,6 +291,20 @@ mod tests {
             json!({"mcpServers": {"svc": {"command": "/opt/svc", "args": ["serve"], "env": {"SVC_HOME": "/x"}}}})
         );
         assert!(plan.diff().contains("-{\"mcpServers\""), "{}", plan.diff());
+        // Found by probing: claude-code and zed, whose entries carry `"env": {}`, replaced the
+        // user's env with it.
+        let edit =
+            target("claude-code", &dirs(home.path()), Path::new("/opt/svc")).expect("target");
+        fs::write(
+            &edit.path,
+            "{\"mcpServers\": {\"svc\": {\"command\": \"old\", \"env\": {\"X\": \"1\"}}}}",
+        )
+        .expect("write");
+        let kept = super::plan(&edit).expect("plan");
+        let after: Value =
+            serde_json::from_str(kept.after.as_deref().expect("changes")).expect("json");
+        assert_eq!(after["mcpServers"]["svc"]["env"], json!({"X": "1"}));
+        assert_eq!(after["mcpServers"]["svc"]["command"], "/opt/svc");
     }
 
     #[cfg(unix)]
