@@ -1152,34 +1152,22 @@ fn svc_proxy_rejects_bad_flags_with_usage_errors() {
     ]));
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("not an http"), "{}", run.stderr);
-    let run =
-        crate::harness::run(crate::harness::svc(state.path()).args(["proxy", "--witness-embed"]));
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("need --witness"), "{}", run.stderr);
-    // Found by probing: a profile without --witness was ignored silently.
-    let run = crate::harness::run(crate::harness::svc(state.path()).args([
-        "proxy",
-        "--witness-profile",
-        "qa",
-    ]));
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("need --witness"), "{}", run.stderr);
-    // Found by probing: a root with a query swallowed every request path.
-    let run = crate::harness::run(crate::harness::svc(state.path()).args([
-        "proxy",
-        "--upstream-openai",
-        "http://127.0.0.1:8000?x=1",
-    ]));
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("has a query"), "{}", run.stderr);
-    // Found by probing: 0 was accepted, and every request then got 413.
-    let run = crate::harness::run(crate::harness::svc(state.path()).args([
-        "proxy",
-        "--max-body-bytes",
-        "0",
-    ]));
-    assert_eq!(run.code, 2);
-    assert!(run.stderr.contains("at least 1"), "{}", run.stderr);
+    // Each refused with exit 2 and the reason. Found by probing: a profile without --witness
+    // was ignored silently, a root with a query swallowed every request path, and a body limit
+    // of 0 answered every request 413.
+    for (args, reason) in [
+        (&["--witness-embed"][..], "need --witness"),
+        (&["--witness-profile", "qa"][..], "need --witness"),
+        (
+            &["--upstream-openai", "http://127.0.0.1:8000?x=1"][..],
+            "has a query",
+        ),
+        (&["--max-body-bytes", "0"][..], "at least 1"),
+    ] {
+        let run = crate::harness::run(crate::harness::svc(state.path()).arg("proxy").args(args));
+        assert_eq!(run.code, 2, "{args:?}");
+        assert!(run.stderr.contains(reason), "{args:?}: {}", run.stderr);
+    }
 }
 
 #[test]
