@@ -173,10 +173,12 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     // `-` reads records from stdin, as `svc records validate -` does: spooled to a file named
     // stdin.jsonl, which is what the report's input list then names.
-    let spool = tempfile::tempdir().context("creating a folder for stdin's records")?;
     let mut runs = args.runs.clone();
+    let mut _spool = None;
     if let Some(slot) = runs.iter_mut().find(|p| p.as_os_str() == "-") {
+        let spool = tempfile::tempdir().context("creating a folder for stdin's records")?;
         let path = spool.path().join("stdin.jsonl");
+        _spool = Some(spool);
         let mut file =
             File::create(&path).with_context(|| format!("creating {}", path.display()))?;
         std::io::copy(&mut std::io::stdin().lock(), &mut file).context("reading stdin")?;
