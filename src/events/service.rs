@@ -3,8 +3,10 @@
 //! periodic cycle off; the first runs a minute after start, or sooner with a shorter
 //! interval). After a cycle, with the federation opt-in (`SVC_FEDERATION=1`,
 //! `SVC_FEDERATION_URL`), a new version of the learned weights is shared (see
-//! [`super::federation`]). One supervised task: if the bot's token is refused, the task fails
-//! and the supervisor restarts it with its back-off.
+//! [`super::federation`]). One supervised task. A refused bot token stops the bot alone: the
+//! refusal is logged once and delivery and dreaming go on. (Failing the task instead made the
+//! supervisor restart it, so the refused token was polled again every few seconds and the
+//! delivery workers were restarted with it.)
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -116,18 +118,21 @@ pub async fn run(
 ) -> Result<(), String> {
     let notifier = Notifier::start(settings.notify.clone(), log.clone());
     let bot = async {
-        match settings.bot.clone() {
-            Some(bot_settings) => {
-                bot::run(
-                    bot_settings,
-                    notifier.clone(),
-                    log.clone(),
-                    std::future::pending(),
-                )
-                .await
+        if let Some(bot_settings) = settings.bot.clone() {
+            let ended = bot::run(
+                bot_settings,
+                notifier.clone(),
+                log.clone(),
+                std::future::pending(),
+            )
+            .await;
+            if let Err(e) = ended {
+                log(format!(
+                    "bot stopped: {e}; restart the daemon after fixing it"
+                ));
             }
-            None => std::future::pending().await,
         }
+        std::future::pending().await
     };
     let dreams = async {
         let Some(interval) = settings.interval else {
@@ -154,7 +159,7 @@ pub async fn run(
             notifier.flush(Duration::from_secs(2)).await;
             Ok(())
         }
-        result = bot => result.map_err(|e| e.to_string()),
+        never = bot => never,
         never = dreams => never,
     }
 }

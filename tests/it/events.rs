@@ -495,6 +495,74 @@ async fn bot_answers_each_command_from_real_state() {
     assert!(error.to_string().contains("SVC_BOT_TOKEN"), "{error}");
 }
 
+/// Regression: a refused token failed the whole events task, so the daemon's supervisor
+/// restarted it and the refused token was polled again every few seconds (with the delivery
+/// workers restarted each time). Now the bot alone stops, once, and delivery goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_token_stops_the_bot_once_and_delivery_goes_on() {
+    let state = tempfile::tempdir().expect("state");
+    let polls = Arc::new(AtomicUsize::new(0));
+    let counted = polls.clone();
+    let base = serve(Router::new().route(
+        "/{bot}/getUpdates",
+        get(move || {
+            let counted = counted.clone();
+            async move {
+                counted.fetch_add(1, Ordering::SeqCst);
+                (
+                    StatusCode::UNAUTHORIZED,
+                    Json(json!({"ok": false, "error_code": 401, "description": "Unauthorized"})),
+                )
+            }
+        }),
+    ))
+    .await;
+    let hook = Hook::default();
+    let hook_url = serve_hook(hook.clone()).await;
+    let (log, lines) = collecting_log();
+    let settings = svc::events::service::ServiceSettings {
+        home: state.path().to_path_buf(),
+        dream: DreamSettings::default(),
+        interval: None,
+        notify: fast(vec![webhook(&hook_url)]),
+        bot: Some(BotSettings {
+            token: "WRONG".to_string(),
+            api: base,
+            home: state.path().to_path_buf(),
+            dream: DreamSettings::default(),
+            poll_timeout: Duration::from_secs(1),
+            first_backoff: Duration::from_millis(10),
+        }),
+        federation: None,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let service = tokio::spawn(svc::events::service::run(settings, log, async {
+        let _ = stop_rx.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!service.is_finished(), "the events task goes on");
+    assert_eq!(
+        polls.load(Ordering::SeqCst),
+        1,
+        "the refused token is not polled again"
+    );
+    let logged: Vec<String> = lines.lock().expect("lock").clone();
+    assert_eq!(
+        logged
+            .iter()
+            .filter(|l| l.starts_with("bot stopped: the bot API refused the token: Unauthorized"))
+            .count(),
+        1,
+        "{logged:?}"
+    );
+    assert!(
+        logged.iter().any(|l| l.contains("SVC_BOT_TOKEN")),
+        "{logged:?}"
+    );
+    let _ = stop_tx.send(());
+    service.await.expect("join").expect("stops cleanly");
+}
+
 // ---------------------------------------------------------------------------------------------
 // The CLI, end to end, over pgs_ sessions
 
