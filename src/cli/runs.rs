@@ -60,16 +60,63 @@ pub fn run(command: RunsCommand) -> anyhow::Result<ExitCode> {
 struct Listed {
     dir: PathBuf,
     #[serde(flatten)]
-    manifest: Manifest,
+    entry: ListedEntry,
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ListedEntry {
+    Run {
+        #[serde(flatten)]
+        manifest: Box<Manifest>,
+        /// Complete lines of trials.jsonl now, when they differ from the manifest's `written`
+        /// (the run is going on, was interrupted, or the file was cut or edited since).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        records_in_file: Option<u64>,
+    },
+    /// A `manifest.json` that cannot be read: listed with why (leaving it out hid the run).
+    Unreadable { unreadable: String },
+}
+
+/// Complete lines (newline-terminated, not blank) of the run's trials.jsonl; a torn last line
+/// is not a record. `None` when the file cannot be read.
+fn records_in_file(dir: &Path) -> Option<u64> {
+    let bytes = std::fs::read(dir.join("trials.jsonl")).ok()?;
+    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &bytes[..end],
+        None => &bytes[..0],
+    };
+    Some(
+        complete
+            .split(|&b| b == b'\n')
+            .filter(|line| line.iter().any(|b| !b.is_ascii_whitespace()))
+            .count() as u64,
+    )
 }
 
 fn find_runs(dir: &Path, depth: usize, out: &mut Vec<Listed>) {
-    if let Some(manifest) = run::read_manifest(dir) {
-        out.push(Listed {
-            dir: dir.to_path_buf(),
-            manifest,
-        });
-        return;
+    match run::load_manifest(dir) {
+        Ok(Some(manifest)) => {
+            let in_file = records_in_file(dir).unwrap_or(0);
+            out.push(Listed {
+                dir: dir.to_path_buf(),
+                entry: ListedEntry::Run {
+                    records_in_file: (in_file != manifest.written).then_some(in_file),
+                    manifest: Box::new(manifest),
+                },
+            });
+            return;
+        }
+        Err(problem) => {
+            out.push(Listed {
+                dir: dir.to_path_buf(),
+                entry: ListedEntry::Unreadable {
+                    unreadable: problem,
+                },
+            });
+            return;
+        }
+        Ok(None) => {}
     }
     if depth == 0 {
         return;
@@ -103,19 +150,34 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                 println!("no run directories under {}", args.dir.display());
             }
             for listed in &runs {
-                let m = &listed.manifest;
-                println!(
-                    "{}  {} v{} × {}  shard {}  {} records ({} errors)  svc {}  ended {}",
-                    listed.dir.display(),
-                    m.workload.name,
-                    m.workload.version,
-                    m.runner.name,
-                    m.shard,
-                    m.written,
-                    m.errors,
-                    m.svc_version,
-                    m.ended_at.as_deref().unwrap_or("(running or interrupted)")
-                );
+                match &listed.entry {
+                    ListedEntry::Run {
+                        manifest: m,
+                        records_in_file,
+                    } => {
+                        let records = match records_in_file {
+                            None => format!("{} records", m.written),
+                            Some(n) => format!(
+                                "{n} records in trials.jsonl (the manifest says {}: running, interrupted, or the file changed since)",
+                                m.written
+                            ),
+                        };
+                        println!(
+                            "{}  {} v{} × {}  shard {}  {records} ({} errors)  svc {}  ended {}",
+                            listed.dir.display(),
+                            m.workload.name,
+                            m.workload.version,
+                            m.runner.name,
+                            m.shard,
+                            m.errors,
+                            m.svc_version,
+                            m.ended_at.as_deref().unwrap_or("(running or interrupted)")
+                        );
+                    }
+                    ListedEntry::Unreadable { unreadable } => {
+                        println!("{}  unreadable: {unreadable}", listed.dir.display());
+                    }
+                }
             }
         }
     }

@@ -150,6 +150,14 @@ pub enum AuditError {
         message: String,
     },
     #[error(
+        "{path}:{line}: not a trial record: {message} (`svc records validate {path}` lists every problem)"
+    )]
+    Record {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    #[error(
         "request {sha256} is not in {run}'s packs; the run was made before requests were stored, or its packs/ folder is incomplete"
     )]
     MissingRequest { run: PathBuf, sha256: String },
@@ -489,16 +497,25 @@ pub fn trial_audits(run_dir: &Path, filter: &TrialFilter) -> Result<Vec<TrialAud
     > = std::collections::HashMap::new();
     let trials = run_dir.join("trials.jsonl");
     if let Ok(text) = std::fs::read_to_string(&trials) {
+        // A last line without its newline was cut off mid-write: the run repairs it on resume,
+        // so it is not a record yet.
+        let torn = !text.is_empty() && !text.ends_with('\n');
+        let count = text.lines().count();
         for (index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let record: crate::trial::TrialRecord =
-                serde_json::from_str(line).map_err(|error| AuditError::Line {
-                    path: trials.clone(),
-                    line: index + 1,
-                    message: error.to_string(),
-                })?;
+            let record: crate::trial::TrialRecord = match serde_json::from_str(line) {
+                Ok(record) => record,
+                Err(_) if torn && index + 1 == count => break,
+                Err(error) => {
+                    return Err(AuditError::Record {
+                        path: trials.clone(),
+                        line: index + 1,
+                        message: error.to_string(),
+                    });
+                }
+            };
             if filter.matches(&record.task_id, record.condition, record.replicate) {
                 records.insert(
                     (record.task_id.clone(), record.condition, record.replicate),

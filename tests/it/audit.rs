@@ -193,6 +193,85 @@ fn runs_show_prints_the_exact_request_of_a_trial() {
         "{}",
         listed.stdout
     );
+    assert!(
+        !listed.stdout.contains("records in trials.jsonl"),
+        "{}",
+        listed.stdout
+    );
+}
+
+/// Regressions (found by probing): a truncated trials.jsonl was listed with the manifest's
+/// count, and `runs show` then called a trial record "not a call line"; a damaged manifest hid
+/// the run from `runs list`.
+#[test]
+fn runs_list_counts_the_file_and_names_a_damaged_manifest() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let (base, _) = fake_model(0);
+    let runner = runner_file(state.path(), &base, "");
+    let out = state.path().join("run");
+    let result = run_mini(state.path(), &runner, &out, &[]);
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let trials = out.join("trials.jsonl");
+    let text = std::fs::read_to_string(&trials).expect("trials");
+    let lines: Vec<&str> = text.lines().collect();
+    let written = lines.len();
+    let record = records(&out).remove(0);
+    let task = svc::harness::run::split_task_id(&record.task_id)
+        .0
+        .to_string();
+
+    // Cut off in the middle of the fourth record: three records, and a torn line.
+    let cut = format!(
+        "{}\n{}",
+        lines[..3].join("\n"),
+        &lines[3][..lines[3].len() / 2]
+    );
+    std::fs::write(&trials, &cut).expect("cut");
+    let listed = run(svc(state.path()).args(["runs", "list"]).arg(state.path()));
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains(&format!(
+            "3 records in trials.jsonl (the manifest says {written}"
+        )),
+        "{}",
+        listed.stdout
+    );
+    let json = run(svc(state.path())
+        .args(["runs", "list", "--format", "json"])
+        .arg(state.path()));
+    let json: Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(json[0]["records_in_file"], 3);
+    assert_eq!(json[0]["written"], written);
+    // The torn last line is not a record, and not an error.
+    let shown = run(svc(state.path())
+        .args(["runs", "show"])
+        .arg(&out)
+        .arg(&task));
+    assert_eq!(shown.code, 0, "{}", shown.stderr);
+
+    // A broken record before the end is named as a record, with its line.
+    let broken = format!("{}\n{{\"task_id\": 1}}\n{}\n", lines[0], lines[1]);
+    std::fs::write(&trials, broken).expect("break");
+    let shown = run(svc(state.path())
+        .args(["runs", "show"])
+        .arg(&out)
+        .arg(&task));
+    assert_eq!(shown.code, 2, "{}", shown.stdout);
+    assert!(
+        shown.stderr.contains("trials.jsonl:2: not a trial record"),
+        "{}",
+        shown.stderr
+    );
+
+    // A damaged manifest: listed, with why.
+    std::fs::write(out.join("manifest.json"), "{\"workload\": ").expect("damage");
+    let listed = run(svc(state.path()).args(["runs", "list"]).arg(state.path()));
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains("unreadable: ") && listed.stdout.contains("is not a run manifest"),
+        "{}",
+        listed.stdout
+    );
 }
 
 #[test]
