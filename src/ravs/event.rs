@@ -25,6 +25,21 @@ impl Entry {
         Entry::at(SystemTime::now(), class, event)
     }
 
+    /// Why this entry cannot be counted, if it cannot: a value no writer of svc produces
+    /// (a hand-edited or foreign line), which would skew the rates it feeds.
+    pub fn problem(&self) -> Option<String> {
+        match &self.event {
+            Event::Retry {
+                seconds_since_previous,
+            } if !(seconds_since_previous.is_finite() && *seconds_since_previous >= 0.0) => {
+                Some(format!(
+                    "seconds_since_previous is {seconds_since_previous}: a retry comes after the request it repeats"
+                ))
+            }
+            _ => None,
+        }
+    }
+
     /// An entry stamped `at` (the simulation and tests use their own clock).
     pub fn at(at: SystemTime, class: impl Into<String>, event: Event) -> Entry {
         Entry {

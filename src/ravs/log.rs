@@ -134,7 +134,10 @@ impl EventLog {
             match std::str::from_utf8(line) {
                 Err(e) => read.warnings.push(warning(format!("not UTF-8 ({e})"))),
                 Ok(line) => match serde_json::from_str::<Entry>(line) {
-                    Ok(entry) => read.entries.push(entry),
+                    Ok(entry) => match entry.problem() {
+                        None => read.entries.push(entry),
+                        Some(problem) => read.warnings.push(warning(problem)),
+                    },
                     Err(e) => read
                         .warnings
                         .push(warning(format!("not a RAVS event ({e})"))),
@@ -199,6 +202,34 @@ pub(super) mod tests {
         assert!(
             shown.contains("events.jsonl:2: skipped: not a RAVS event"),
             "{shown}"
+        );
+    }
+
+    /// Regression (found by probing): a negative retry interval was counted as a retry.
+    #[test]
+    fn a_retry_with_a_negative_interval_is_skipped_with_its_line() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = EventLog::in_state_dir(dir.path());
+        let retry = |seconds: f64| {
+            Entry::now(
+                "anthropic.messages/no_tools/small/prose",
+                Event::Retry {
+                    seconds_since_previous: seconds,
+                },
+            )
+        };
+        log.append(&[retry(3.0), retry(-5.0), retry(0.0)])
+            .expect("append");
+        let read = log.read().expect("read");
+        assert_eq!(read.entries.len(), 2);
+        assert_eq!(read.warnings.len(), 1);
+        assert_eq!(read.warnings[0].line, 2);
+        assert!(
+            read.warnings[0]
+                .to_string()
+                .contains("seconds_since_previous is -5"),
+            "{}",
+            read.warnings[0]
         );
     }
 

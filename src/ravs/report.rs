@@ -75,6 +75,9 @@ pub struct Report {
     pub total: Row,
     /// Lines of the log that were skipped as unreadable.
     pub skipped_lines: usize,
+    /// Events dated after `now` (a clock set back, or an edited log): not counted, since no
+    /// window can hold them honestly.
+    pub future_events: usize,
 }
 
 /// Builds the report of the events recorded in the `window` before `now`.
@@ -83,7 +86,14 @@ pub fn build(entries: &[Entry], now: SystemTime, window: Duration, skipped_lines
     let start_ms = start
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64);
-    let in_window: Vec<&Entry> = entries.iter().filter(|e| e.unix_ms >= start_ms).collect();
+    let now_ms = now
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64);
+    let future_events = entries.iter().filter(|e| e.unix_ms > now_ms).count();
+    let in_window: Vec<&Entry> = entries
+        .iter()
+        .filter(|e| e.unix_ms >= start_ms && e.unix_ms <= now_ms)
+        .collect();
     let tally = Tally::from_entries(in_window.iter().copied());
     let mut total = ClassStats::default();
     let rows = tally
@@ -100,6 +110,7 @@ pub fn build(entries: &[Entry], now: SystemTime, window: Duration, skipped_lines
         rows,
         total: Row::of("total", &total),
         skipped_lines,
+        future_events,
     }
 }
 
@@ -137,6 +148,13 @@ pub fn render(report: &Report) -> String {
             percent(row.routed_share),
         );
     }
+    if report.future_events > 0 {
+        let _ = writeln!(
+            out,
+            "\n{} event(s) dated after now were not counted (a clock set back, or an edited log).",
+            report.future_events
+        );
+    }
     out
 }
 
@@ -167,6 +185,12 @@ mod tests {
             label,
         };
         let entries = vec![
+            // Regression (found by probing): an event dated in the future was counted.
+            Entry::at(
+                now + Duration::from_secs(86_400),
+                "a",
+                verdict(Label::Failure),
+            ),
             Entry::at(old, "a", route(Decision::Original)),
             Entry::at(recent, "a", route(Decision::Original)),
             Entry::at(recent, "a", verdict(Label::Success)),
@@ -175,6 +199,8 @@ mod tests {
         ];
         let report = build(&entries, now, Duration::from_secs(7 * 86_400), 0);
         assert_eq!(report.events, 4);
+        assert_eq!(report.future_events, 1);
+        assert!(render(&report).contains("1 event(s) dated after now were not counted"));
         assert_eq!(report.rows.len(), 2);
         assert_eq!(report.rows[0].requests, 1);
         assert_eq!(report.total.requests, 2);
