@@ -17,7 +17,8 @@ pub struct WrapArgs {
     /// The agent's slug; without one, the grouped list of agents is printed.
     agent: Option<String>,
     /// Port of the proxy on 127.0.0.1 (launch agents start it there when nothing listens).
-    #[arg(long, default_value_t = DEFAULT_PORT)]
+    /// Port 0 is refused: the tool must be told one fixed address.
+    #[arg(long, default_value_t = DEFAULT_PORT, value_parser = clap::value_parser!(u16).range(1..))]
     port: u16,
     /// Launch agents: print the variables as `export` lines instead of running the tool
     /// (starts nothing, writes nothing).
@@ -123,18 +124,26 @@ fn run_launch(agent: &Agent, args: &WrapArgs) -> anyhow::Result<ExitCode> {
     for note in &plan.notes {
         eprintln!("svc wrap: note: {note}");
     }
-    for (name, value) in &plan.env {
-        if let Ok(previous) = std::env::var(name)
-            && previous != *value
-            && !previous.is_empty()
-        {
-            eprintln!(
-                "svc wrap: note: {name} was {previous}; {} now talks to the proxy, which forwards to its own upstream (start the proxy with --upstream-… or SVC_UPSTREAM_… to keep that endpoint)",
-                agent.slug
-            );
-        }
+    for note in replaced(agent, &plan) {
+        eprintln!("svc wrap: note: {note}");
     }
     exec(&program, &args.args, &plan.env)
+}
+
+/// A note for each endpoint variable already set to something else, which the plan replaces.
+fn replaced(agent: &Agent, plan: &LaunchPlan) -> Vec<String> {
+    plan.env
+        .iter()
+        .filter_map(|(name, value)| {
+            let previous = std::env::var(name).ok()?;
+            (previous != *value && !previous.is_empty()).then(|| {
+                format!(
+                    "{name} was {previous}; {} now talks to the proxy, which forwards to its own upstream (start the proxy with --upstream-… or SVC_UPSTREAM_… to keep that endpoint)",
+                    agent.slug
+                )
+            })
+        })
+        .collect()
 }
 
 fn backup_note(applied: &mcp_config::Applied) -> String {
@@ -160,7 +169,7 @@ fn print_launch(agent: &Agent, plan: &LaunchPlan, args: &WrapArgs) -> anyhow::Re
             plan.proxy_args.join(" ")
         );
     }
-    for note in &plan.notes {
+    for note in plan.notes.iter().cloned().chain(replaced(agent, plan)) {
         println!("# note: {note}");
     }
     if let Some(edit) = &plan.config {

@@ -507,6 +507,32 @@ fn wrap_print_env_for_every_launch_agent() {
     );
 }
 
+/// Regressions (found by probing): `--print-env` replaced an existing endpoint without the note
+/// launch prints, and `--port 0` was accepted (an unusable URL; launch timed out).
+#[test]
+fn wrap_print_env_notes_a_replaced_endpoint_and_port_zero_is_refused() {
+    let sandbox = Sandbox::new();
+    let out = run(sandbox
+        .command()
+        .env("ANTHROPIC_BASE_URL", "https://gateway.example/anthropic")
+        .args(["wrap", "claude", "--port", "9411", "--print-env"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout.contains(
+            "# note: ANTHROPIC_BASE_URL was https://gateway.example/anthropic; claude now talks to the proxy"
+        ),
+        "{}",
+        out.stdout
+    );
+    let out = sandbox.wrap(&["claude", "--port", "0", "--print-env"]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("--port") && out.stderr.contains("not in 1..=65535"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn wrap_snippet_agents_print_file_field_and_snippet() {
     let sandbox = Sandbox::new();
