@@ -133,8 +133,9 @@ fn the_response_cache_serves_a_second_run_without_upstream_requests() {
     assert_eq!(upstream.load(Ordering::SeqCst), 36);
 }
 
-#[test]
-fn runs_show_prints_the_exact_request_of_a_trial() {
+/// A finished run of the mini workload against a model that never fails: the state folder,
+/// the run directory and the task id of its first record.
+fn finished_run() -> (tempfile::TempDir, PathBuf, String) {
     let state = tempfile::tempdir().expect("tempdir");
     let (base, _) = fake_model(0);
     let runner = runner_file(state.path(), &base, "");
@@ -146,6 +147,12 @@ fn runs_show_prints_the_exact_request_of_a_trial() {
     let task = svc::harness::run::split_task_id(&record.task_id)
         .0
         .to_string();
+    (state, out, task)
+}
+
+#[test]
+fn runs_show_prints_the_exact_request_of_a_trial() {
+    let (state, out, task) = finished_run();
     let shown = run(svc(state.path())
         .args(["runs", "show"])
         .arg(&out)
@@ -205,20 +212,11 @@ fn runs_show_prints_the_exact_request_of_a_trial() {
 /// the run from `runs list`.
 #[test]
 fn runs_list_counts_the_file_and_names_a_damaged_manifest() {
-    let state = tempfile::tempdir().expect("tempdir");
-    let (base, _) = fake_model(0);
-    let runner = runner_file(state.path(), &base, "");
-    let out = state.path().join("run");
-    let result = run_mini(state.path(), &runner, &out, &[]);
-    assert_eq!(result.code, 0, "{}", result.stderr);
+    let (state, out, task) = finished_run();
     let trials = out.join("trials.jsonl");
     let text = std::fs::read_to_string(&trials).expect("trials");
     let lines: Vec<&str> = text.lines().collect();
     let written = lines.len();
-    let record = records(&out).remove(0);
-    let task = svc::harness::run::split_task_id(&record.task_id)
-        .0
-        .to_string();
 
     // Cut off in the middle of the fourth record: three records, and a torn line.
     let cut = format!(
