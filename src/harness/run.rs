@@ -280,6 +280,10 @@ pub enum RunError {
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error(
+        "another svc run is writing {dir} (it holds {dir}/run.lock); wait for it to end, or pass another --out"
+    )]
+    Busy { dir: PathBuf },
+    #[error(
         "cannot make the run's context commits durable: {0}; the records naming them were not written (free space or fix permissions, then re-run to resume)"
     )]
     Commit(String),
@@ -335,6 +339,7 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let workload = &settings.workload;
     let runner = &settings.runner;
     let mut manifest = new_manifest(settings, started_at);
+    let _lock = lock::lock(&settings.out_dir)?;
     // The directory's identity is checked before anything in it is touched.
     if let Some(previous) = read_manifest(&settings.out_dir) {
         resume::merge_previous(
@@ -1329,6 +1334,7 @@ pub fn utc_now() -> String {
 }
 
 pub mod cache_state;
+mod lock;
 mod manifest;
 mod order;
 mod write;

@@ -116,6 +116,36 @@ fn fixture_run_end_to_end_then_resume_without_duplicates() {
     assert_eq!(keys.len(), 108);
 }
 
+/// Regression (found by probing): two runs into one `--out` at once both ran every trial, and
+/// every record was written twice. A run holds `<out>/run.lock`; a second one is refused.
+#[test]
+fn a_second_run_into_a_directory_in_use_is_refused() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("run");
+    std::fs::create_dir_all(&out).expect("out");
+    let held = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(out.join("run.lock"))
+        .expect("lock file");
+    held.lock()
+        .expect("hold the lock as a running svc run would");
+    let args = ["run", "--workload", MINI, "--conditions", "raw", "--out"];
+    let refused = run(svc(state.path()).args(args).arg(&out));
+    assert_eq!(refused.code, 2, "{}", refused.stdout);
+    assert!(
+        refused.stderr.contains("another svc run is writing")
+            && refused.stderr.contains("pass another --out"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!out.join("trials.jsonl").exists(), "nothing was written");
+    held.unlock().expect("unlock");
+    let ran = run(svc(state.path()).args(args).arg(&out));
+    assert_eq!(ran.code, 0, "{}", ran.stderr);
+}
+
 #[test]
 fn shards_split_the_tasks() {
     let state = tempfile::tempdir().expect("tempdir");
