@@ -152,6 +152,12 @@ fn warn_about_inputs(report: &Report, listed: &str) {
         eprintln!("svc: no valid records in the inputs");
     }
     let pairing = &report.pairing;
+    if pairing.duplicates > 0 {
+        eprintln!(
+            "svc: {} duplicate record(s) (same task, condition, budget and replicate): the paired statistics keep the first of each, the per-condition table counts all; was a run given twice, or written twice into one folder?",
+            pairing.duplicates
+        );
+    }
     if pairing.complete_units < pairing.units {
         eprintln!(
             "svc: {} of {} pairing units are incomplete{}",
@@ -246,6 +252,14 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         return Ok(usage_error(anyhow::anyhow!(
             "{} invalid record(s) in the inputs: fix or remove them before gating (`svc records validate` lists them)",
             report.inputs.invalid_records
+        )));
+    }
+    if report.pairing.duplicates > 0 {
+        // Which copy the pairing keeps depends on the order of the inputs, so a duplicated
+        // regression could pass or fail by file order alone.
+        return Ok(usage_error(anyhow::anyhow!(
+            "{} duplicate record(s) in the inputs (same task, condition, budget and replicate): the gate cannot tell which to use; remove them (a run given twice, or two runs written into one folder)",
+            report.pairing.duplicates
         )));
     }
     if args.update_baseline {

@@ -516,6 +516,23 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
         "{}",
         torn_gate.stderr
     );
+    // Found by probing: with every record twice, which copy the pairing kept depended on the
+    // order of the inputs, so a duplicated regression passed or failed by file order alone.
+    let doubled = state.path().join("doubled.jsonl");
+    fs::write(&doubled, format!("{text}{text}")).expect("write");
+    let doubled_gate = gate(&doubled, &[]);
+    assert_eq!(
+        doubled_gate.code, 2,
+        "{}\n{}",
+        doubled_gate.stdout, doubled_gate.stderr
+    );
+    assert!(
+        doubled_gate.stderr.contains(
+            "duplicate record(s) in the inputs (same task, condition, budget and replicate)"
+        ),
+        "{}",
+        doubled_gate.stderr
+    );
     let first_task = text
         .lines()
         .next()
