@@ -186,10 +186,32 @@ pub fn default_run_id(settings: &RunSettings) -> String {
     };
     format!(
         "{}-{}{shard}-{}",
-        settings.workload.name(),
-        settings.runner.spec.name,
+        path_safe(settings.workload.name()),
+        path_safe(&settings.runner.spec.name),
         &digest::sha256_hex(material)[..10]
     )
+}
+
+/// `name` as one path component: a separator or other punctuation becomes `_`, and a leading
+/// `.` gets a `_` before it, so a workload named `../../x` cannot put its run outside `runs/`.
+/// Names of letters, digits, `.`, `_` and `-` (every name svc ships) are unchanged, so their
+/// run ids are too.
+fn path_safe(name: &str) -> String {
+    let safe: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if safe.starts_with('.') {
+        format!("_{safe}")
+    } else {
+        safe
+    }
 }
 
 /// The manifest of this session, before it is merged with an earlier one's.
@@ -296,4 +318,23 @@ fn git_commit() -> Option<String> {
         .success()
         .then(|| String::from_utf8_lossy(&output.stdout).trim().to_string())
         .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_safe;
+
+    /// Regression (found by probing): a workload named `../../evil` put its run directory two
+    /// levels above `runs/`.
+    #[test]
+    fn a_name_becomes_one_path_component_and_plain_names_are_unchanged() {
+        assert_eq!(path_safe("../../evil"), "_.._.._evil");
+        assert_eq!(path_safe("/etc/x"), "_etc_x");
+        assert_eq!(path_safe(".hidden"), "_.hidden");
+        for plain in ["qa-builtin", "needle_builtin", "v1.2", "données"] {
+            assert_eq!(path_safe(plain), plain);
+        }
+        let id = format!("{}-fixture-0123456789", path_safe("../../evil"));
+        assert_eq!(std::path::Path::new(&id).components().count(), 1);
+    }
 }

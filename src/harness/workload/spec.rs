@@ -344,9 +344,23 @@ pub(crate) fn describe_toml_error(text: &str, error: &toml::de::Error) -> (usize
             !key.is_empty()
                 && !key.contains(char::is_whitespace)
                 && !message.contains(&format!("`{key}`"))
-        });
+        })
+        // A missing field's span is the whole table it is missing from, so the key on the
+        // table's first line is not the field at fault: the table is named instead.
+        .filter(|_| !message.starts_with("missing field"));
+    let table = || {
+        text.lines()
+            .take(line)
+            .map(str::trim)
+            .filter(|l| l.starts_with('['))
+            .last()
+    };
     let message = match key {
         Some(key) => format!("field `{key}`: {message}"),
+        None if message.starts_with("missing field") => match table() {
+            Some(table) => format!("{table}: {message}"),
+            None => message,
+        },
         None => message,
     };
     (line, column, message)
@@ -419,6 +433,15 @@ documents = "documents"
             .to_string();
         assert!(
             text.contains("field `format`") && text.contains("`tasks`"),
+            "{text}"
+        );
+        // Regression (found by probing): a missing top-level field was put on the first key.
+        let bad = GOOD.replace("scorer = \"qa-f1-v1\"\n", "");
+        let text = parse(&bad, Path::new("x.toml"))
+            .expect_err("bad")
+            .to_string();
+        assert!(
+            text.contains("missing field `scorer`") && !text.contains("field `name`"),
             "{text}"
         );
         let bad = GOOD.replace("kind = \"qa\"", "kind = \"needle\"");
