@@ -452,7 +452,16 @@ pub fn compare_summaries(
 ) -> Result<SummaryComparison, ReportError> {
     // Per-condition means are only comparable over the same trials' kind: a baseline of
     // another workload, budget or model would give a confident, meaningless delta.
-    let (now_scope, base_scope) = (scope(current), scope(baseline));
+    // Only over the conditions both have: `svc benchmark --compare-baseline FILE` runs `svc`
+    // and `combined` alone, and a stored summary's `raw` units (of no single budget) would
+    // otherwise make every full baseline "another scope".
+    let shared: std::collections::BTreeSet<Condition> = current
+        .conditions
+        .iter()
+        .map(|g| g.condition)
+        .filter(|c| baseline.condition(*c).is_some())
+        .collect();
+    let (now_scope, base_scope) = (scope(current, &shared), scope(baseline, &shared));
     if now_scope != base_scope {
         return Err(ReportError::NotComparable(format!(
             "the stored summary covers {}, this report {}: compare summaries of the same workloads, budgets and models (or gate per unit with `svc gate`)",
@@ -497,10 +506,11 @@ pub fn compare_summaries(
 /// What a report's trials were: each (workload, budget, model) its groups name.
 type Scope = std::collections::BTreeSet<(Option<String>, Option<u64>, Option<String>)>;
 
-fn scope(report: &Report) -> Scope {
+fn scope(report: &Report, conditions: &std::collections::BTreeSet<Condition>) -> Scope {
     report
         .groups
         .iter()
+        .filter(|g| conditions.contains(&g.condition))
         .map(|g| (g.workload.clone(), g.budget, g.model.clone()))
         .collect()
 }

@@ -629,6 +629,28 @@ fn report_compares_with_a_stored_summary() {
         "{}",
         mismatched.stderr
     );
+    // Regression: `svc benchmark --compare-baseline FILE` runs svc and combined alone, and the
+    // scope check above counted the stored summary's raw units (of no single budget) as
+    // another scope, so the README's command always failed.
+    let two = state.path().join("two.jsonl");
+    let kept = lines_where(&text, |l| {
+        l.contains("\"condition\":\"svc\"") || l.contains("\"condition\":\"combined\"")
+    });
+    fs::write(&two, kept).expect("write");
+    let out4 = state.path().join("out4");
+    let two_conditions = run(svc(state.path())
+        .arg("report")
+        .arg(&two)
+        .args(["--resamples", "50", "--baseline"])
+        .arg(out.join("summary.json"))
+        .arg("--out")
+        .arg(&out4));
+    assert_eq!(two_conditions.code, 0, "{}", two_conditions.stderr);
+    let markdown = fs::read_to_string(out4.join("report.md")).expect("report.md");
+    assert!(
+        markdown.contains("| combined | context_tokens |") && markdown.contains("| svc |"),
+        "{markdown}"
+    );
     read_summary(&out2);
 }
 
