@@ -611,3 +611,45 @@ fn code_keeps_import_groups_and_first_doc_lines_before_details() {
     assert!(!result.text.contains("Detail line 11"), "{}", result.text);
     assert!(!result.text.contains("value_19"), "{}", result.text);
 }
+
+/// Regression (found by probing): 20,000 nested arrays (a 40 KB file) overflowed the stack and
+/// aborted the process (and a whole `svc batch`). Past a depth a container is one value, and
+/// the shallow levels are summarised as usual.
+#[test]
+fn deeply_nested_json_is_compressed_without_overflowing_the_stack() {
+    let (_dir, store, tokenizer) = setup();
+    let deep = format!("{}{}", "[".repeat(20_000), "]".repeat(20_000));
+    let result = compress(
+        &deep,
+        50,
+        &options(Some(ContentKind::Json)),
+        &store,
+        &tokenizer,
+    )
+    .expect("compress");
+    assert!(result.tokens <= 50, "{}", result.tokens);
+    assert_eq!(store.recover(&result.ctx_id, "doc").expect("doc"), deep);
+    // Wide beside deep: the wide part is still sampled, and the output is within budget.
+    let items: Vec<String> = (0..400).map(|i| format!("{{\"id\": {i}}}")).collect();
+    let mixed = format!(
+        "{{\"items\": [{}], \"deep\": {}1{}}}",
+        items.join(", "),
+        "[".repeat(300),
+        "]".repeat(300)
+    );
+    let result = compress(
+        &mixed,
+        400,
+        &options(Some(ContentKind::Json)),
+        &store,
+        &tokenizer,
+    )
+    .expect("compress");
+    assert!(result.tokens <= 400, "{}", result.tokens);
+    assert!(
+        result.text.contains("more items · recover J"),
+        "{}",
+        result.text
+    );
+    assert_eq!(store.recover(&result.ctx_id, "doc").expect("doc"), mixed);
+}
