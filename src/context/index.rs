@@ -1269,20 +1269,45 @@ fn persist_bytes(index: &Index) -> Vec<u8> {
         })
         .collect();
     // Serialising plain structs of strings and numbers cannot fail.
-    serde_json::to_vec(&PersistedIndex {
+    let body = serde_json::to_vec(&PersistedIndex {
         version: PERSIST_VERSION,
         files,
     })
-    .unwrap_or_default()
+    .unwrap_or_default();
+    let mut bytes = format!("{CHECKSUM_TAG}{:016x}\n", checksum(&body)).into_bytes();
+    bytes.extend_from_slice(&body);
+    bytes
 }
 
-/// The persisted index, by path. A missing, unreadable or outdated file is an empty cache:
-/// the build then re-parses everything and rewrites it.
+/// The first line of a persisted index: this tag and the checksum of the rest.
+const CHECKSUM_TAG: &str = "svc-index xxh3:";
+
+/// The persisted index's checksum: a fast one (the file is read on every warm select), against
+/// damage, not tampering. Its fields were trusted, so one changed digit made every later select
+/// panic or count a budget wrong.
+fn checksum(body: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(body)
+}
+
+/// The body of a persisted index whose checksum holds.
+fn checked_body(bytes: &[u8]) -> Option<&[u8]> {
+    let rest = bytes.strip_prefix(CHECKSUM_TAG.as_bytes())?;
+    let newline = rest.iter().position(|&b| b == b'\n')?;
+    let recorded = u64::from_str_radix(std::str::from_utf8(&rest[..newline]).ok()?, 16).ok()?;
+    let body = &rest[newline + 1..];
+    (checksum(body) == recorded).then_some(body)
+}
+
+/// The persisted index, by path. A missing, unreadable, damaged (its checksum fails) or
+/// outdated file is an empty cache: the build then re-parses everything and rewrites it.
 fn load_cache(path: &Path) -> HashMap<String, PersistedFile> {
     let Ok(bytes) = std::fs::read(path) else {
         return HashMap::new();
     };
-    match serde_json::from_slice::<PersistedIndex>(&bytes) {
+    let Some(body) = checked_body(&bytes) else {
+        return HashMap::new();
+    };
+    match serde_json::from_slice::<PersistedIndex>(body) {
         Ok(index) if index.version == PERSIST_VERSION => index
             .files
             .into_iter()

@@ -319,3 +319,54 @@ fn the_term_index_is_read_back_from_its_file_only_while_it_matches_the_tree() {
         "rewritten whole"
     );
 }
+
+/// Regression (found by probing): the persisted index was trusted as read, so one changed digit
+/// (a fragment's first line past its last) made every later select panic, and a changed token
+/// count broke the budget. Its checksum now fails, and the build re-parses and rewrites it.
+#[test]
+fn a_damaged_persisted_index_is_rebuilt_not_trusted() {
+    let tree = tempfile::tempdir().expect("tree");
+    let home = tempfile::tempdir().expect("home");
+    std::fs::write(
+        tree.path().join("a.py"),
+        "def one(x):\n    return x\n\n\ndef two(y):\n    return one(y) + 1\n",
+    )
+    .expect("write");
+    let options = IndexOptions {
+        state_home: Some(home.path().to_path_buf()),
+        ..IndexOptions::default()
+    };
+    let first = Index::build(tree.path(), &options).expect("build");
+    let path = first.stats.persisted.clone().expect("persisted");
+    let original = std::fs::read_to_string(&path).expect("read");
+    let numbers = |index: &Index| -> Vec<(usize, usize, usize)> {
+        index
+            .fragments
+            .iter()
+            .map(|f| (f.lines.0, f.lines.1, f.text_tokens))
+            .collect()
+    };
+    let at = original.find("\"n\":[").expect("a fragment's numbers") + 5;
+    let mut damages = vec![format!("{}40{}", &original[..at], &original[at + 1..])];
+    // Every token count of the file set to 1.
+    let body = original.split_once('\n').expect("header").1;
+    let counted: serde_json::Value = serde_json::from_str(body).expect("json");
+    let mut edited = counted.clone();
+    for file in edited["files"].as_array_mut().expect("files") {
+        for fragment in file["f"].as_array_mut().expect("fragments") {
+            fragment["n"][2] = 1.into();
+        }
+    }
+    let header = original.split_once('\n').expect("header").0;
+    damages.push(format!("{header}\n{edited}"));
+    for damaged in damages {
+        std::fs::write(&path, &damaged).expect("damage");
+        let rebuilt = Index::build(tree.path(), &options).expect("rebuild");
+        assert_eq!(rebuilt.stats.reused, 0, "nothing reused from a damaged file");
+        assert_eq!(numbers(&rebuilt), numbers(&first));
+        assert_eq!(std::fs::read_to_string(&path).expect("read"), original);
+    }
+    // An intact file is reused.
+    let warm = Index::build(tree.path(), &options).expect("warm");
+    assert_eq!(warm.stats.reused, 1);
+}
