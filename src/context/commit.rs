@@ -352,20 +352,54 @@ impl CommitStore {
         let dir = self.dir_of(&receipt.ctx_id)?;
         let group = self.group.as_deref();
         // Ids are content hashes: a commit already stored (packed by an earlier process, or
-        // loose) is this one, and packing it again would only grow the packs.
+        // loose) is this one, and packing it again would only grow the packs. It is checked,
+        // not trusted: a damaged copy is written again, loose (which readers prefer) and
+        // durable now.
         let receipt_path = dir.join("receipt.json");
-        if let Some(group) = group
-            && (group.contains(&receipt_path)
-                || self.packs.contains(&receipt_path)?
-                || receipt_path.exists())
-        {
-            return Ok(receipt);
+        if let Some(group) = group {
+            if group.contains(&receipt_path) {
+                return Ok(receipt);
+            }
+            let bundle_path = dir.join("bundle.json");
+            let files = [
+                (&bundle_path, json_bytes(&bundle, &bundle_path)?),
+                (&receipt_path, json_bytes(&receipt, &receipt_path)?),
+            ];
+            let mut stored = Vec::with_capacity(files.len());
+            for (path, bytes) in &files {
+                stored.push(self.stored_equal(path, bytes)?);
+            }
+            if stored.iter().all(|s| *s == Some(true)) {
+                return Ok(receipt);
+            }
+            if stored.iter().any(Option::is_some) {
+                // The receipt last: its presence marks a complete commit.
+                for (path, bytes) in &files {
+                    state::atomic_write(path, bytes)?;
+                }
+                return Ok(receipt);
+            }
         }
         write_json(&dir.join("bundle.json"), &bundle, group)?;
         // The receipt is written last: its presence marks a complete commit. (A group sync
         // makes a whole batch readable at once.)
         write_json(&dir.join("receipt.json"), &receipt, group)?;
         Ok(receipt)
+    }
+
+    /// `None` when no copy of `path` is stored, else whether the copy readers get (the loose
+    /// file first, else the packed entry) is exactly `bytes`.
+    fn stored_equal(&self, path: &Path, bytes: &[u8]) -> Result<Option<bool>, CommitError> {
+        match fs::read(path) {
+            Ok(stored) => Ok(Some(stored == bytes)),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                Ok(self.packs.stored_equal(&[(path, bytes)])?[0])
+            }
+            Err(source) => Err(CommitError::Read {
+                path: path.to_path_buf(),
+                source,
+            }),
+        }
     }
 
     /// The receipt of a commit, checked: its id recomputed from its content must be `ctx_id`,
@@ -835,6 +869,52 @@ mod tests {
             .recover(&receipt.ctx_id, "src/b.rs#L1-2")
             .expect_err("tampered");
         assert!(error.to_string().contains("tampered"), "{error}");
+
+        // Regression (found by probing): the damaged blob was trusted as already stored, so
+        // every later commit of the same bytes named it and could never be recovered. A later
+        // process checks what it skips, and writes damaged copies again.
+        let later = CommitStore::grouped(dir.path());
+        let third = later
+            .commit(
+                &chunks(),
+                serde_json::json!({"budget": 30}),
+                "fn a() {}",
+                &tokenizer,
+            )
+            .expect("commit");
+        later.sync().expect("sync");
+        for ctx_id in [&third.ctx_id, &receipt.ctx_id] {
+            assert_eq!(
+                CommitStore::new(dir.path())
+                    .recover(ctx_id, "src/b.rs#L1-2")
+                    .expect("repaired"),
+                "fn b() { 2 }\r\n\u{00e9}\n"
+            );
+        }
+        // A damaged stored commit (its receipt) is written again by the same commit.
+        let packed = fs::read_to_string(&pack).expect("read pack");
+        fs::write(&pack, packed.replace("\"budget\": 10", "\"budget\": 11")).expect("tamper");
+        assert!(
+            CommitStore::new(dir.path())
+                .receipt(&receipt.ctx_id)
+                .is_err()
+        );
+        let again = CommitStore::grouped(dir.path());
+        again
+            .commit(
+                &chunks(),
+                serde_json::json!({"budget": 10}),
+                "fn a() {}",
+                &tokenizer,
+            )
+            .expect("commit");
+        again.sync().expect("sync");
+        assert_eq!(
+            CommitStore::new(dir.path())
+                .receipt(&receipt.ctx_id)
+                .expect("repaired"),
+            receipt
+        );
     }
 
     #[test]

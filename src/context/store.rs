@@ -88,76 +88,127 @@ impl BlobStore {
         Ok(self.root.join(&hash[..2]).join(&hash[2..]))
     }
 
-    /// Stores `bytes` and returns their SHA-256. Storing the same bytes twice is a no-op.
+    /// Stores `bytes` and returns their SHA-256. Storing the same bytes twice writes nothing,
+    /// unless the stored copy is damaged (see [`BlobStore::put_many`]).
     pub fn put(&self, bytes: &[u8]) -> Result<String, StoreError> {
-        let hash = digest::sha256_hex(bytes);
-        self.put_hashed(hash, bytes)
+        let mut hashes = self.put_many(&[bytes])?;
+        // put_many returns one hash per item.
+        Ok(hashes.remove(0))
     }
 
-    /// [`BlobStore::put`] of bytes whose SHA-256 (hex) is `hash`.
-    fn put_hashed(&self, hash: String, bytes: &[u8]) -> Result<String, StoreError> {
-        let path = self.path_of(&hash)?;
-        match &self.group {
-            None if !path.exists() => state::atomic_write(&path, bytes)?,
-            // A grouped store packs its blobs: one already packed (by an earlier process) or
-            // loose is not packed again.
-            Some(group) if !group.contains(&path) && !self.packed(&path)? && !path.exists() => {
-                group.stage(&path, bytes)?
-            }
-            _ => {}
-        }
-        Ok(hash)
-    }
-
-    fn packed(&self, path: &std::path::Path) -> Result<bool, StoreError> {
+    fn packed_equal(
+        &self,
+        paths: &[PathBuf],
+        items: &[&[u8]],
+    ) -> Result<Vec<Option<bool>>, StoreError> {
         Ok(match &self.packs {
-            Some(packs) => packs.contains(path)?,
-            None => false,
+            Some(packs) => {
+                let pairs: Vec<(&Path, &[u8])> = paths
+                    .iter()
+                    .map(PathBuf::as_path)
+                    .zip(items.iter().copied())
+                    .collect();
+                packs.stored_equal(&pairs)?
+            }
+            None => vec![None; items.len()],
         })
     }
 
-    /// Stores many blobs and returns their hashes in order. Each write is atomic and fsynced;
-    /// they run on up to [`PUT_WORKERS`] threads because fsync latency, not CPU, bounds a commit
-    /// of thousands of chunks, and the filesystem journal batches concurrent syncs (measured
-    /// here: 200 puts took 1.6 s one by one, 0.17 s on 16 threads). A grouped store only stages
-    /// the writes, on the calling thread: its group's sync pays the fsyncs.
+    /// Stores many blobs and returns their hashes in order.
+    ///
+    /// A blob already stored is checked, not trusted: a stored copy that differs from `bytes`
+    /// (damaged on disk) is written again as a loose file, which readers prefer over a pack, so
+    /// a new commit never names damaged bytes it had whole in hand. Packed copies are compared
+    /// in a few large reads ([`state::Packs::stored_equal`]); loose ones are read.
+    ///
+    /// An ungrouped store's writes are atomic and fsynced, on up to [`PUT_WORKERS`] threads
+    /// because fsync latency, not CPU, bounds a commit of thousands of chunks, and the
+    /// filesystem journal batches concurrent syncs (measured here: 200 puts took 1.6 s one by
+    /// one, 0.17 s on 16 threads). A grouped store only stages the writes, on the calling
+    /// thread: its group's sync pays the fsyncs.
     pub fn put_many(&self, items: &[&[u8]]) -> Result<Vec<String>, StoreError> {
-        if items.len() < 8 {
-            return items.iter().map(|bytes| self.put(bytes)).collect();
-        }
-        if self.group.is_some() {
-            // Staging is bookkeeping; hashing every chunk of a large tree is the CPU work.
+        let hashes: Vec<String> = if items.len() < 8 {
+            items.iter().map(digest::sha256_hex).collect()
+        } else {
+            // Hashing every chunk of a large tree is the CPU work.
             use rayon::prelude::*;
-            let hashes: Vec<String> = items.par_iter().map(digest::sha256_hex).collect();
-            return hashes
-                .into_iter()
-                .zip(items)
-                .map(|(hash, bytes)| self.put_hashed(hash, bytes))
-                .collect();
+            items.par_iter().map(digest::sha256_hex).collect()
+        };
+        let paths = hashes
+            .iter()
+            .map(|hash| self.path_of(hash))
+            .collect::<Result<Vec<_>, _>>()?;
+        let staged = |path: &Path| self.group.as_ref().is_some_and(|g| g.contains(path));
+        let packed = self.packed_equal(&paths, items)?;
+        // What must be written: (path, bytes, whether a damaged copy is being replaced).
+        let mut writes: Vec<(&Path, &[u8], bool)> = Vec::new();
+        for ((path, &bytes), packed) in paths.iter().zip(items).zip(packed) {
+            if staged(path) {
+                continue;
+            }
+            match packed {
+                Some(true) => continue,
+                Some(false) => writes.push((path, bytes, true)),
+                None => match fs::read(path) {
+                    Ok(stored) if stored == bytes => continue,
+                    Ok(_) => writes.push((path, bytes, true)),
+                    Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                        writes.push((path, bytes, false));
+                    }
+                    Err(source) => {
+                        return Err(StoreError::Read {
+                            path: path.clone(),
+                            source,
+                        });
+                    }
+                },
+            }
         }
-        let workers = PUT_WORKERS.min(items.len());
-        let per_worker = items.len().div_ceil(workers);
+        match &self.group {
+            Some(group) => {
+                for (path, bytes, repair) in writes {
+                    if repair {
+                        // Loose and durable now: a new pack entry could lose to the damaged
+                        // one, and the commit naming it is printed after the group's sync.
+                        state::atomic_write(path, bytes)?;
+                    } else {
+                        group.stage(path, bytes)?;
+                    }
+                }
+            }
+            None => self.write_all(&writes)?,
+        }
+        Ok(hashes)
+    }
+
+    fn write_all(&self, writes: &[(&Path, &[u8], bool)]) -> Result<(), StoreError> {
+        if writes.len() < 8 {
+            for (path, bytes, _) in writes {
+                state::atomic_write(path, bytes)?;
+            }
+            return Ok(());
+        }
+        let workers = PUT_WORKERS.min(writes.len());
+        let per_worker = writes.len().div_ceil(workers);
         std::thread::scope(|scope| {
-            let handles: Vec<_> = items
+            let handles: Vec<_> = writes
                 .chunks(per_worker)
                 .map(|chunk| {
                     scope.spawn(move || {
                         chunk
                             .iter()
-                            .map(|bytes| self.put(bytes))
-                            .collect::<Result<Vec<_>, _>>()
+                            .try_for_each(|(path, bytes, _)| state::atomic_write(path, bytes))
                     })
                 })
                 .collect();
-            let mut hashes = Vec::with_capacity(items.len());
             for handle in handles {
                 match handle.join() {
-                    Ok(result) => hashes.extend(result?),
-                    // A worker only panics if `put` panics, which it does not; re-raise it.
+                    Ok(result) => result?,
+                    // A worker only panics if `atomic_write` panics, which it does not.
                     Err(panic) => std::panic::resume_unwind(panic),
                 }
             }
-            Ok(hashes)
+            Ok(())
         })
     }
 
@@ -210,6 +261,10 @@ mod tests {
         let path = dir.path().join(&hash[..2]).join(&hash[2..]);
         fs::write(&path, b"changed").expect("tamper");
         assert!(matches!(store.get(&hash), Err(StoreError::Tampered { .. })));
+        // Storing the same bytes again repairs the damaged copy (it was trusted, found by
+        // probing).
+        assert_eq!(store.put(b"exact bytes\r\n\t").expect("put"), hash);
+        assert_eq!(store.get(&hash).expect("repaired"), b"exact bytes\r\n\t");
         let many: Vec<Vec<u8>> = (0..40).map(|i| format!("blob {i}").into_bytes()).collect();
         let refs: Vec<&[u8]> = many.iter().map(Vec::as_slice).collect();
         let hashes = store.put_many(&refs).expect("put many");

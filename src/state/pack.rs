@@ -281,6 +281,87 @@ impl Packs {
         Ok(Some((framed.split_off(header.len()), pack.clone())))
     }
 
+    /// For each `(path, bytes)`: `None` when no pack holds the path (by the index as first
+    /// loaded), else whether the packed entry is intact and holds exactly `bytes`. A writer
+    /// that skips what is already stored checks it this way, so a damaged entry is written again
+    /// instead of named by every later commit. Entries are compared where they lie, each pack
+    /// opened once and neighbouring entries read in one call (a commit's blobs were packed
+    /// together), so checking a whole tree's blobs costs a few large reads.
+    pub fn stored_equal(&self, items: &[(&Path, &[u8])]) -> Result<Vec<Option<bool>>, StateError> {
+        /// Entries closer than this are read together.
+        const GAP: u64 = 64 * 1024;
+        let cached = self.lock().clone();
+        let index = match cached {
+            Some(index) => index,
+            None => self.reload()?,
+        };
+        let mut out = vec![None; items.len()];
+        // (pack, start of the framed entry, framed length, item) of each packed item.
+        let mut wanted: Vec<(usize, u64, u64, usize)> = Vec::new();
+        let mut headers: Vec<String> = vec![String::new(); items.len()];
+        for (i, (path, bytes)) in items.iter().enumerate() {
+            let Some(key) = relative_key(&self.home, path) else {
+                continue;
+            };
+            let Some(location) = index.entries.get(&key) else {
+                continue;
+            };
+            let header = entry_header(location.len, &key);
+            match location.offset.checked_sub(header.len() as u64) {
+                Some(start) if location.len == bytes.len() as u64 => {
+                    wanted.push((
+                        location.pack,
+                        start,
+                        header.len() as u64 + location.len + 1,
+                        i,
+                    ));
+                    headers[i] = header;
+                }
+                _ => out[i] = Some(false),
+            }
+        }
+        wanted.sort_unstable();
+        let mut at = 0;
+        while at < wanted.len() {
+            let pack = wanted[at].0;
+            let mut end = at;
+            while end < wanted.len() && wanted[end].0 == pack {
+                end += 1;
+            }
+            let path = &index.packs[pack].0;
+            let file = fs::File::open(path).map_err(|source| StateError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let mut run = at;
+            while run < end {
+                let first = wanted[run].1;
+                let mut last = run;
+                let mut until = first + wanted[run].2;
+                while last + 1 < end && wanted[last + 1].1 <= until + GAP {
+                    last += 1;
+                    until = until.max(wanted[last].1 + wanted[last].2);
+                }
+                let mut buffer = vec![0; (until - first) as usize];
+                let read = std::os::unix::fs::FileExt::read_exact_at(&file, &mut buffer, first);
+                for &(_, start, framed, i) in &wanted[run..=last] {
+                    let equal = read.is_ok() && {
+                        let from = (start - first) as usize;
+                        let entry = &buffer[from..from + framed as usize];
+                        let header = headers[i].as_bytes();
+                        entry.starts_with(header)
+                            && entry.last() == Some(&b'\n')
+                            && &entry[header.len()..entry.len() - 1] == items[i].1
+                    };
+                    out[i] = Some(equal);
+                }
+                run = last + 1;
+            }
+            at = end;
+        }
+        Ok(out)
+    }
+
     /// Whether a pack holds `path`, by the index as first loaded (a miss does not reload it:
     /// callers use this to skip writing what is already stored, and a stale miss only costs a
     /// duplicate).
@@ -506,6 +587,52 @@ mod tests {
             message.contains(":2:") && message.contains("header"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn stored_equal_compares_entries_where_they_lie() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pack_dir = dir.path().join(PACK_DIR);
+        let mut writer = PackWriter::create(&pack_dir).expect("create");
+        let far = vec![b'x'; 200 * 1024];
+        writer
+            .append(
+                [
+                    ("a", b"alpha".as_slice()),
+                    ("b", b"beta".as_slice()),
+                    ("far", far.as_slice()),
+                    ("c", b"gamma".as_slice()),
+                ]
+                .into_iter(),
+            )
+            .expect("append");
+        let path = |key: &str| dir.path().join(key);
+        let (a, b, c, d) = (path("a"), path("b"), path("c"), path("d"));
+        let items: Vec<(&Path, &[u8])> = vec![
+            (&a, b"alpha"),
+            (&b, b"bets"),
+            (&c, b"gamma"),
+            (&d, b"delta"),
+            (&a, b"alphabet"),
+        ];
+        let equal = Packs::new(dir.path())
+            .stored_equal(&items)
+            .expect("compare");
+        assert_eq!(
+            equal,
+            vec![Some(true), Some(false), Some(true), None, Some(false)]
+        );
+        // A damaged byte inside an entry is a difference.
+        let pack = first_file(dir.path(), "pack");
+        let text = fs::read(&pack).expect("pack");
+        let at = text.windows(5).position(|w| w == b"gamma").expect("entry");
+        let mut damaged = text.clone();
+        damaged[at + 2] = b'X';
+        fs::write(&pack, damaged).expect("damage");
+        let equal = Packs::new(dir.path())
+            .stored_equal(&[(&c, b"gamma".as_slice())])
+            .expect("compare");
+        assert_eq!(equal, vec![Some(false)]);
     }
 
     /// Issue 10: after a failed sync the batch was retried on the same writer, whose index

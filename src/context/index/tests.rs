@@ -362,7 +362,10 @@ fn a_damaged_persisted_index_is_rebuilt_not_trusted() {
     for damaged in damages {
         std::fs::write(&path, &damaged).expect("damage");
         let rebuilt = Index::build(tree.path(), &options).expect("rebuild");
-        assert_eq!(rebuilt.stats.reused, 0, "nothing reused from a damaged file");
+        assert_eq!(
+            rebuilt.stats.reused, 0,
+            "nothing reused from a damaged file"
+        );
         assert_eq!(numbers(&rebuilt), numbers(&first));
         assert_eq!(std::fs::read_to_string(&path).expect("read"), original);
     }
