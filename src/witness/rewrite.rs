@@ -49,11 +49,13 @@ pub struct Rewritten {
 pub const WITHHELD_NOTICE: &str =
     "[svc witness: answer withheld: none of its claims is supported by the evidence]";
 
-/// Whether `output` is structured (JSON) rather than prose.
+/// Whether `output` is structured (JSON) rather than prose. Checked without building a value:
+/// `serde_json::Value` refuses nesting past 128 levels, and a deeper document was then taken
+/// for prose and rewritten into something that was no longer JSON.
 pub fn is_structured(output: &str) -> bool {
     let trimmed = output.trim_start();
     (trimmed.starts_with('{') || trimmed.starts_with('['))
-        && serde_json::from_str::<serde_json::Value>(output).is_ok()
+        && serde_json::from_str::<serde::de::IgnoredAny>(output).is_ok()
 }
 
 /// Apply `mode` under `profile` to `output`, whose claims `verification` judged.
@@ -253,6 +255,15 @@ mod tests {
         assert_eq!(strict.output, output);
         assert!(strict.untouched_because.is_some());
         assert!(serde_json::from_str::<serde_json::Value>(&strict.output).is_ok());
+        // Regression (found by probing): JSON nested 128 levels or deeper was rewritten.
+        for depth in [127, 128, 600] {
+            let deep = format!(
+                "{}{{\"claim\":\"The telescope was installed in 1978.\"}}{}",
+                "{\"n\":".repeat(depth),
+                "}".repeat(depth)
+            );
+            assert!(is_structured(&deep), "depth {depth}");
+        }
     }
 
     #[test]
