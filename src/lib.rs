@@ -4,6 +4,7 @@
 //! never prints: it returns values and typed errors, and the command layer renders them.
 
 pub mod bench;
+pub mod child_groups;
 pub mod clock;
 pub mod context;
 pub mod daemon;

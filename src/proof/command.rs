@@ -78,6 +78,8 @@ impl ModelCommand {
                 program: program.clone(),
                 source,
             })?;
+        // Killed with svc if svc is interrupted while the command runs.
+        let _registered = crate::child_groups::register(child.id());
         let io_error = |source| ModelCommandError::Io {
             program: program.clone(),
             source,

@@ -492,3 +492,54 @@ fn concurrent_advances_of_one_session_take_turns_under_its_lock() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(inspect(state.path(), &other)["revision"], 1);
 }
+
+/// Regression (found by probing): the model command runs in a process group of its own, so a
+/// SIGTERM (or a terminal's Ctrl-C) ended svc and left the command running. Now svc kills the
+/// command's group, then ends as the signal would.
+#[test]
+fn an_interrupted_proof_run_ends_its_model_command() {
+    use std::os::unix::process::ExitStatusExt;
+    let state = tempfile::tempdir().expect("state");
+    let pid_file = state.path().join("model.pid");
+    let script = format!(
+        "cat >/dev/null; echo $$ > '{}'; exec sleep 300",
+        pid_file.display()
+    );
+    let mut child = svc(state.path())
+        .args(run_args(&["--model-command", "/bin/sh", "-c", &script]))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn svc");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let model = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the model never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let svc_pid = rustix::process::Pid::from_raw(child.id() as i32).expect("pid");
+    rustix::process::kill_process(svc_pid, rustix::process::Signal::TERM).expect("signal");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.signal(), Some(15), "{status:?}");
+    // Gone, or a zombie no one has reaped yet (killed all the same).
+    let alive = || {
+        std::fs::read_to_string(format!("/proc/{model}/stat")).is_ok_and(|stat| {
+            stat.rsplit(") ")
+                .next()
+                .is_some_and(|s| !s.starts_with('Z'))
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!alive(), "the model command {model} outlived svc");
+}

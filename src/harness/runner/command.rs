@@ -65,6 +65,8 @@ impl CommandBackend {
             .process_group(0)
             .spawn()
             .map_err(|e| fail(format!("cannot start: {e}")))?;
+        // Killed with svc if svc is interrupted while the command runs.
+        let _registered = child.id().and_then(crate::child_groups::register);
         let group = child
             .id()
             .and_then(|id| i32::try_from(id).ok())

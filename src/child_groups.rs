@@ -1,0 +1,70 @@
+//! Process groups of the model commands svc runs, ended with svc. Each command runs as a group
+//! of its own (so a deadline reaches whatever it started), which also keeps it out of the
+//! terminal's foreground group: Ctrl-C, or a SIGTERM from `timeout`, ended svc and left the
+//! command running. While a group is registered here, SIGINT, SIGTERM and SIGHUP first kill the
+//! registered groups, then end svc as the signal's default action would (same exit status).
+//!
+//! The handler thread is installed on the first registration only, so processes that never run
+//! a command (the daemon, the proxy) keep their own signal handling untouched.
+
+use std::collections::BTreeSet;
+use std::sync::{Mutex, Once};
+
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
+static GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+static INSTALL: Once = Once::new();
+
+/// Registered while it lives; dropping it unregisters the group.
+#[derive(Debug)]
+pub struct Registered {
+    pid: i32,
+}
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        groups().remove(&self.pid);
+    }
+}
+
+fn groups() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+    // A panic while holding the set leaves it usable: it is a set of integers.
+    GROUPS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Registers the process group led by `pid` (a child spawned with `process_group(0)`).
+pub fn register(pid: u32) -> Option<Registered> {
+    let pid = i32::try_from(pid).ok()?;
+    INSTALL.call_once(install);
+    groups().insert(pid);
+    Some(Registered { pid })
+}
+
+/// Kills every registered group.
+fn kill_all() {
+    for &pid in groups().iter() {
+        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
+fn install() {
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP]) else {
+        // Without the handler, svc behaves as before: the signal's default action.
+        return;
+    };
+    let spawned = std::thread::Builder::new()
+        .name("svc-signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                kill_all();
+                let _ = signal_hook::low_level::emulate_default_handler(signal);
+                // Not reached for these signals (their default action ends the process).
+                std::process::exit(128 + signal);
+            }
+        });
+    drop(spawned);
+}
