@@ -260,6 +260,13 @@ impl VerifiedEfficiencyLayer {
             let called =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model_call(&request)));
             let draft = match called {
+                Ok(Ok(draft)) if draft.trim().is_empty() => {
+                    return Err(state.model_failure(
+                        self,
+                        prepared,
+                        "the model gave no text (an empty draft)",
+                    ));
+                }
                 Ok(Ok(draft)) => draft,
                 Ok(Err(error)) => {
                     return Err(state.model_failure(self, prepared, &error.to_string()));

@@ -260,6 +260,14 @@ impl Protocol {
             }
             .into());
         }
+        // An empty draft finished the session as `no_verifiable_claims`, for good: it is a
+        // client's mistake (an empty file, a failed call), refused with the session unchanged.
+        if draft.trim().is_empty() {
+            return Err(SessionError::EmptyDraft {
+                id: session_id.to_string(),
+            }
+            .into());
+        }
         let round = body.run.round();
         let step = match self
             .layer

@@ -140,9 +140,13 @@ pub enum SessionError {
     #[error("{path} has format {found}, expected {SESSION_FORMAT}")]
     Format { path: PathBuf, found: String },
     #[error(
-        "idempotency key {key} was already used for {operation} with different input; use a new key for new model text"
+        "idempotency key {key} was already used for {operation} with different input; use a new key for a new request"
     )]
     IdempotencyConflict { key: String, operation: String },
+    #[error(
+        "the draft for session {id} is empty: there is nothing to verify (the session is unchanged; send the model's answer)"
+    )]
+    EmptyDraft { id: String },
     #[error("session {id} is {state} and takes no more drafts (see `svc proof inspect {id}`)")]
     Closed { id: String, state: &'static str },
     #[error(

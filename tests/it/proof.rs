@@ -269,6 +269,48 @@ fn a_killed_advance_leaves_the_session_resumable() {
     );
 }
 
+/// Regression (found by probing): an empty draft finished the session as
+/// `no_verifiable_claims` for good, and an empty model output ended `proof run` the same way;
+/// the docs promise `FixedPointModelError` for a model that gives no text.
+#[test]
+fn an_empty_draft_is_refused_and_the_session_is_unchanged() {
+    let state = tempfile::tempdir().expect("state");
+    let (id, _) = prepare(state.path(), None);
+    let work = tempfile::tempdir().expect("work");
+    let empty = work.path().join("empty.txt");
+    std::fs::write(&empty, " \n").expect("write");
+    let out = run(svc(state.path()).args([
+        "proof",
+        "advance",
+        &id,
+        "--output-file",
+        empty.to_str().expect("utf-8"),
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("is empty: there is nothing to verify"),
+        "{}",
+        out.stderr
+    );
+    let view = inspect(state.path(), &id);
+    assert_eq!(view["state"], "awaiting_draft");
+    assert_eq!(view["revision"], 0);
+
+    let out = run(svc(state.path()).args(run_args(&[
+        "--model-command",
+        "/bin/sh",
+        "-c",
+        "cat >/dev/null",
+    ])));
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("model call failed in round 0: the model gave no text"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn prepare_keys_replay_and_bad_sessions_are_refused() {
     let state = tempfile::tempdir().expect("state");
