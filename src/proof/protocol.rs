@@ -164,6 +164,17 @@ impl Protocol {
             digest::sha256_hex(material)
         };
         let key_path = idempotency_key.map(|key| self.prepare_key_path(key));
+        // Held until the key is recorded: parallel prepares with one key each made a session of
+        // their own, and all but one were then named by no key.
+        let _key_lock = match &key_path {
+            Some(path) => Some(
+                state::append::lock(path).map_err(|source| SessionError::Lock {
+                    path: path.with_extension("lock"),
+                    source,
+                })?,
+            ),
+            None => None,
+        };
         if let (Some(key), Some(path)) = (idempotency_key, &key_path)
             && let Ok(bytes) = std::fs::read(path)
         {

@@ -311,6 +311,46 @@ fn an_empty_draft_is_refused_and_the_session_is_unchanged() {
     );
 }
 
+/// Regression (found by probing): eight parallel prepares with one idempotency key made eight
+/// sessions, and later replays named only one of them.
+#[test]
+fn parallel_prepares_with_one_key_make_one_session() {
+    let state = tempfile::tempdir().expect("state");
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            svc(state.path())
+                .args(["proof", "prepare", DOCS, "--query", QUERY, "--budget", "30"])
+                .args(["--idempotency-key", "same"])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn")
+        })
+        .collect();
+    let outputs: Vec<String> = children
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().expect("wait");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).expect("utf-8")
+        })
+        .collect();
+    assert!(
+        outputs.iter().all(|o| *o == outputs[0]),
+        "every caller gets the one session"
+    );
+    let sessions = std::fs::read_dir(state.path().join("proof/sessions"))
+        .expect("sessions")
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+        .count();
+    assert_eq!(sessions, 1);
+}
+
 #[test]
 fn prepare_keys_replay_and_bad_sessions_are_refused() {
     let state = tempfile::tempdir().expect("state");
