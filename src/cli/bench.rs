@@ -168,6 +168,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             args.witness_answers,
             10,
         ));
+        eprintln!("bench: witness verify against 500 KB of evidence…");
+        figures.push(svc::witness::bench::long_evidence(500_000, 5));
     }
     let corpus_root = args.corpus.clone().unwrap_or_else(default_corpus);
     if wants(Group::Tokens) {

@@ -196,6 +196,9 @@ pub struct Evidence {
     pub(super) tokens: Vec<Vec<Token>>,
     /// Normalised word to the sorted sentences holding it.
     pub(super) postings: HashMap<String, Vec<usize>>,
+    /// Normalised name (an entity token) to the sorted sentences holding it as a name, for
+    /// [`partners`]: scanning every sentence per anchor made long evidence quadratic.
+    pub(super) entity_postings: HashMap<String, Vec<usize>>,
     /// First five characters to the words starting with them, for inflection matching.
     pub(super) prefixes: HashMap<String, Vec<String>>,
     /// Per sentence and token, whether a negation governs it ([`text::negated_tokens`]).
@@ -213,12 +216,19 @@ impl Evidence {
         let sentences = text::sentences(text);
         let mut tokens = Vec::with_capacity(sentences.len());
         let mut postings: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut entity_postings: HashMap<String, Vec<usize>> = HashMap::new();
         let mut negated = Vec::with_capacity(sentences.len());
         for (i, span) in sentences.iter().enumerate() {
             let mut sentence_tokens = text::tokenize(&text[span.start..span.end]);
             for token in &mut sentence_tokens {
                 token.start += span.start;
                 token.end += span.start;
+                if token.kind == TokenKind::Entity {
+                    let list = entity_postings.entry(token.norm.clone()).or_default();
+                    if list.last() != Some(&i) {
+                        list.push(i);
+                    }
+                }
                 let keys =
                     std::iter::once(token.norm.clone()).chain(text::synonym_key(&token.norm));
                 for key in keys {
@@ -258,6 +268,7 @@ impl Evidence {
             sentences,
             tokens,
             postings,
+            entity_postings,
             prefixes,
             negated,
         }
@@ -429,19 +440,25 @@ pub(super) fn partners(evidence: &Evidence, s: usize) -> Vec<usize> {
     if names.is_empty() {
         return out;
     }
-    for (t, tokens) in evidence.tokens.iter().enumerate() {
+    // The sentences naming one of them, in order: the first ones are the partners. A list's
+    // later entries cannot be: at most three of its earlier ones (`s` and its neighbours) are
+    // passed over, so the rest fill the partners first.
+    let mut sharing: Vec<usize> = names
+        .iter()
+        .filter_map(|name| evidence.entity_postings.get(*name))
+        .flat_map(|list| list.iter().take(MAX_PARTNERS + 3))
+        .copied()
+        .collect();
+    sharing.sort_unstable();
+    sharing.dedup();
+    for t in sharing {
         if out.len() >= MAX_PARTNERS {
             break;
         }
         if t == s || out.contains(&t) {
             continue;
         }
-        if tokens
-            .iter()
-            .any(|x| x.kind == TokenKind::Entity && names.contains(x.norm.as_str()))
-        {
-            out.push(t);
-        }
+        out.push(t);
     }
     out
 }

@@ -321,3 +321,58 @@ fn a_denied_statement_answers_a_yes_no_question_with_no() {
         );
     }
 }
+
+/// The partners found through the name postings are exactly those of a scan of every
+/// sentence (the scan made alignment quadratic in the evidence; found by probing).
+#[test]
+fn partners_from_the_name_postings_equal_a_scan_of_every_sentence() {
+    let names = ["Ada", "Borg", "Cleve", "Dana", "Eske"];
+    let mut text = String::new();
+    for i in 0..300 {
+        let a = names[i % 5];
+        let b = names[(i * 7 + 3) % 5];
+        let c = if i % 11 == 0 { "\n\n" } else { " " };
+        text.push_str(&format!(
+            "{a} met {b} at Station{} in {}.{c}",
+            i % 13,
+            1900 + i
+        ));
+    }
+    let evidence = Evidence::new(&text);
+    let scan = |s: usize| {
+        let mut out = Vec::new();
+        if s > 0 && !evidence.breaks[s] {
+            out.push(s - 1);
+        }
+        if s + 1 < evidence.sentences.len() && !evidence.breaks[s + 1] {
+            out.push(s + 1);
+        }
+        let own: HashSet<&str> = evidence.tokens[s]
+            .iter()
+            .filter(|t| t.kind == TokenKind::Entity && t.is_content())
+            .map(|t| t.norm.as_str())
+            .collect();
+        if own.is_empty() {
+            return out;
+        }
+        for (t, tokens) in evidence.tokens.iter().enumerate() {
+            if out.len() >= MAX_PARTNERS {
+                break;
+            }
+            if t == s || out.contains(&t) {
+                continue;
+            }
+            if tokens
+                .iter()
+                .any(|x| x.kind == TokenKind::Entity && own.contains(x.norm.as_str()))
+            {
+                out.push(t);
+            }
+        }
+        out
+    };
+    assert!(evidence.sentences.len() > 250);
+    for s in 0..evidence.sentences.len() {
+        assert_eq!(partners(&evidence, s), scan(s), "sentence {s}");
+    }
+}
