@@ -258,6 +258,18 @@ pub fn tokenize_answer(text: &str) -> Vec<Token> {
     tokenize_with(text, true)
 }
 
+/// Han ideographs, kana and Hangul: scripts written without spaces between words.
+fn is_cjk(c: char) -> bool {
+    matches!(c,
+        '\u{3040}'..='\u{30FF}'   // hiragana, katakana
+        | '\u{3400}'..='\u{4DBF}' // CJK extension A
+        | '\u{4E00}'..='\u{9FFF}' // CJK unified ideographs
+        | '\u{AC00}'..='\u{D7AF}' // Hangul syllables
+        | '\u{FF66}'..='\u{FF9F}' // half-width katakana
+        | '\u{20000}'..='\u{2A6DF}' // CJK extension B
+    )
+}
+
 fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
     let mut tokens: Vec<Token> = Vec::new();
     let mut initial_caps: Vec<bool> = Vec::new();
@@ -272,11 +284,18 @@ fn tokenize_with(text: &str, initial_is_entity: bool) -> Vec<Token> {
             continue;
         }
         let mut end = start + c.len_utf8();
+        let mut last = c;
         // A word: letters/digits, with inner apostrophes, hyphens kept apart, and digit groups
         // joined by ',' or '.' when a digit follows.
         while let Some(&(i, d)) = iter.peek() {
             if is_word_char(d) {
+                // Chinese and Japanese write numbers inside runs of words without spaces
+                // ("1958年に"): a number is a word of its own there, so it can be compared.
+                if (last.is_ascii_digit() && is_cjk(d)) || (is_cjk(last) && d.is_ascii_digit()) {
+                    break;
+                }
                 end = i + d.len_utf8();
+                last = d;
                 iter.next();
                 continue;
             }
@@ -507,6 +526,20 @@ mod tests {
 
     fn norms(text: &str) -> Vec<String> {
         tokenize(text).into_iter().map(|t| t.norm).collect()
+    }
+
+    /// Regression (found by probing): "東京タワーは1958年に完成した" was one word, so its year
+    /// could not disagree with another.
+    #[test]
+    fn numbers_inside_words_without_spaces_are_words_of_their_own() {
+        let tokens = tokenize("東京タワーは1958年に完成した。高さは333メートル");
+        let words: Vec<(&str, TokenKind)> =
+            tokens.iter().map(|t| (t.norm.as_str(), t.kind)).collect();
+        assert_eq!(words[1], ("1958", TokenKind::Number), "{words:?}");
+        assert_eq!(words[0].0, "東京タワーは");
+        assert!(words.iter().any(|w| w.0 == "333"), "{words:?}");
+        // Latin code names keep their digits.
+        assert_eq!(norms("socks5h utf8"), ["socks5h", "utf8"]);
     }
 
     #[test]

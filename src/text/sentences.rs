@@ -80,8 +80,8 @@ pub struct Span {
 }
 
 /// Split `text` into sentences. A sentence ends at `.`, `!` or `?` followed by white space or an
-/// upper-case letter (evidence pasted from several pages often lacks the space), or at a blank
-/// line. Abbreviation-like periods (a single capital before the dot, or a digit after it) do not
+/// upper-case letter (evidence pasted from several pages often lacks the space), at a
+/// full-width `。`, `！` or `？`, or at a blank line. Abbreviation-like periods (a single capital before the dot, or a digit after it) do not
 /// end a sentence.
 pub fn evidence(text: &str) -> Vec<Span> {
     let mut spans = Vec::new();
@@ -126,6 +126,9 @@ pub fn evidence(text: &str) -> Vec<Span> {
                     }
             }
             '\n' => next == Some('\n'),
+            // Full-width terminators (Chinese, Japanese): writing without spaces, they end a
+            // sentence whatever follows.
+            '。' | '！' | '？' => true,
             _ => false,
         };
         if boundary {
@@ -355,6 +358,21 @@ mod tests {
                 "It was founded in 1844.",
                 "First for Women is a magazine.",
                 "Dr. Smith wrote it in the U.S. in 2001."
+            ]
+        );
+        // Regression (found by probing): a full-width stop ended nothing, so a Japanese
+        // sentence and the next one were one claim.
+        let text = "東京タワーは1958年に完成した。高さは333メートルです！Café Zoë opened in 2001.";
+        let got: Vec<&str> = evidence(text)
+            .iter()
+            .map(|s| &text[s.start..s.end])
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "東京タワーは1958年に完成した。",
+                "高さは333メートルです！",
+                "Café Zoë opened in 2001."
             ]
         );
     }
