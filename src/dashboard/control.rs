@@ -42,6 +42,32 @@ pub fn routes() -> Router<Arc<DashboardState>> {
         .route("/api/control/log", get(log))
         .route("/api/control/stop", post(stop))
         .route(OPENAPI_PATH, get(openapi))
+        .layer(axum::middleware::map_response(json_rejections))
+}
+
+/// axum's own rejections (a query string or body that does not parse, a body over the limit)
+/// answer in plain text; the API answers in its error shape, with the same status and words.
+async fn json_rejections(response: Response) -> Response {
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/plain"));
+    if !status.is_client_error() || !plain {
+        return response;
+    }
+    let kind = match status {
+        StatusCode::PAYLOAD_TOO_LARGE => "request_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        _ => "invalid_request_error",
+    };
+    // Rejection texts are one line; a limit keeps a surprise from being buffered whole.
+    let message = match axum::body::to_bytes(response.into_body(), 64 * 1024).await {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).trim().to_string(),
+        Err(_) => status.to_string(),
+    };
+    error(status, kind, message)
 }
 
 /// An error in the API's shape.

@@ -315,6 +315,43 @@ async fn a_wrong_method_gets_the_apis_error_shape() {
     assert!(!state_stopped(&url).await);
 }
 
+/// Found by probing: a query string or body axum refused (a repeated field, a body over the
+/// limit) was answered in plain text instead of the API's error shape.
+#[tokio::test]
+async fn a_refused_query_or_body_gets_the_apis_error_shape() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (state, _proxy) = with_proxy(home.path());
+    let url = serve(state).await;
+    let http = client();
+    let (code, body) = json_of(
+        http.get(format!("{url}/api/control/log?limit=5&limit=7"))
+            .send()
+            .await
+            .expect("log"),
+    )
+    .await;
+    assert_eq!(code, 400, "{body}");
+    assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("duplicate field `limit`")),
+        "{body}"
+    );
+    let big = format!("{{\"level\": \"{}\"}}", "x".repeat(3_000_000));
+    let (code, body) = json_of(
+        http.post(format!("{url}/api/control/quality"))
+            .header("content-type", "application/json")
+            .body(big)
+            .send()
+            .await
+            .expect("quality"),
+    )
+    .await;
+    assert_eq!(code, 413, "{body}");
+    assert_eq!(body["error"]["type"], "request_too_large", "{body}");
+}
+
 async fn state_stopped(url: &str) -> bool {
     // The status route still answers: the GET of /stop changed nothing.
     client()
