@@ -1,5 +1,6 @@
-//! Conversation compression: the system prompt and the latest user turn stay verbatim; tool
-//! outputs are reduced first, then older turns, oldest first, each with the same kind-aware
+//! Conversation compression: the system prompt and the latest user turn (the latest `user`
+//! message with text of the user's; one of `tool_result` blocks only is tool output) stay
+//! verbatim; tool outputs are reduced first, then older turns, oldest first, each with the same kind-aware
 //! reducers as [`super::compress`] and each elision recoverable from one commit.
 //!
 //! Messages are OpenAI style (`{role, content: "text"}`, `role: tool`) or Anthropic style
@@ -195,13 +196,29 @@ pub fn compress_messages(
     store: &CommitStore,
     tokenizer: &Tokenizer,
 ) -> Result<CompressedMessages, CompressError> {
-    let latest_user = messages.iter().rposition(|m| m.role == "user");
+    let latest_user = latest_user_turn(messages);
     let keep: Vec<bool> = (0..messages.len())
         .map(|i| {
             Some(i) == latest_user || matches!(messages[i].role.as_str(), "system" | "developer")
         })
         .collect();
     compress_messages_keeping(messages, &keep, budget, store, tokenizer)
+}
+
+/// The latest message the user wrote. An Anthropic-style `user` message holding only
+/// `tool_result` blocks is a tool's output, not a turn of the user's: keeping it whole kept the
+/// very output that needed reducing (a 90K-token log was "the latest user turn").
+fn latest_user_turn(messages: &[Message]) -> Option<usize> {
+    let wrote = |m: &Message| match &m.content {
+        Value::Array(blocks) => blocks
+            .iter()
+            .any(|b| b.get("type").and_then(Value::as_str) != Some("tool_result")),
+        _ => true,
+    };
+    messages
+        .iter()
+        .rposition(|m| m.role == "user" && wrote(m))
+        .or_else(|| messages.iter().rposition(|m| m.role == "user"))
 }
 
 /// As [`compress_messages`], with the caller deciding which messages stay byte-identical
@@ -231,7 +248,7 @@ pub fn compress_messages_counted(
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
     }
-    let latest_user = messages.iter().rposition(|m| m.role == "user");
+    let latest_user = latest_user_turn(messages);
     let protected = |i: usize| keep.get(i).copied().unwrap_or(false);
     // (message, slot, tokens, is tool output)
     let mut all = Vec::new();

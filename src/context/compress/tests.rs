@@ -400,6 +400,29 @@ mod messages_tests {
         );
     }
 
+    /// Regression (found by probing): the usual Anthropic agent shape ends in a `user`
+    /// message of `tool_result` blocks only; it was kept whole as "the latest user turn", so a
+    /// large tool output could never be reduced and the conversation "could not fit".
+    #[test]
+    fn a_trailing_tool_result_message_is_tool_output_not_the_users_turn() {
+        let (_dir, store, tokenizer) = setup();
+        let log = sample::log(3000, 3);
+        let messages: Vec<Message> = serde_json::from_value(serde_json::json!([
+            {"role": "user", "content": "check the log"},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "toolu_1", "name": "read_log", "input": {}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": log}
+            ]}
+        ]))
+        .expect("conversation");
+        let result = compress_messages(&messages, 800, &store, &tokenizer).expect("compress");
+        assert!(result.tokens <= 800, "{}", result.tokens);
+        assert_eq!(result.messages[0], messages[0], "the user's turn verbatim");
+        assert_ne!(result.messages[2], messages[2], "the tool output reduced");
+    }
+
     #[test]
     fn tight_budgets_elide_whole_turns_and_stay_in_budget() {
         let (_dir, store, tokenizer) = setup();
