@@ -646,6 +646,25 @@ fn walk(root: &Path, max_bytes: u64) -> Result<Walked, IndexError> {
             .map(|c| c.as_os_str().to_string_lossy())
             .collect::<Vec<_>>()
             .join("/");
+        // A chunk id is the path as text, one line of a rendered header: a name that is not
+        // UTF-8 (two such names became one id, and the whole commit failed) or holds a control
+        // character (a newline split the header) cannot be named exactly, so it is left out.
+        let exact = absolute
+            .strip_prefix(root)
+            .unwrap_or(&absolute)
+            .to_str()
+            .is_some();
+        if !exact || relative.chars().any(char::is_control) {
+            skipped.push(Skipped {
+                path: relative.escape_debug().to_string(),
+                reason: if exact {
+                    "its name holds a control character, which a chunk id cannot carry; rename it or list it in .svcignore".to_string()
+                } else {
+                    "its name is not UTF-8, which a chunk id cannot carry exactly; rename it or list it in .svcignore".to_string()
+                },
+            });
+            continue;
+        }
         let size = entry.metadata().map(|m| m.len()).unwrap_or(0);
         if size > max_bytes {
             skipped.push(Skipped {

@@ -373,3 +373,42 @@ fn a_damaged_persisted_index_is_rebuilt_not_trusted() {
     let warm = Index::build(tree.path(), &options).expect("warm");
     assert_eq!(warm.stats.reused, 1);
 }
+
+/// Regression (found by probing): two file names that are not UTF-8 became one chunk id (both
+/// bytes read as U+FFFD), and the commit of every select of the tree failed; a newline in a
+/// name split a rendered header. Such files are skipped with the reason; the rest is indexed.
+#[test]
+fn names_a_chunk_id_cannot_carry_are_skipped_with_the_reason() {
+    use std::os::unix::ffi::OsStrExt;
+    let tree = tempfile::tempdir().expect("tree");
+    for name in [&b"lat\xe8.txt"[..], &b"lat\xe9.txt"[..], &b"new\nline.txt"[..]] {
+        std::fs::write(
+            tree.path().join(std::ffi::OsStr::from_bytes(name)),
+            "text\n",
+        )
+        .expect("write");
+    }
+    std::fs::write(tree.path().join("ok.txt"), "fine\n").expect("write");
+    let options = IndexOptions {
+        persist: false,
+        ..IndexOptions::default()
+    };
+    let index = Index::build(tree.path(), &options).expect("build");
+    let paths: Vec<&str> = index.files.iter().map(|f| f.path.as_str()).collect();
+    assert_eq!(paths, ["ok.txt"]);
+    let reasons: Vec<&str> = index
+        .stats
+        .skipped
+        .iter()
+        .map(|s| s.reason.as_str())
+        .collect();
+    assert_eq!(
+        reasons.iter().filter(|r| r.contains("not UTF-8")).count(),
+        2,
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("control character")),
+        "{reasons:?}"
+    );
+}
