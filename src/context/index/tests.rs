@@ -381,7 +381,11 @@ fn a_damaged_persisted_index_is_rebuilt_not_trusted() {
 fn names_a_chunk_id_cannot_carry_are_skipped_with_the_reason() {
     use std::os::unix::ffi::OsStrExt;
     let tree = tempfile::tempdir().expect("tree");
-    for name in [&b"lat\xe8.txt"[..], &b"lat\xe9.txt"[..], &b"new\nline.txt"[..]] {
+    for name in [
+        &b"lat\xe8.txt"[..],
+        &b"lat\xe9.txt"[..],
+        &b"new\nline.txt"[..],
+    ] {
         std::fs::write(
             tree.path().join(std::ffi::OsStr::from_bytes(name)),
             "text\n",
