@@ -211,7 +211,12 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         print!("{}", witnessed.output);
     }
-    eprint!("{}", render_report(certificate));
+    let mut report = render_report(certificate);
+    if args.no_store {
+        // `svc witness show` cannot find it, so the line says so.
+        report = report.trim_end().to_string() + " (not stored: --no-store)\n";
+    }
+    eprint!("{report}");
     Ok(ExitCode::SUCCESS)
 }
 

@@ -121,6 +121,15 @@ pub enum StoreError {
         index: usize,
         claims: usize,
     },
+    #[error(
+        "claim {index} of certificate {id} is {label}, so it cannot be a {verdict}: a false_positive is a flagged claim (unsupported or contradicted) the evidence supports, a false_negative a claim that was not flagged"
+    )]
+    VerdictDoesNotFit {
+        id: String,
+        index: usize,
+        label: &'static str,
+        verdict: &'static str,
+    },
     #[error("cannot lock {path} to record feedback: {source}")]
     Lock {
         path: PathBuf,
@@ -270,14 +279,33 @@ impl Store {
         // The certificate must exist, and the claim be one of its own: feedback on nothing is
         // a typo, and would count in the totals.
         let certificate = self.get(id)?;
-        if let Some(index) = claim_index
-            && index >= certificate.claims.len()
-        {
-            return Err(StoreError::NoSuchClaim {
-                id: id.to_string(),
-                index,
-                claims: certificate.claims.len(),
-            });
+        if let Some(index) = claim_index {
+            let Some(claim) = certificate.claims.get(index) else {
+                return Err(StoreError::NoSuchClaim {
+                    id: id.to_string(),
+                    index,
+                    claims: certificate.claims.len(),
+                });
+            };
+            // A verdict that contradicts what the witness did to the claim is a slip (the wrong
+            // claim number) and would skew the totals learning reads.
+            let flagged = matches!(
+                claim.label,
+                super::verify::Label::Unsupported | super::verify::Label::Contradicted
+            );
+            let fits = match verdict {
+                Verdict::FalsePositive => flagged,
+                Verdict::FalseNegative => !flagged,
+                Verdict::Correct | Verdict::WrongEvidence => true,
+            };
+            if !fits {
+                return Err(StoreError::VerdictDoesNotFit {
+                    id: id.to_string(),
+                    index,
+                    label: claim.label.as_str(),
+                    verdict: verdict.as_str(),
+                });
+            }
         }
         // A read-modify-write of one file: an OS lock beside it serialises writers of every
         // process (two proxies on one state directory, a CLI call), so none is lost.

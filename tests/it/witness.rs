@@ -31,6 +31,28 @@ fn witness_id(stderr: &str) -> String {
         .to_string()
 }
 
+/// Found by probing: `--no-store` printed a witness id that `svc witness show` then could not
+/// find, without a word.
+#[test]
+fn no_store_says_its_id_was_not_stored() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = check(state.path(), ANSWER, &["--no-store"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("witness-id: "))
+        .expect("an id line");
+    assert!(line.ends_with(" (not stored: --no-store)"), "{line}");
+    let id = line
+        .trim_start_matches("witness-id: ")
+        .split(' ')
+        .next()
+        .expect("id");
+    let shown = run(svc(state.path()).args(["witness", "show", id]));
+    assert_eq!(shown.code, 2, "{}", shown.stdout);
+}
+
 #[test]
 fn three_modes_on_the_readme_example() {
     let state = tempfile::tempdir().expect("tempdir");
@@ -211,6 +233,26 @@ fn list_and_feedback() {
         "2",
     ]));
     assert_eq!(feedback.code, 0, "{}", feedback.stderr);
+    // Found by probing: a false_positive on a claim the witness supported (a slip of the claim
+    // number) was recorded and counted; so was a false_negative on a flagged claim.
+    for (verdict, claim) in [("false_positive", "0"), ("false_negative", "1")] {
+        let slip = run(svc(state.path()).args([
+            "witness",
+            "feedback",
+            &first,
+            "--verdict",
+            verdict,
+            "--claim",
+            claim,
+        ]));
+        assert_eq!(slip.code, 2, "{}", slip.stdout);
+        assert!(
+            slip.stderr
+                .contains(&format!("so it cannot be a {verdict}")),
+            "{}",
+            slip.stderr
+        );
+    }
     let feedback =
         run(svc(state.path()).args(["witness", "feedback", &second, "--verdict", "correct"]));
     assert!(
