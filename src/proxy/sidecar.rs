@@ -72,7 +72,9 @@ fn error(status: StatusCode, kind: &str, message: String) -> Response {
 
 fn store_error(problem: StoreError) -> Response {
     match problem {
-        StoreError::BadId { .. } | StoreError::NoSuchClaim { .. } => error(
+        StoreError::BadId { .. }
+        | StoreError::NoSuchClaim { .. }
+        | StoreError::VerdictDoesNotFit { .. } => error(
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             problem.to_string(),
