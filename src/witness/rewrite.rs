@@ -104,6 +104,29 @@ pub fn apply(output: &str, verification: &Verification, mode: Mode, profile: Pro
         });
     }
     let mut text = output.to_string();
+    // Neighbouring cuts can share the spaces between them: merged, so no cut reaches into
+    // bytes another already removed.
+    cuts.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::with_capacity(cuts.len());
+    for (start, end) in cuts {
+        match merged.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => merged.push((start, end)),
+        }
+    }
+    // A cut that ends its line takes the spaces before it: the sentence before would otherwise
+    // end the line with a stray space.
+    for cut in &mut merged {
+        if output[cut.1..].is_empty() || output[cut.1..].starts_with(['\n', '\r']) {
+            let before = output[..cut.0]
+                .bytes()
+                .rev()
+                .take_while(|b| *b == b' ' || *b == b'\t')
+                .count();
+            cut.0 -= before;
+        }
+    }
+    let cuts = merged;
     // Edit from the end so earlier offsets stay valid.
     let mut edits: Vec<(usize, usize, String)> = cuts
         .into_iter()
@@ -228,9 +251,10 @@ mod tests {
             annotate.output
         );
         let strict = apply(output, &v, Mode::Strict, Profile::Rag);
+        // No space is left where the last sentence was (it was; found by probing).
         assert_eq!(
             strict.output,
-            "The Oberoi Group has its head office in Delhi. "
+            "The Oberoi Group has its head office in Delhi."
         );
         assert_eq!(strict.suppressions[0].action, Action::Removed);
     }
@@ -244,7 +268,22 @@ mod tests {
         assert_eq!(strict.suppressions[0].action, Action::Warned);
         let rag = check(output, EVIDENCE, None, Profile::Rag);
         let strict = apply(output, &rag, Mode::Strict, Profile::Rag);
-        assert_eq!(strict.output, "The Oberoi Group is based in Delhi. ");
+        assert_eq!(strict.output, "The Oberoi Group is based in Delhi.");
+        // A sentence removed mid-line keeps one space between its neighbours; one removed at
+        // the end of a line takes the space before it.
+        let output = "The Oberoi Group is based in Delhi. It also sells airline tickets online. It is based in Delhi.\nIt also sells airline tickets online.\n";
+        let rag = check(output, EVIDENCE, None, Profile::Rag);
+        let strict = apply(output, &rag, Mode::Strict, Profile::Rag);
+        assert_eq!(
+            strict.output,
+            "The Oberoi Group is based in Delhi. It is based in Delhi.\n"
+        );
+        // Two removed sentences that end a line share the space between them (overlapping
+        // cuts panicked; found by the fuzzer).
+        let output = "The Oberoi Group is based in Delhi. It also sells airline tickets online. It also sells train tickets online.\n";
+        let rag = check(output, EVIDENCE, None, Profile::Rag);
+        let strict = apply(output, &rag, Mode::Strict, Profile::Rag);
+        assert_eq!(strict.output, "The Oberoi Group is based in Delhi.\n");
     }
 
     #[test]
