@@ -84,7 +84,7 @@ pub fn apply(output: &str, verification: &Verification, mode: Mode, profile: Pro
                     Label::Contradicted => "contradicted",
                     _ => "unverified",
                 };
-                marks.push((claim.claim.end, format!(" [{tag}: {why}]")));
+                marks.push((mark_at(output, claim), format!(" [{tag}: {why}]")));
                 Action::Marked
             }
             Mode::Strict => {
@@ -152,6 +152,20 @@ pub fn apply(output: &str, verification: &Verification, mode: Mode, profile: Pro
         suppressions,
         untouched_because,
     }
+}
+
+/// Where an annotation goes: after the claim, or for a table row inside its last cell (after
+/// the closing `|` it made a cell of its own, which Markdown renderers drop with the note).
+fn mark_at(output: &str, claim: &ClaimVerdict) -> usize {
+    let (start, end) = (claim.claim.start, claim.claim.end);
+    if claim.claim.kind == ClaimKind::TableRow {
+        let row = output[start..end].trim_end();
+        if row.ends_with('|') {
+            let close = start + row.len() - 1;
+            return start + output[start..close].trim_end().len();
+        }
+    }
+    end
 }
 
 /// The byte range to cut for a claim: a whole line for list items and table rows, else the
@@ -303,6 +317,24 @@ mod tests {
             );
             assert!(is_structured(&deep), "depth {depth}");
         }
+    }
+
+    /// Regression (found by probing): the note went after a table row's closing `|`, a cell of
+    /// its own that Markdown renderers drop.
+    #[test]
+    fn a_table_rows_note_goes_inside_its_last_cell() {
+        let output = "| year | event |\n|---|---|\n| 1943 | founded |\n";
+        let v = check(output, EVIDENCE, None, Profile::Rag);
+        let annotated = apply(output, &v, Mode::Annotate, Profile::Rag);
+        let row = annotated
+            .output
+            .lines()
+            .find(|l| l.contains("1943"))
+            .expect("the row");
+        assert!(
+            row.starts_with("| 1943 | founded [contradicted: ") && row.ends_with("] |"),
+            "{row}"
+        );
     }
 
     #[test]
