@@ -36,6 +36,17 @@ pub fn run(args: VerifyClaimsArgs) -> anyhow::Result<ExitCode> {
         args.min_reduction_percent.is_finite() && args.max_select_p50_ms.is_finite(),
         "--min-reduction-percent and --max-select-p50-ms must be numbers"
     );
+    // A threshold no measurement can meet (or every one meets) makes the verdict meaningless.
+    anyhow::ensure!(
+        (0.0..=100.0).contains(&args.min_reduction_percent),
+        "--min-reduction-percent is {}: give a percentage from 0 to 100",
+        args.min_reduction_percent
+    );
+    anyhow::ensure!(
+        args.max_select_p50_ms > 0.0,
+        "--max-select-p50-ms is {}: give a positive number of milliseconds",
+        args.max_select_p50_ms
+    );
     let thresholds = Thresholds {
         min_reduction_percent: args.min_reduction_percent,
         max_select_p50_ms: args.max_select_p50_ms,

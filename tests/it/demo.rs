@@ -124,6 +124,21 @@ fn verify_claims_writes_the_report_and_fails_on_a_broken_claim() {
     assert_eq!(report["passed"], false);
     assert_eq!(report["claims"][0]["status"], "fail");
 
+    // Found by probing: thresholds no measurement can meet, or every one meets, were accepted.
+    for (flag, value, says) in [
+        ("--min-reduction-percent", "150", "from 0 to 100"),
+        ("--min-reduction-percent=-5", "", "from 0 to 100"),
+        ("--max-select-p50-ms=-1", "", "positive number"),
+    ] {
+        let args: Vec<&str> = [flag, value]
+            .into_iter()
+            .filter(|a| !a.is_empty())
+            .collect();
+        let out = check(&args);
+        assert_eq!(out.code, 2, "{flag} {value}: {}", out.stdout);
+        assert!(out.stderr.contains(says), "{}", out.stderr);
+    }
+
     let empty = tempfile::tempdir().expect("empty");
     let mut command = svc(state.path());
     command.current_dir(empty.path()).arg("verify-claims");
