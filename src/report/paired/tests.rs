@@ -334,3 +334,36 @@ fn the_report_holm_adjusts_every_test_and_says_how_many() {
         }
     }
 }
+
+/// Regression (found by probing): latency tests shared one Holm family with the quality
+/// metrics, so two runs whose records differ only in latency (shards of one run, measured
+/// again) gave the task score different adjusted p-values.
+#[test]
+fn latency_does_not_move_the_adjusted_p_of_other_metrics() {
+    let records: Vec<TrialRecord> = generate::records(400, 5).collect();
+    let mut slower = records.clone();
+    for (i, record) in slower.iter_mut().enumerate() {
+        record.latency_ms *= 1.0 + (i % 7) as f64 * 0.3;
+    }
+    let p_holm = |records: &[TrialRecord]| {
+        let (_dir, path) = write(records);
+        let report = build_report(&[path], &options()).expect("report");
+        report
+            .comparisons
+            .iter()
+            .flat_map(|c| c.metrics.iter())
+            .map(|m| (m.metric, m.p_holm))
+            .collect::<Vec<_>>()
+    };
+    let (before, after) = (p_holm(&records), p_holm(&slower));
+    assert_eq!(before.len(), after.len());
+    let mut latency_moved = false;
+    for ((metric, a), (_, b)) in before.iter().zip(&after) {
+        if *metric == Metric::LatencyMs {
+            latency_moved |= a != b;
+        } else {
+            assert_eq!(a, b, "{metric:?}");
+        }
+    }
+    assert!(latency_moved, "the latency tests saw the change");
+}
