@@ -39,7 +39,8 @@ pub struct StatisticsArgs {
     /// Also compare every condition with this one (besides `raw`).
     #[arg(long, value_enum)]
     baseline_condition: Option<Condition>,
-    /// Pricing snapshot (TOML or JSON: model → $/Mtok in/out) for a projected-cost column.
+    /// Pricing snapshot (TOML or JSON: model → $/Mtok in/out, `input_per_mtok` or a runner
+    /// snapshot's `input_usd_per_mtok`) for a projected-cost column.
     #[arg(long)]
     pricing: Option<PathBuf>,
 }

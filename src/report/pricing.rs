@@ -8,6 +8,10 @@
 //! input_per_mtok = 0.15
 //! output_per_mtok = 0.60
 //! ```
+//!
+//! The runners' snapshots (`runners/pricing/*.toml`: `input_usd_per_mtok`,
+//! `output_usd_per_mtok`, optional cache rates) are read too, so one file serves both; a
+//! projection prices all input at the input rate.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,8 +23,23 @@ use super::ReportError;
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelPrice {
+    #[serde(alias = "input_usd_per_mtok")]
     pub input_per_mtok: f64,
+    #[serde(alias = "output_usd_per_mtok")]
     pub output_per_mtok: f64,
+    /// A runner snapshot's cache rates: accepted (the file is the same), not projected.
+    #[serde(
+        default,
+        alias = "cached_input_usd_per_mtok",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cached_input_per_mtok: Option<f64>,
+    #[serde(
+        default,
+        alias = "cache_write_usd_per_mtok",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cache_write_per_mtok: Option<f64>,
 }
 
 impl ModelPrice {
@@ -106,6 +125,17 @@ mod tests {
         )
         .expect("write");
         assert!(PricingSnapshot::load(&json_path).is_ok());
+    }
+
+    /// Regression (found by probing): `svc report --pricing` refused the runners' own snapshot
+    /// files (`input_usd_per_mtok`), so one price list needed two files.
+    #[test]
+    fn the_runners_snapshots_load_too() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("runners/pricing/example-2026-11.toml");
+        let snapshot = PricingSnapshot::load(&path).expect("a runner snapshot");
+        let price = snapshot.price("gpt-4o-mini").expect("priced");
+        assert!((price.project(1_000_000.0, 1_000_000.0) - 0.75).abs() < 1e-12);
     }
 
     #[test]
