@@ -282,6 +282,14 @@ pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
     if spec.concurrency == 0 {
         return Err(field("concurrency", "must be at least 1"));
     }
+    // Providers take 0 to 2 (OpenAI) or 0 to 1 (Anthropic); a negative or non-finite value was
+    // sent as it was, and every trial came back an error.
+    if !(spec.temperature.is_finite() && (0.0..=2.0).contains(&spec.temperature)) {
+        return Err(field(
+            "temperature",
+            "must be a number from 0 to 2 (0 for deterministic answers)",
+        ));
+    }
     match spec.kind {
         RunnerKind::OpenaiCompatible | RunnerKind::Anthropic if spec.base_url.is_none() => {
             return Err(field("base_url", "an HTTP runner needs base_url"));
@@ -445,6 +453,17 @@ mod tests {
         assert!(error.starts_with("x.toml:5:"), "{error}");
         let bad = text.replace("self_hosted_no_api_fee", "zero_cost_fixture");
         assert!(parse(&bad, Path::new("x.toml")).is_err());
+        // Regression (found by probing): a negative temperature was accepted and sent.
+        for temperature in ["-1.0", "2.5", "nan"] {
+            let bad = text.replace("[cost]", &format!("temperature = {temperature}\n[cost]"));
+            let error = parse(&bad, Path::new("x.toml"))
+                .expect_err("temperature")
+                .to_string();
+            assert!(
+                error.contains("temperature") && error.contains("from 0 to 2"),
+                "{error}"
+            );
+        }
         assert!(
             spec.takes_cache_prompt(),
             "a loopback server takes cache_prompt"
