@@ -346,6 +346,12 @@ fn harness_figure(args: &BenchArgs) -> anyhow::Result<Figure> {
             "fixtures/harness/halueval-mini",
             &options,
         )
+    })
+    .with_context(|| {
+        format!(
+            "the harness figure has no workload: neither `{}` nor the fixture one was found; run from the svc repository, point SVC_WORKLOADS_DIR at its workloads, or name one with --harness-workload",
+            args.harness_workload
+        )
     })?;
     let selector = condition::default_selector();
     let mut conditions = vec![

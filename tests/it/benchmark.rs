@@ -133,3 +133,21 @@ fn stored_baseline_and_bad_input_are_clear() {
         unknown.stderr
     );
 }
+
+/// Found by probing: `svc bench --group harness` outside the repository said only "unknown
+/// workload fixtures/harness/halueval-mini", not how to give it one.
+#[test]
+fn bench_harness_outside_the_repository_says_how_to_name_a_workload() {
+    let state = tempfile::tempdir().expect("state");
+    let elsewhere = tempfile::tempdir().expect("elsewhere");
+    let out = run(svc(state.path())
+        .current_dir(elsewhere.path())
+        .env_remove("SVC_WORKLOADS_DIR")
+        .args(["bench", "--group", "harness"]));
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("--harness-workload") && out.stderr.contains("SVC_WORKLOADS_DIR"),
+        "{}",
+        out.stderr
+    );
+}
