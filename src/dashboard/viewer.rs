@@ -982,6 +982,14 @@ async fn compare(
             &ReportOptions::default(),
         )
         .map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))?;
+        // As `svc report --compare-runs`: with nothing paired, every comparison is empty and
+        // its "no win" verdict would read as a result.
+        if report.pairing.complete_units == 0 {
+            return Err((
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "the two runs share no task (of the same workload, budget and model): a comparison needs two runs of the same tasks".to_string(),
+            ));
+        }
         Ok::<_, (StatusCode, String)>((
             a.dir.display().to_string(),
             b.dir.display().to_string(),

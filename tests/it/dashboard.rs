@@ -585,6 +585,22 @@ async fn run_viewer_lists_runs_pages_trials_and_shows_a_task_across_conditions()
     let (code, compared) = get("/runs/compare?a=0%2Fa&b=0%2Fb".into()).await;
     assert_eq!(code, 200);
     assert!(compared.contains("<table>") && compared.contains("Verdict"));
+    // Found by probing: two runs with no task in common showed "n = 0" and a "no win"
+    // verdict, where `svc report --compare-runs` refuses them.
+    let done = run(svc(home.path())
+        .args([
+            "run",
+            "--workload",
+            "needle-builtin",
+            "--budget",
+            "64",
+            "--out",
+        ])
+        .arg(runs.join("c")));
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let (code, refused) = get("/runs/compare?a=0%2Fa&b=0%2Fc".into()).await;
+    assert_eq!(code, 422, "{refused}");
+    assert!(refused.contains("share no task"), "{refused}");
     let (code, missing) = get("/runs/show?id=0%2Fnope".into()).await;
     assert_eq!(code, 404);
     assert!(missing.contains("no run"));
