@@ -148,14 +148,15 @@ pub struct RecoveryBundle {
 #[derive(Debug, thiserror::Error)]
 pub enum CommitError {
     #[error(
-        "unknown context commit {ctx_id}: no {path} and no pack entry for it (list commits with `ls {dir}`; trial runs' commits are listed in `{packs}/*.idx`)",
+        "unknown context commit {ctx_id}: no {path} and no pack entry for it; commits are made under SVC_HOME ({home}): was it made with another SVC_HOME? (packed commits are listed in `{packs}/*.idx`, loose ones under {dir})",
+        home = .path.ancestors().nth(3).map(|home| home.display().to_string()).unwrap_or_default(),
         dir = .path.parent().and_then(Path::parent).map(|p| p.display().to_string()).unwrap_or_default(),
         packs = .path.ancestors().nth(3).map(|home| home.join(state::pack::PACK_DIR).display().to_string()).unwrap_or_default()
     )]
     UnknownCommit { ctx_id: String, path: PathBuf },
     #[error("{ctx_id} is not a context commit id (they look like ctx_0123abcd…)")]
     BadId { ctx_id: String },
-    #[error("commit {ctx_id} has no chunk {chunk_id}; {near}")]
+    #[error("commit {ctx_id} has no chunk {chunk_id:?}; {near}")]
     UnknownChunk {
         ctx_id: String,
         chunk_id: String,
@@ -488,10 +489,22 @@ impl CommitStore {
                 .filter(|c| c.source == source)
                 .map(|c| c.chunk_id.as_str())
                 .collect();
-            let near = if same.is_empty() {
+            let near = if chunk_id.trim().is_empty() {
                 format!(
-                    "it has {} chunks, none of {source} (`svc context select` prints them)",
+                    "give a chunk id: it has {} chunks (the markers and headers of its output name them)",
                     receipt.chunks.len()
+                )
+            } else if same.is_empty() {
+                let some: Vec<&str> = receipt
+                    .chunks
+                    .iter()
+                    .take(5)
+                    .map(|c| c.chunk_id.as_str())
+                    .collect();
+                format!(
+                    "it has {} chunks, none of {source} (the markers and headers of its output name them; the first: {})",
+                    receipt.chunks.len(),
+                    some.join(", ")
                 )
             } else {
                 let mut ids = same.clone();

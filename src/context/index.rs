@@ -349,7 +349,9 @@ impl fmt::Debug for IndexOptions {
 
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
-    #[error("{path} is not a directory; `svc context index` takes a directory to walk")]
+    #[error(
+        "{path} is not a directory; give the folder to index (the repository or documents it is in), not a file"
+    )]
     NotADirectory { path: PathBuf },
     #[error("cannot walk {path}: {message}")]
     Walk { path: PathBuf, message: String },

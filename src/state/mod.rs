@@ -22,6 +22,10 @@ pub const SVC_HOME: &str = "SVC_HOME";
 pub enum StateError {
     #[error("cannot determine the state directory: set {SVC_HOME} or HOME")]
     NoHome,
+    #[error(
+        "the state directory {path} is not a directory (a file of that name is in the way); point {SVC_HOME} at a folder, or move the file"
+    )]
+    HomeNotADirectory { path: PathBuf },
     #[error("cannot write {path}: {source}")]
     Write {
         path: PathBuf,
@@ -46,13 +50,18 @@ pub enum StateError {
 
 /// The state directory: `$SVC_HOME`, else `$HOME/.svc`.
 pub fn home() -> Result<PathBuf, StateError> {
-    if let Some(dir) = std::env::var_os(SVC_HOME).filter(|v| !v.is_empty()) {
-        return Ok(PathBuf::from(dir));
+    let home = match std::env::var_os(SVC_HOME).filter(|v| !v.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => std::env::var_os("HOME")
+            .filter(|v| !v.is_empty())
+            .map(|home| PathBuf::from(home).join(".svc"))
+            .ok_or(StateError::NoHome)?,
+    };
+    // A file in its place failed every write with "File exists (os error 17)", several times.
+    if home.exists() && !home.is_dir() {
+        return Err(StateError::HomeNotADirectory { path: home });
     }
-    std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(|home| PathBuf::from(home).join(".svc"))
-        .ok_or(StateError::NoHome)
+    Ok(home)
 }
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory is written,

@@ -159,6 +159,20 @@ fn tampered_blob_and_unknown_id_fail_with_exit_2() {
         "{}",
         out.stderr
     );
+    // Found by probing: the message pointed at a commits/ folder selects never make.
+    assert!(
+        out.stderr.contains("was it made with another SVC_HOME?"),
+        "{}",
+        out.stderr
+    );
+    // ...and an empty chunk id read "has no chunk ; … none of  (…)".
+    let out = run(svc(state.path()).args(["context", "recover", &selection.ctx_id, ""]));
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("has no chunk \"\"; give a chunk id"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

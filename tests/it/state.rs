@@ -323,3 +323,28 @@ fn a_run_killed_at_any_point_resumes_to_the_uninterrupted_records() {
         "only {interrupted} kills landed while records were being written: {points:?}"
     );
 }
+
+/// Found by probing: with SVC_HOME naming a file, every command failed with "File exists (os
+/// error 17)", three times, without naming the variable.
+#[test]
+fn a_state_directory_that_is_a_file_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("home");
+    fs::write(&file, "not a folder").expect("write");
+    let out = run(svc(&file).args([
+        "context",
+        "select",
+        "fixtures/code",
+        "--query",
+        "x",
+        "--budget",
+        "100",
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("is not a directory") && out.stderr.contains("SVC_HOME"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("os error 17"), "{}", out.stderr);
+}
