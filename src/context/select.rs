@@ -271,6 +271,19 @@ pub fn select(
             options: Vec::new(),
         });
     }
+    // The sum counts a header per fragment; neighbouring pinned fragments render as one block
+    // under one header, so a sum over the budget is checked against the rendering itself (a
+    // pinned file of 7,385 tokens was refused at any budget under 7,976).
+    if pinned_tokens > budget {
+        let only_pinned: HashMap<u32, (PieceKind, f64, usize)> = pinned
+            .iter()
+            .map(|&f| (f, (PieceKind::Full, f64::INFINITY, 0)))
+            .collect();
+        let rendered = render(index, &only_pinned);
+        pinned_tokens = rendered
+            .exact
+            .unwrap_or_else(|| tokenizer.count(&rendered.text));
+    }
     if pinned_tokens > budget {
         return Err(SelectError::PinnedOverBudget {
             pinned_tokens,
@@ -892,6 +905,28 @@ mod tests {
             select(&index, "format", 20, &options),
             Err(SelectError::PinnedOverBudget { .. })
         ));
+        // Regression (found by probing): the check summed a header per pinned fragment, and
+        // refused budgets the pinned file, rendered as one block, fits.
+        let pinned = pinned_fragments(&index, &options.pinned).expect("pins");
+        assert!(pinned.len() > 1, "a file of several fragments");
+        let only: HashMap<u32, (PieceKind, f64, usize)> = pinned
+            .iter()
+            .map(|&f| (f, (PieceKind::Full, f64::INFINITY, 0)))
+            .collect();
+        let rendered = render(&index, &only);
+        let exact = rendered
+            .exact
+            .unwrap_or_else(|| Tokenizer::new(index.encoding).count(&rendered.text));
+        let summed: usize = pinned
+            .iter()
+            .map(|&f| {
+                let f = &index.fragments[f as usize];
+                f.header_tokens + f.text_tokens + usize::from(!index.text(f).ends_with('\n'))
+            })
+            .sum();
+        assert!(exact < summed, "{exact} < {summed}");
+        let fits = select(&index, "format", exact, &options).expect("fits at its own size");
+        assert!(fits.tokens <= exact);
         let unknown = SelectOptions {
             pinned: vec!["nope.rs".into()],
             ..SelectOptions::default()
