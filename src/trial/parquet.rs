@@ -7,7 +7,8 @@
 //! portable subset every reader supports (DuckDB, polars, pyarrow, Spark):
 //!
 //! - one flat schema, one column per record field, in the record's field order: strings are
-//!   `BYTE_ARRAY` annotated `UTF8`, integers `INT64`, numbers `DOUBLE`; the four nullable
+//!   `BYTE_ARRAY` annotated `UTF8`, counts `INT64` annotated `UINT_64` (they are unsigned
+//!   64-bit), numbers `DOUBLE`; the four nullable
 //!   fields are `OPTIONAL`, the rest `REQUIRED`;
 //! - row groups of [`ROW_GROUP_ROWS`] rows, one uncompressed v1 data page per column chunk,
 //!   `PLAIN` values, definition levels in the RLE/bit-packed hybrid encoding;
@@ -32,14 +33,21 @@ pub enum ColumnType {
     /// BYTE_ARRAY with the UTF8 annotation.
     Utf8,
     Int64,
+    /// INT64 annotated `UINT_64`: a record's counts are unsigned 64-bit, and as plain INT64 a
+    /// count of 2^63 or more was written as 0 without a word.
+    UInt64,
     Double,
 }
+
+/// Parquet's `ConvertedType` numbers of the annotations svc writes.
+const CONVERTED_UTF8: i64 = 0;
+const CONVERTED_UINT_64: i64 = 14;
 
 impl ColumnType {
     fn physical(self) -> i32 {
         match self {
             ColumnType::Utf8 => 6,
-            ColumnType::Int64 => 2,
+            ColumnType::Int64 | ColumnType::UInt64 => 2,
             ColumnType::Double => 5,
         }
     }
@@ -62,19 +70,22 @@ pub const RECORD_COLUMNS: [(&str, ColumnType, bool); 27] = [
     ("context_sha256", ColumnType::Utf8, false),
     ("response_text", ColumnType::Utf8, true),
     ("response_sha256", ColumnType::Utf8, true),
-    ("replicate", ColumnType::Int64, false),
+    ("replicate", ColumnType::UInt64, false),
     ("condition", ColumnType::Utf8, false),
     ("scorer", ColumnType::Utf8, false),
     ("task_score", ColumnType::Double, false),
     ("evidence_recall", ColumnType::Double, false),
     ("unsupported_claim_rate", ColumnType::Double, false),
-    ("context_tokens", ColumnType::Int64, false),
-    ("reasoning_tokens", ColumnType::Int64, false),
-    ("output_tokens", ColumnType::Int64, false),
+    ("context_tokens", ColumnType::UInt64, false),
+    ("reasoning_tokens", ColumnType::UInt64, false),
+    ("output_tokens", ColumnType::UInt64, false),
     ("billed_cost_usd", ColumnType::Double, false),
     ("latency_ms", ColumnType::Double, false),
     ("context_commit_id", ColumnType::Utf8, true),
 ];
+
+/// The reader's own code for an INT64 column annotated `UINT_64` (not a Parquet number).
+const UNSIGNED_INT64: i32 = -2;
 
 /// Why a Parquet file could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -135,6 +146,10 @@ pub fn write_table(
                         let n = v.and_then(|v| v.as_i64()).unwrap_or_default();
                         body.extend_from_slice(&n.to_le_bytes());
                     }
+                    (ColumnType::UInt64, v) => {
+                        let n = v.and_then(|v| v.as_u64()).unwrap_or_default();
+                        body.extend_from_slice(&n.to_le_bytes());
+                    }
                     (ColumnType::Double, v) => {
                         let x = v.and_then(|v| v.as_f64()).unwrap_or_default();
                         body.extend_from_slice(&x.to_le_bytes());
@@ -177,8 +192,10 @@ pub fn write_table(
         meta.i32_field(1, kind.physical());
         meta.i32_field(3, i32::from(nullable));
         meta.binary_field(4, name.as_bytes());
-        if kind == ColumnType::Utf8 {
-            meta.i32_field(6, 0); // UTF8
+        match kind {
+            ColumnType::Utf8 => meta.i32_field(6, CONVERTED_UTF8 as i32),
+            ColumnType::UInt64 => meta.i32_field(6, CONVERTED_UINT_64 as i32),
+            ColumnType::Int64 | ColumnType::Double => {}
         }
         meta.struct_end();
     }
@@ -521,6 +538,12 @@ pub fn read_rows(bytes: &[u8]) -> Result<Vec<Map<String, Value>>, ParquetError> 
             )));
         }
         let physical = element.int(1).unwrap_or(-1) as i32;
+        // INT64 annotated UINT_64 holds unsigned values: read them as such.
+        let physical = if physical == 2 && element.int(6) == Some(CONVERTED_UINT_64) {
+            UNSIGNED_INT64
+        } else {
+            physical
+        };
         columns.push((name, physical, repetition == 1));
     }
     let mut rows: Vec<Map<String, Value>> = Vec::new();
@@ -589,7 +612,7 @@ pub fn read_rows(bytes: &[u8]) -> Result<Vec<Map<String, Value>>, ParquetError> 
                         values.push(Value::Null);
                         continue;
                     }
-                    values.push(match physical {
+                    values.push(match *physical {
                         6 => {
                             let size = u32::from_le_bytes(
                                 body.take(4)?.try_into().map_err(|_| bad("short length"))?,
@@ -600,6 +623,9 @@ pub fn read_rows(bytes: &[u8]) -> Result<Vec<Map<String, Value>>, ParquetError> 
                             Value::String(text.to_string())
                         }
                         2 => Value::from(i64::from_le_bytes(
+                            body.take(8)?.try_into().map_err(|_| bad("short value"))?,
+                        )),
+                        UNSIGNED_INT64 => Value::from(u64::from_le_bytes(
                             body.take(8)?.try_into().map_err(|_| bad("short value"))?,
                         )),
                         5 => Value::from(f64::from_le_bytes(
@@ -707,6 +733,19 @@ mod tests {
         }
         let names: Vec<&String> = rows[0].keys().collect();
         assert_eq!(names.len(), RECORD_COLUMNS.len());
+    }
+
+    /// Regression (found by probing): counts of 2^63 or more (valid records: counts are
+    /// unsigned 64-bit) were written as 0 without a word.
+    #[test]
+    fn counts_past_the_signed_range_round_trip() {
+        let mut big = record(1, true);
+        big.output_tokens = u64::MAX;
+        big.context_tokens = 1 << 63;
+        let back = read_rows(&write_records(std::slice::from_ref(&big))).expect("read");
+        let back: TrialRecord =
+            serde_json::from_value(Value::Object(back[0].clone())).expect("a valid record");
+        assert_eq!(back, big);
     }
 
     #[test]
