@@ -571,7 +571,7 @@ async fn forward(
                     upstream,
                 )
             }
-            None => Body::from_stream(upstream.bytes_stream()),
+            None => passthrough(upstream),
         };
         let mut response = Response::new(body);
         *response.status_mut() = status;
@@ -579,7 +579,7 @@ async fn forward(
         return Ok(response);
     }
     let Some(settings) = witness else {
-        let mut response = Response::new(Body::from_stream(upstream.bytes_stream()));
+        let mut response = Response::new(passthrough(upstream));
         *response.status_mut() = status;
         *response.headers_mut() = headers;
         return Ok(response);
@@ -702,7 +702,10 @@ fn tee_for_witness(
                     }
                 }
                 Ok(_) => {}
-                Err(_) => failed = true,
+                Err(_) => {
+                    failed = true;
+                    flush_pause().await;
+                }
             }
             if yield_chunk.send(chunk).await.is_err() {
                 // The client went away: nothing complete to certify.
@@ -722,6 +725,31 @@ fn tee_for_witness(
             .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));
     });
     Body::from_stream(body)
+}
+
+/// The upstream body as it comes. A body the upstream cut off ends the client's response with
+/// an error too, but only after what arrived before the cut has been written out: hyper drops
+/// what it has not sent yet when a body fails, and an error right behind the last chunk lost
+/// whole events the upstream had delivered.
+fn passthrough(upstream: reqwest::Response) -> Body {
+    let mut stream = upstream.bytes_stream();
+    Body::from_stream(async_stream(move |send| async move {
+        while let Some(chunk) = stream.next().await {
+            let failed = chunk.is_err();
+            if failed {
+                flush_pause().await;
+            }
+            if send.send(chunk).await.is_err() || failed {
+                return;
+            }
+        }
+    }))
+}
+
+/// A pause before a body's error, in which the server finds the body pending and flushes what
+/// it holds.
+async fn flush_pause() {
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
 }
 
 /// A stream fed by a producer task through a bounded channel (backpressure: the producer waits

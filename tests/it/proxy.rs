@@ -877,6 +877,55 @@ async fn a_body_cut_off_after_its_headers_is_not_called_unreachable() {
     );
 }
 
+/// Found by probing: an upstream stream cut off (no final chunk) reached the client short of
+/// events the upstream had sent: hyper dropped its unsent buffer when the body failed right
+/// behind the last chunk. Every event must arrive, with or without the witness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_off_upstream_reaches_the_client_whole_up_to_the_cut() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 65536];
+                let _ = socket.read(&mut request).await;
+                let mut answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
+                for i in 0..5 {
+                    let event = format!(
+                        "data: {{\"choices\":[{{\"delta\":{{\"content\":\"part {i} \"}}}}]}}\n\n"
+                    );
+                    answer.extend(format!("{:x}\r\n{event}\r\n", event.len()).into_bytes());
+                }
+                let _ = socket.write_all(&answer).await;
+                // Closed here, without the final empty chunk.
+            });
+        }
+    });
+    for configure in [
+        Box::new(|_: &mut ProxySettings| {}) as Box<dyn FnOnce(&mut ProxySettings)>,
+        Box::new(witness(Mode::Audit, false)),
+    ] {
+        let proxy = Proxy::start(&format!("http://{address}"), configure).await;
+        for _ in 0..8 {
+            let mut response = proxy
+                .post(
+                    "/v1/chat/completions",
+                    r#"{"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+                )
+                .await;
+            let mut received = Vec::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                received.extend_from_slice(&chunk);
+            }
+            let text = String::from_utf8_lossy(&received);
+            assert_eq!(text.matches("data: ").count(), 5, "{text}");
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_pass_through_untouched_for_every_route() {
     let fake = Fake::start().await;
