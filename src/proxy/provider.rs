@@ -145,6 +145,9 @@ pub enum ErrorKind {
     IncompleteAnswer,
     /// The upstream did not answer within the timeout.
     GatewayTimeout,
+    /// The upstream answered encoded (gzip, …) though asked for no encoding, and strict mode
+    /// cannot check what it cannot read.
+    EncodedAnswer,
 }
 
 impl ErrorKind {
@@ -155,7 +158,9 @@ impl ErrorKind {
             ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorKind::NotFound => StatusCode::NOT_FOUND,
             ErrorKind::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer => StatusCode::BAD_GATEWAY,
+            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::EncodedAnswer => {
+                StatusCode::BAD_GATEWAY
+            }
             ErrorKind::GatewayTimeout => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -167,9 +172,10 @@ impl ErrorKind {
             | ErrorKind::MethodNotAllowed => "invalid_request_error",
             ErrorKind::TooLarge => "request_too_large",
             ErrorKind::NotFound => "not_found_error",
-            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::GatewayTimeout => {
-                "api_error"
-            }
+            ErrorKind::BadGateway
+            | ErrorKind::IncompleteAnswer
+            | ErrorKind::GatewayTimeout
+            | ErrorKind::EncodedAnswer => "api_error",
         }
     }
 
@@ -180,9 +186,10 @@ impl ErrorKind {
             | ErrorKind::TooLarge
             | ErrorKind::MethodNotAllowed => "invalid_request_error",
             ErrorKind::NotFound => "not_found_error",
-            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::GatewayTimeout => {
-                "server_error"
-            }
+            ErrorKind::BadGateway
+            | ErrorKind::IncompleteAnswer
+            | ErrorKind::GatewayTimeout
+            | ErrorKind::EncodedAnswer => "server_error",
         }
     }
 
@@ -193,7 +200,9 @@ impl ErrorKind {
             | ErrorKind::TooLarge
             | ErrorKind::MethodNotAllowed => "INVALID_ARGUMENT",
             ErrorKind::NotFound => "NOT_FOUND",
-            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer => "UNAVAILABLE",
+            ErrorKind::BadGateway | ErrorKind::IncompleteAnswer | ErrorKind::EncodedAnswer => {
+                "UNAVAILABLE"
+            }
             ErrorKind::GatewayTimeout => "DEADLINE_EXCEEDED",
         }
     }
@@ -257,6 +266,7 @@ impl ErrorKind {
             ErrorKind::MethodNotAllowed => "method_not_allowed",
             ErrorKind::BadGateway => "upstream_unreachable",
             ErrorKind::IncompleteAnswer => "upstream_incomplete",
+            ErrorKind::EncodedAnswer => "upstream_encoded",
             ErrorKind::GatewayTimeout => "upstream_timeout",
         }
     }

@@ -543,6 +543,33 @@ async fn forward(
         .witness
         .clone()
         .filter(|_| !matches!(route, Route::Passthrough(_)) && status.is_success());
+    // The proxy asks for an unencoded answer (it drops `accept-encoding`); one that comes
+    // encoded anyway cannot be read. Strict mode under a fail-closed profile withholds it
+    // rather than deliver claims it never checked; other modes pass it on unchecked and say so.
+    let encoding = headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
+        .map(str::to_string);
+    let witness = match (witness, encoding) {
+        (Some(settings), Some(encoding)) => {
+            if settings.mode == Mode::Strict && settings.profile.fails_closed() {
+                return Err(ProxyError::new(
+                    provider,
+                    ErrorKind::EncodedAnswer,
+                    format!(
+                        "the upstream answered with content-encoding {encoding} though the proxy asked for none; strict mode cannot check an encoded answer, so it is withheld"
+                    ),
+                ));
+            }
+            log.witness = Some(format!(
+                "skipped: the answer is {encoding}-encoded (the proxy asked for none)"
+            ));
+            None
+        }
+        (witness, _) => witness,
+    };
     if prepared.stream || event_stream {
         if let Some(settings) = witness.clone().filter(|w| w.mode != Mode::Audit) {
             return verified_stream(

@@ -978,6 +978,39 @@ fn witness(mode: Mode, embed: bool) -> impl FnOnce(&mut ProxySettings) {
 
 const EVIDENCE_REQUEST: &str = r#"{"model":"m","messages":[{"role":"user","content":"The test parse_config_rejects_empty expects an error. parse_config returns Ok for an empty file. The build runs on Linux. Why does the build fail?"}]}"#;
 
+/// Found by probing: an upstream that gzipped its answer (unasked) went through strict mode
+/// unchecked, its unsupported claims included, logged as "response is not JSON".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_encoded_answer_is_withheld_in_strict_mode_and_passed_on_unchecked_otherwise() {
+    let encoded: &'static [u8] = b"\x1f\x8b\x08\x00gzipped bytes";
+    let router = axum::Router::new().fallback(move || async move {
+        (
+            [
+                ("content-type", "application/json"),
+                ("content-encoding", "gzip"),
+            ],
+            encoded,
+        )
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let strict = Proxy::start(&format!("http://{address}"), witness(Mode::Strict, false)).await;
+    let response = strict.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
+    assert_eq!(response.status(), 502);
+    assert_eq!(header(&response, "x-svc-error"), "upstream_encoded");
+    let audit = Proxy::start(&format!("http://{address}"), witness(Mode::Audit, false)).await;
+    let response = audit.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "content-encoding"), "gzip");
+    assert_eq!(header(&response, "x-svc-witness-status"), "", "not checked");
+    assert_eq!(&response.bytes().await.expect("body")[..], encoded);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn witness_audit_adds_certificate_headers_and_serves_the_sidecar() {
     let fake = Fake::start().await;
