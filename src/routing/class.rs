@@ -116,13 +116,72 @@ pub fn classify(
     risk: &RiskMatcher,
 ) -> TaskClass {
     let chars = texts.iter().map(|t| t.chars().count()).sum();
+    let tool_texts = tool_texts(request);
     TaskClass {
         route,
         tools: uses_tools(request),
         size: Size::of_chars(chars),
         signal: signal(texts),
-        risk_keyword: risk.find(texts.iter().copied()),
+        risk_keyword: risk.find(
+            texts
+                .iter()
+                .copied()
+                .chain(tool_texts.iter().map(String::as_str)),
+        ),
     }
+}
+
+/// What the request's tools say and do, for the high-risk check: the declared tools (names,
+/// descriptions, parameters) and every tool call's name and arguments. Text parts alone missed
+/// a tool `reset_password` "disables MFA" and a call running `rm -rf /`, so such requests were
+/// routed. Identifiers are split at `_`, so `reset_password` reads as words.
+fn tool_texts(request: &Value) -> Vec<String> {
+    fn calls(value: &Value, depth: usize, out: &mut Vec<String>) {
+        // Requests nest a few levels; a bound keeps a hostile body from recursing deep.
+        if depth > 32 {
+            return;
+        }
+        match value {
+            Value::Object(map) => {
+                for key in ["tool_calls", "functionCall", "function_call"] {
+                    if let Some(call) = map.get(key) {
+                        out.push(call.to_string());
+                    }
+                }
+                let kind = map.get("type").and_then(Value::as_str);
+                if matches!(kind, Some("tool_use" | "function_call" | "server_tool_use")) {
+                    for key in ["name", "input", "arguments"] {
+                        if let Some(part) = map.get(key) {
+                            out.push(part.to_string());
+                        }
+                    }
+                }
+                for child in map.values() {
+                    calls(child, depth + 1, out);
+                }
+            }
+            Value::Array(items) => {
+                for item in items {
+                    calls(item, depth + 1, out);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(tools) = request.get("tools") {
+        out.push(tools.to_string());
+    }
+    if let Some(messages) = request.get("messages").or_else(|| request.get("input")) {
+        calls(messages, 0, &mut out);
+    }
+    if let Some(contents) = request.get("contents") {
+        calls(contents, 0, &mut out);
+    }
+    for text in &mut out {
+        *text = text.replace('_', " ");
+    }
+    out
 }
 
 /// Tools declared or tool traffic anywhere in the request.
@@ -308,5 +367,29 @@ mod tests {
         let declared = json!({"tools": [{"name": "f"}], "contents": []});
         assert!(uses_tools(&declared));
         assert!(!uses_tools(&json!({"tools": [], "contents": []})));
+    }
+
+    /// Regression (found by probing): the check read text parts only, so a declared tool that
+    /// resets passwords and a call running `rm -rf /` were routed to the cheaper model.
+    #[test]
+    fn tools_and_tool_calls_are_read_for_risk() {
+        let risk = RiskMatcher::new(&[]);
+        let ask = |request: Value| {
+            classify(
+                "openai.chat_completions",
+                &request,
+                &["Please help."],
+                &risk,
+            )
+            .risk_keyword
+        };
+        let declared = json!({"tools": [{"type": "function", "function": {"name": "reset_password", "description": "Resets a user's login"}}], "messages": []});
+        assert!(ask(declared).is_some());
+        let called = json!({"messages": [{"role": "assistant", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shell", "arguments": "{\"cmd\": \"rm -rf / && psql -c \\\"DROP TABLE users\\\"\"}"}}]}]});
+        assert!(ask(called).is_some());
+        let anthropic = json!({"messages": [{"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "run", "input": {"sql": "alter table users drop column x"}}]}]});
+        assert!(ask(anthropic).is_some());
+        let harmless = json!({"tools": [{"name": "get_weather", "description": "Weather for a city"}], "messages": []});
+        assert_eq!(ask(harmless), None);
     }
 }

@@ -2,7 +2,9 @@
 //! cheaper model, whatever its class's record says (SPEC §7: high-risk tasks fail closed).
 //!
 //! The built-in list, matched case-insensitively on word boundaries over every text part of the
-//! request (system prompt, every turn, tool output):
+//! request (system prompt, every turn, tool output) and over its tools: the declared tools'
+//! names, descriptions and parameters and every tool call's name and arguments, with `_` read
+//! as a space (`reset_password`):
 //! - security: security, vulnerability, vulnerabilities, exploit, cve, xss, csrf, sql injection,
 //!   malware, sandbox escape, privilege escalation, penetration test;
 //! - authentication and authorisation: auth, authentication, authorization, authorisation,
