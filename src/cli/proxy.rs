@@ -157,9 +157,9 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let upstreams = &state.settings.upstreams;
         eprintln!(
             "svc proxy: listening on http://{address} (anthropic -> {}, openai -> {}, gemini -> {}; budget {} tokens; {})",
-            upstreams.anthropic,
-            upstreams.openai,
-            upstreams.gemini,
+            svc::proxy::upstream::redact(&upstreams.anthropic),
+            svc::proxy::upstream::redact(&upstreams.openai),
+            svc::proxy::upstream::redact(&upstreams.gemini),
             state.settings.budget,
             state.routing.status()
         );

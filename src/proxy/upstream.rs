@@ -144,9 +144,55 @@ pub async fn send(
         .map_err(|error| describe(provider, url, &error))
 }
 
-/// The error and its causes, `: `-joined.
+/// `url` fit for a log line or an error message: credentials in it (`user:password@`) and the
+/// values of query parameters that carry secrets (Gemini's `?key=`, `token`, `sig`, …) are
+/// replaced by `REDACTED`. The proxy's stderr and its error bodies named them in full.
+pub fn redact(url: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, Some(query)),
+        None => (url, None),
+    };
+    let mut out = match base.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = match rest.find('/') {
+                Some(at) => rest.split_at(at),
+                None => (rest, ""),
+            };
+            match authority.rsplit_once('@') {
+                Some((_, host)) => format!("{scheme}://REDACTED@{host}{path}"),
+                None => base.to_string(),
+            }
+        }
+        None => base.to_string(),
+    };
+    if let Some(query) = query {
+        let secret = |name: &str| {
+            let name = name.to_ascii_lowercase();
+            ["key", "token", "secret", "sig", "password", "auth"]
+                .iter()
+                .any(|word| name.contains(word))
+        };
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if secret(name) => format!("{name}=REDACTED"),
+                _ => pair.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+/// The error and its causes, `: `-joined, with its URL redacted.
 fn chain(error: &reqwest::Error) -> String {
-    let mut chain = error.to_string();
+    let mut chain = match error.url() {
+        Some(url) => error
+            .to_string()
+            .replace(url.as_str(), &redact(url.as_str())),
+        None => error.to_string(),
+    };
     let mut source = std::error::Error::source(error);
     while let Some(cause) = source {
         chain.push_str(": ");
@@ -170,14 +216,18 @@ pub fn describe_body(
         return ProxyError::new(
             provider,
             ErrorKind::GatewayTimeout,
-            format!("the upstream {url} answered {status} but its body stalled ({chain})"),
+            format!(
+                "the upstream {} answered {status} but its body stalled ({chain})",
+                redact(url)
+            ),
         );
     }
     ProxyError::new(
         provider,
         ErrorKind::IncompleteAnswer,
         format!(
-            "the upstream {url} answered {status} but its body broke off before its end ({chain}); retry the request"
+            "the upstream {} answered {status} but its body broke off before its end ({chain}); retry the request",
+            redact(url)
         ),
     )
 }
@@ -189,15 +239,42 @@ pub fn describe(provider: Provider, url: &str, error: &reqwest::Error) -> ProxyE
         ProxyError::new(
             provider,
             ErrorKind::GatewayTimeout,
-            format!("the upstream {url} did not answer in time ({chain})"),
+            format!(
+                "the upstream {} did not answer in time ({chain})",
+                redact(url)
+            ),
         )
     } else {
         ProxyError::new(
             provider,
             ErrorKind::BadGateway,
             format!(
-                "cannot reach the upstream {url} ({chain}); check --upstream-* or the SVC_UPSTREAM_* variables"
+                "cannot reach the upstream {} ({chain}); check --upstream-* or the SVC_UPSTREAM_* variables",
+                redact(url)
             ),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Regression (found by probing): Gemini's `?key=` and an upstream URL's `user:password@`
+    /// were printed in full on stderr and in error bodies.
+    #[test]
+    fn secrets_in_urls_are_redacted() {
+        assert_eq!(
+            redact("http://127.0.0.1:9/v1beta/models/g:generateContent?key=AIzaSECRET&alt=sse"),
+            "http://127.0.0.1:9/v1beta/models/g:generateContent?key=REDACTED&alt=sse"
+        );
+        assert_eq!(
+            redact("https://user:pass@gateway.example/openai?access_token=x"),
+            "https://REDACTED@gateway.example/openai?access_token=REDACTED"
+        );
+        assert_eq!(
+            redact("http://127.0.0.1:8080/v1/chat/completions"),
+            "http://127.0.0.1:8080/v1/chat/completions"
+        );
     }
 }

@@ -768,12 +768,21 @@ async fn proxy_side_errors_come_in_each_providers_shape() {
     assert_eq!(body["error"]["type"], "server_error");
 
     let down = proxy
-        .post("/v1beta/models/g:streamGenerateContent?alt=sse", ok_body)
+        .post(
+            "/v1beta/models/g:streamGenerateContent?alt=sse&key=AIzaSECRET",
+            ok_body,
+        )
         .await;
     assert_eq!(down.status(), 502);
     let body: Value = down.json().await.expect("a JSON body");
     assert_eq!(body["error"]["code"], 502);
     assert_eq!(body["error"]["status"], "UNAVAILABLE");
+    // Found by probing: the key in the query was printed in full, twice.
+    let message = body["error"]["message"].as_str().expect("a message");
+    assert!(
+        !message.contains("AIzaSECRET") && message.contains("key=REDACTED"),
+        "{message}"
+    );
 
     let bad = proxy.post("/v1/messages", "{not json").await;
     assert_eq!(bad.status(), 400);
