@@ -517,6 +517,19 @@ async fn forward(
     log: &mut RequestLog,
 ) -> Result<Response, ProxyError> {
     let provider = route.provider();
+    if has_dot_segment(request.uri().path()) {
+        // The upstream URL is the configured root plus the path as received; a `..` (also
+        // written `%2e%2e`, which URL parsers resolve) climbed out of the root's path and sent
+        // the client's key to another path of the host.
+        return Err(ProxyError::new(
+            provider,
+            ErrorKind::InvalidRequest,
+            format!(
+                "the path {} holds a `.` or `..` segment; the proxy forwards paths under the upstream's root only",
+                request.uri().path()
+            ),
+        ));
+    }
     let (parts, body) = read_body(state, provider, request).await?;
     let mut prepared = prepare(state, route, &parts, body).await?;
     log.outcome = Some(prepared.outcome.clone());
@@ -752,6 +765,14 @@ fn tee_for_witness(
             .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));
     });
     Body::from_stream(body)
+}
+
+/// Whether `path` has a `.` or `..` segment, percent-encoded or not.
+fn has_dot_segment(path: &str) -> bool {
+    path.split('/').any(|segment| {
+        let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+        decoded == "." || decoded == ".."
+    })
 }
 
 /// The upstream body as it comes. A body the upstream cut off ends the client's response with

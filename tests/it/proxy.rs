@@ -735,6 +735,36 @@ async fn a_wrong_method_gets_a_405_in_the_providers_shape() {
     assert_eq!(fake.count(), 0);
 }
 
+/// Found by probing: `/v1/%2e%2e/%2e%2e/secret` reached the upstream as `/secret`, out of the
+/// configured root's path, with the client's key. Dot segments are refused before anything is
+/// sent. (A raw socket: HTTP clients resolve dot segments themselves.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_with_dot_segments_is_refused_not_forwarded() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&format!("{}/openai-base", fake.url()), |_| {}).await;
+    let address = proxy.base.trim_start_matches("http://").to_string();
+    for path in [
+        "/v1/%2e%2e/%2e%2e/secret",
+        "/v1/%2E%2E/secret",
+        "/v1beta/../v1/x",
+        "/v1/./chat/completions",
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer K\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
+        );
+        socket.write_all(request.as_bytes()).await.expect("send");
+        let mut answer = String::new();
+        socket.read_to_string(&mut answer).await.expect("read");
+        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
+        assert!(answer.contains("segment"), "{path}: {answer}");
+    }
+    assert_eq!(fake.count(), 0, "nothing reached the upstream");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_side_errors_come_in_each_providers_shape() {
     // An upstream that is down: bind a port, then free it.
