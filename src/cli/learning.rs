@@ -167,7 +167,7 @@ fn run_autotune(home: &std::path::Path, args: AutotuneArgs) -> anyhow::Result<Ex
             prepared.push(PreparedTask::new(&path, task)?);
         }
     }
-    let mut file = store::load_or_default(home).context("reading the learned weights")?;
+    let file = store::load_or_default(home).context("reading the learned weights")?;
     let settings = AutotuneSettings {
         budgets: args.budgets.clone(),
         max_evaluations: args.max_evaluations,
@@ -188,8 +188,11 @@ fn run_autotune(home: &std::path::Path, args: AutotuneArgs) -> anyhow::Result<Ex
         svc::state::atomic_write_shared(&out.join("autotune.json"), &json)?;
     }
     if report.adopted && !args.dry_run {
-        file.advance(report.candidate, WeightsSource::Autotune);
-        store::save(home, &file)?;
+        // Onto the file as it is now: feedback may have been learned while autotune ran.
+        let file = store::update(home, |file| {
+            file.advance(report.candidate, WeightsSource::Autotune);
+            true
+        })?;
         println!(
             "\nadopted as v{} ({})",
             file.version,

@@ -269,12 +269,16 @@ fn run_autotune(home: &std::path::Path, repos: &[PathBuf]) -> Result<(bool, Stri
             prepared.push(PreparedTask::new(repo, task).map_err(|e| e.to_string())?);
         }
     }
-    let mut file = store::load_or_default(home).map_err(|e| e.to_string())?;
+    let file = store::load_or_default(home).map_err(|e| e.to_string())?;
     let report = autotune::autotune(&prepared, &file.weights, &settings, &|_, _, _| {})
         .map_err(|e| e.to_string())?;
     if report.adopted {
-        file.advance(report.candidate, WeightsSource::Autotune);
-        store::save(home, &file).map_err(|e| e.to_string())?;
+        // Onto the file as it is now: feedback may have been learned while autotune ran.
+        store::update(home, |file| {
+            file.advance(report.candidate, WeightsSource::Autotune);
+            true
+        })
+        .map_err(|e| e.to_string())?;
     }
     Ok((report.adopted, report.decision))
 }

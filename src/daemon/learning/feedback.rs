@@ -76,6 +76,7 @@ pub fn step(
 /// chunk, and saves the weights as a new version when anything moved. A session still running
 /// is learned from again only for the chunks it recovered since.
 pub fn learn_from_runs(home: &Path) -> Result<FeedbackReport, FeedbackError> {
+    let _held = store::lock(home)?;
     let mut file = store::load_or_default(home)?;
     let observed = gaps::observations(home)?;
     let commits = CommitStore::new(home);

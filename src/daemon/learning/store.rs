@@ -124,6 +124,39 @@ pub enum StoreError {
     },
     #[error("cannot write the weights: {0}")]
     Write(#[from] crate::state::StateError),
+    #[error("cannot lock {path} to change the weights: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Held while a writer reads, changes and saves the weights file (an OS lock on
+/// `weights.lock` beside it). Two writers at once (an update and a reset, from two processes)
+/// each read the same version and one lost the other's change: the reset vanished while both
+/// announced "v1".
+pub fn lock(home: &Path) -> Result<crate::state::append::AppendLock, StoreError> {
+    let path = path_of(home);
+    crate::state::append::lock(&path).map_err(|source| StoreError::Lock {
+        path: path.with_extension("lock"),
+        source,
+    })
+}
+
+/// Applies `change` to the file as it is now (or the defaults), under the [`lock`], and saves
+/// it when `change` returns true. For a change computed from an older read (autotune runs for
+/// minutes), so nothing written meanwhile is lost.
+pub fn update(
+    home: &Path,
+    change: impl FnOnce(&mut WeightsFile) -> bool,
+) -> Result<WeightsFile, StoreError> {
+    let _held = lock(home)?;
+    let mut file = load_or_default(home)?;
+    if change(&mut file) {
+        save(home, &file)?;
+    }
+    Ok(file)
 }
 
 pub fn path_of(home: &Path) -> PathBuf {
@@ -202,6 +235,7 @@ pub fn active_weights(home: &Path) -> (RankingWeights, Option<StoreError>) {
 /// Puts the defaults back as a new version. A file too broken to read is kept beside as
 /// `weights.json.broken` rather than lost.
 pub fn reset(home: &Path) -> Result<WeightsFile, StoreError> {
+    let _held = lock(home)?;
     let mut file = match load(home) {
         Ok(file) => file.unwrap_or_default(),
         Err(StoreError::Corrupt { .. } | StoreError::Format { .. }) => {
@@ -227,6 +261,33 @@ pub fn reset(home: &Path) -> Result<WeightsFile, StoreError> {
 mod tests {
     use super::*;
     use crate::context::weights::Feature;
+
+    /// Regression (found by probing): an update and a reset at once each read the same
+    /// version, and one's change was lost while both announced "v1".
+    #[test]
+    fn concurrent_changes_each_get_their_own_version() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::thread::scope(|scope| {
+            for i in 0..6 {
+                let home = dir.path();
+                scope.spawn(move || {
+                    if i % 3 == 0 {
+                        reset(home).expect("reset");
+                    } else {
+                        update(home, |file| {
+                            let mut weights = file.weights;
+                            weights.set_clamped(Feature::Caller, 0.01 * i as f64);
+                            file.advance(weights, WeightsSource::Feedback);
+                            true
+                        })
+                        .expect("update");
+                    }
+                });
+            }
+        });
+        let file = load(dir.path()).expect("load").expect("some");
+        assert_eq!(file.version, 6, "every change is a version of its own");
+    }
 
     #[test]
     fn versions_grow_history_is_bounded_and_reset_keeps_the_cursor() {
