@@ -249,6 +249,20 @@ async fn method_not_allowed(request: Request) -> Response {
     response
 }
 
+/// [`is_stream`] for a body too deep to read as a value: its top-level `stream` field, found
+/// without building the value.
+fn route_streams(route: Route, path: &str, text: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Top {
+        #[serde(default)]
+        stream: Option<bool>,
+    }
+    match route {
+        Route::GeminiGenerate => path.ends_with(":streamGenerateContent"),
+        _ => serde_json::from_str::<Top>(text).is_ok_and(|top| top.stream == Some(true)),
+    }
+}
+
 /// Whether the request asks for a streamed answer.
 fn is_stream(route: Route, path: &str, request: &Value) -> bool {
     match route {
@@ -347,13 +361,30 @@ async fn prepare(
             "the request body is not UTF-8 JSON",
         ));
     };
-    let request: Value = serde_json::from_str(text).map_err(|error| {
-        ProxyError::new(
-            provider,
-            ErrorKind::InvalidRequest,
-            format!("the request body is not valid JSON: {error}"),
-        )
-    })?;
+    let request: Value = match serde_json::from_str(text) {
+        Ok(request) => request,
+        // Valid JSON nested deeper than a `Value` is read (128 levels): the upstream may well
+        // take it, so it is forwarded as received, and says why (it was refused as invalid).
+        Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
+            let stream = route_streams(route, parts.uri.path(), text);
+            return Ok(Prepared {
+                outcome: Outcome::Skipped {
+                    reason: "nested_too_deep".to_string(),
+                },
+                body: body.clone(),
+                evidence: Evidence::default(),
+                stream,
+                plan: None,
+            });
+        }
+        Err(error) => {
+            return Err(ProxyError::new(
+                provider,
+                ErrorKind::InvalidRequest,
+                format!("the request body is not valid JSON: {error}"),
+            ));
+        }
+    };
     if !request.is_object() {
         return Err(ProxyError::new(
             provider,

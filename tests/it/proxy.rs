@@ -515,6 +515,19 @@ async fn requests_it_cannot_rewrite_safely_are_forwarded_unchanged_and_say_why()
         assert_eq!(header(&response, "x-svc-optimization"), expected);
         assert_eq!(fake.last().body, sent);
     }
+    // Found by probing: valid JSON nested past 128 levels was refused as "not valid JSON".
+    let deep = format!(
+        "{{\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}],\"x\":{}1{}}}",
+        "[".repeat(130),
+        "]".repeat(130)
+    );
+    let response = proxy.post("/v1/chat/completions", deep.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-svc-optimization"),
+        "skipped; reason=nested_too_deep"
+    );
+    assert_eq!(fake.last().body, deep.into_bytes());
 }
 
 /// Found by probing: the witness sidecar and the optimisation switch answered any Origin and
