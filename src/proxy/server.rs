@@ -354,6 +354,21 @@ async fn prepare(
             ),
         ));
     }
+    if let Some(encoding) = parts
+        .headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
+    {
+        return Err(ProxyError::new(
+            provider,
+            ErrorKind::UnsupportedMediaType,
+            format!(
+                "the request body is {encoding}-encoded; the proxy reads prompts uncompressed, so send it without content-encoding"
+            ),
+        ));
+    }
     let Ok(text) = std::str::from_utf8(&body) else {
         return Err(ProxyError::new(
             provider,

@@ -103,11 +103,25 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// The header names a `Connection` header lists: hop-by-hop for this one connection too
+/// (RFC 9110 §7.6.1), so not forwarded.
+fn connection_listed(headers: &HeaderMap) -> Vec<String> {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
 /// Request headers to forward.
 pub fn request_headers(headers: &HeaderMap) -> HeaderMap {
+    let listed = connection_listed(headers);
     let mut out = HeaderMap::with_capacity(headers.len());
     for (name, value) in headers {
-        if !is_hop_by_hop(name) {
+        if !is_hop_by_hop(name) && !listed.iter().any(|l| l == name.as_str()) {
             out.append(name.clone(), value.clone());
         }
     }
@@ -262,6 +276,22 @@ mod tests {
 
     /// Regression (found by probing): Gemini's `?key=` and an upstream URL's `user:password@`
     /// were printed in full on stderr and in error bodies.
+    /// Regression (found by probing): a header a `Connection` header lists was forwarded.
+    #[test]
+    fn headers_the_connection_header_lists_are_not_forwarded() {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::CONNECTION,
+            "keep-alive, X-Drop-Me".parse().expect("value"),
+        );
+        headers.insert("x-drop-me", "1".parse().expect("value"));
+        headers.insert("authorization", "Bearer K".parse().expect("value"));
+        let forwarded = request_headers(&headers);
+        assert!(forwarded.get("x-drop-me").is_none());
+        assert!(forwarded.get(header::CONNECTION).is_none());
+        assert_eq!(forwarded["authorization"], "Bearer K");
+    }
+
     #[test]
     fn secrets_in_urls_are_redacted() {
         assert_eq!(

@@ -827,6 +827,23 @@ async fn proxy_side_errors_come_in_each_providers_shape() {
         "{message}"
     );
 
+    // Found by probing: a gzipped body was called "not UTF-8 JSON".
+    let gzipped = proxy
+        .post_with(
+            "/v1/messages",
+            b"\x1f\x8b\x08\x00".to_vec(),
+            &[("content-encoding", "gzip")],
+        )
+        .await;
+    assert_eq!(gzipped.status(), 415);
+    let body: Value = gzipped.json().await.expect("a JSON body");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("gzip-encoded")),
+        "{body}"
+    );
+
     let bad = proxy.post("/v1/messages", "{not json").await;
     assert_eq!(bad.status(), 400);
     assert_eq!(bad.headers()["x-svc-error"], "invalid_request");
