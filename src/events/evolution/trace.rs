@@ -129,7 +129,9 @@ pub enum TraceError {
         #[source]
         source: io::Error,
     },
-    #[error("{path}:{line}: not a trace line: {message}")]
+    #[error(
+        "{path}:{line}: not a trace line: {message}; the trace records learning spend, so svc stops rather than undercount it: fix or delete that line"
+    )]
     Broken {
         path: PathBuf,
         line: usize,
@@ -145,7 +147,14 @@ pub fn read(home: &Path) -> Result<Vec<TraceLine>, TraceError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(source) => return Err(TraceError::Io { path, source }),
     };
-    text.lines()
+    // A last line without its newline was cut off by a crash mid-append: never acknowledged,
+    // not a step (a torn tail stopped every later cycle with "not a trace line").
+    let complete = match text.rfind('\n') {
+        Some(end) => &text[..=end],
+        None => "",
+    };
+    complete
+        .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, line)| {
@@ -203,7 +212,21 @@ impl CycleTrace {
         // numbers stay unique.
         let held = crate::state::append::lock(&path).map_err(io_error)?;
         let sequence = match fs::read_to_string(&path) {
-            Ok(text) => text.lines().filter(|l| !l.trim().is_empty()).count() as u64,
+            Ok(text) => {
+                // A torn tail (see [`read`]) is cut before appending, not left in the middle.
+                let complete = text.rfind('\n').map_or(0, |end| end + 1);
+                if complete < text.len() {
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .open(&path)
+                        .and_then(|file| file.set_len(complete as u64))
+                        .map_err(io_error)?;
+                }
+                text[..complete]
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .count() as u64
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
             Err(source) => return Err(io_error(source)),
         };
@@ -228,6 +251,40 @@ impl CycleTrace {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (found by probing): a torn last line (a crash mid-append) stopped every later
+    /// dream cycle with "not a trace line". It is not a step, and the next append cuts it.
+    #[test]
+    fn a_torn_last_line_is_not_a_step_and_the_next_append_cuts_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let detect = || Step::Detect {
+            entity: "a.md".into(),
+            miss_count: 3,
+            threshold: 3,
+            chunk_ids: vec!["a.md#L1-2".into()],
+        };
+        CycleTrace::new(dir.path(), "dream_1")
+            .append(detect())
+            .expect("detect");
+        let path = dir.path().join(TRACE_FILE);
+        let whole = fs::read_to_string(&path).expect("trace");
+        fs::write(&path, format!("{whole}{}", &whole[..whole.len() / 2])).expect("tear");
+        assert_eq!(read(dir.path()).expect("a torn tail is skipped").len(), 1);
+        let appended = CycleTrace::new(dir.path(), "dream_2")
+            .append(detect())
+            .expect("append")
+            .sequence;
+        assert_eq!(appended, 1);
+        let lines = read(dir.path()).expect("read after the cut");
+        assert_eq!(lines.len(), 2);
+        // A broken line in the middle still stops (the trace counts spend), and says what to do.
+        fs::write(&path, format!("{{broken\n{whole}")).expect("break");
+        let error = read(dir.path()).expect_err("broken").to_string();
+        assert!(
+            error.contains(":1: not a trace line") && error.contains("fix or delete"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn a_step_that_goes_back_in_order_is_refused_and_not_written() {
