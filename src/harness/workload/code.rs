@@ -288,8 +288,32 @@ pub(super) fn load(
             message: format!("not a mined task (id, commit, parent, query, gold_files): {error}"),
         })?;
         ids.check(&mined.id, &tasks_path, index + 1)?;
+        let task_error = |message: String| WorkloadError::Task {
+            path: tasks_path.clone(),
+            line: index + 1,
+            task_id: mined.id.clone(),
+            message,
+        };
+        // A task without a query or a gold file measures nothing: every run of it scored 0 or
+        // failed at selection (found by probing).
+        if mined.query.trim().is_empty() {
+            return Err(task_error(
+                "field `query` is empty; give the commit message (or the question) to localise"
+                    .into(),
+            ));
+        }
+        if mined.gold_files.is_empty() {
+            return Err(task_error(
+                "field `gold_files` is empty; list the files the commit changed".into(),
+            ));
+        }
         if !trees.contains_key(&mined.parent) {
-            let documents = tree_documents(&repo, &mined.parent, max_bytes)?;
+            let documents = tree_documents(&repo, &mined.parent, max_bytes).map_err(|error| {
+                task_error(format!(
+                    "cannot read the parent tree {}: {error}",
+                    mined.parent
+                ))
+            })?;
             trees.insert(mined.parent.clone(), documents);
         }
         let documents = trees.get(&mined.parent).cloned().unwrap_or_default();
@@ -446,6 +470,59 @@ pub(crate) mod tests {
             open_repo(dir.path(), &direct, &options).expect("folder"),
             dir.path().join(".")
         );
+    }
+
+    /// Regression (found by probing): a task with an empty query or no gold file was loaded
+    /// (every run of it scored 0 or failed at selection), and a bad parent gave git's raw error
+    /// without the task's line.
+    #[test]
+    fn tasks_that_measure_nothing_are_refused_with_their_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fixture_repo(dir.path());
+        let mined = mine_git(dir.path(), 1, None).expect("mine").remove(0);
+        let source = CodeSource {
+            repo: ".".into(),
+            repo_env: None,
+            tasks: "tasks.jsonl".into(),
+            max_file_bytes: None,
+        };
+        let options = LoadOptions {
+            cache_dir: dir.path().join("cache"),
+        };
+        let good = serde_json::to_string(&mined).expect("json");
+        let cases = [
+            (
+                MinedTask {
+                    query: " ".into(),
+                    ..mined.clone()
+                },
+                "field `query` is empty",
+            ),
+            (
+                MinedTask {
+                    gold_files: Vec::new(),
+                    ..mined.clone()
+                },
+                "field `gold_files` is empty",
+            ),
+            (
+                MinedTask {
+                    parent: "0000000000000000000000000000000000000000".into(),
+                    ..mined.clone()
+                },
+                "cannot read the parent tree 0000000",
+            ),
+        ];
+        for (bad, says) in cases {
+            let mut bad = bad;
+            bad.id = "bad".into();
+            let text = format!("{good}\n{}\n", serde_json::to_string(&bad).expect("json"));
+            std::fs::write(dir.path().join("tasks.jsonl"), text).expect("write");
+            let error = load(dir.path(), Path::new("w.toml"), &source, &options)
+                .expect_err(says)
+                .to_string();
+            assert!(error.contains(":2:") && error.contains(says), "{error}");
+        }
     }
 
     #[test]
