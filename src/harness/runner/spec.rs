@@ -279,8 +279,16 @@ pub fn parse(text: &str, path: &Path) -> Result<RunnerSpec, RunnerSpecError> {
             return Err(field(name, "must not be empty"));
         }
     }
-    if spec.concurrency == 0 {
-        return Err(field("concurrency", "must be at least 1"));
+    // Zero made every call fail ("no response within 0 ms") or ask for nothing.
+    for (name, value) in [
+        ("concurrency", spec.concurrency as u64),
+        ("timeout_ms", spec.timeout_ms),
+        ("max_output_tokens", spec.max_output_tokens as u64),
+        ("context_window", spec.context_window as u64),
+    ] {
+        if value == 0 {
+            return Err(field(name, "must be at least 1"));
+        }
     }
     // Providers take 0 to 2 (OpenAI) or 0 to 1 (Anthropic); a negative or non-finite value was
     // sent as it was, and every trial came back an error.
@@ -453,6 +461,18 @@ mod tests {
         assert!(error.starts_with("x.toml:5:"), "{error}");
         let bad = text.replace("self_hosted_no_api_fee", "zero_cost_fixture");
         assert!(parse(&bad, Path::new("x.toml")).is_err());
+        // Regression (found by probing): a zero that fails every call was accepted, and the
+        // error named line 1 when the key had no spaces around `=`.
+        for key in ["timeout_ms", "max_output_tokens", "concurrency"] {
+            let bad = text.replace("[cost]", &format!("{key}=0\n[cost]"));
+            let error = parse(&bad, Path::new("x.toml"))
+                .expect_err("zero")
+                .to_string();
+            assert!(
+                error.starts_with("x.toml:7:") && error.contains(key),
+                "{error}"
+            );
+        }
         // Regression (found by probing): a negative temperature was accepted and sent.
         for temperature in ["-1.0", "2.5", "nan"] {
             let bad = text.replace("[cost]", &format!("temperature = {temperature}\n[cost]"));

@@ -446,6 +446,19 @@ pub(crate) fn read_text(path: &Path) -> Result<String, WorkloadError> {
 /// 1-based line of the first occurrence of `needle` in `text` (1 when absent), for errors in
 /// data files that are not parsed with spans.
 pub(crate) fn line_of(text: &str, needle: &str) -> usize {
+    // `key =` also finds `key=` and `key  =` (TOML allows any spacing; runner errors pointed at
+    // line 1 for `concurrency=0`).
+    if let Some(key) = needle.strip_suffix(" =") {
+        for (index, line) in text.lines().enumerate() {
+            if line
+                .trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+            {
+                return index + 1;
+            }
+        }
+    }
     text.find(needle)
         .map(|at| text[..at].matches('\n').count() + 1)
         .unwrap_or(1)
