@@ -39,7 +39,7 @@ impl Rejected {
         if let Some(key) = duplicate_key(text) {
             return vec![Problem {
                 kind: ProblemKind::Schema,
-                pointer: format!("/{key}"),
+                pointer: format!("/{}", super::validate::escape_token(&key)),
                 rule_id: "duplicate-key".into(),
                 message: format!("duplicate key `{key}`: a record gives each field once"),
                 value: None,
@@ -65,7 +65,7 @@ fn json_pointer(path: &serde_path_to_error::Path) -> String {
     path.iter()
         .filter_map(|segment| match segment {
             Segment::Seq { index } => Some(index.to_string()),
-            Segment::Map { key } => Some(key.replace('~', "~0").replace('/', "~1")),
+            Segment::Map { key } => Some(super::validate::escape_token(key)),
             Segment::Enum { variant } => Some(variant.clone()),
             Segment::Unknown => None,
         })

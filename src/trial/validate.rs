@@ -137,7 +137,7 @@ impl RecordValidator {
             Kind::Required { property } => {
                 let name = property.as_str().unwrap_or_default();
                 out.push(schema_problem(
-                    format!("{pointer}/{name}"),
+                    format!("{pointer}/{}", escape_token(name)),
                     "required field is missing".into(),
                     None,
                 ));
@@ -146,7 +146,7 @@ impl RecordValidator {
                 for name in unexpected {
                     let field_value = error.instance().get(name.as_str()).map(preview_value);
                     out.push(schema_problem(
-                        format!("{pointer}/{name}"),
+                        format!("{pointer}/{}", escape_token(name)),
                         "unknown field: the record allows only the fields of the schema".into(),
                         field_value,
                     ));
@@ -254,6 +254,12 @@ fn preview_text(text: &str) -> String {
     }
 }
 
+/// A key as one JSON pointer token (RFC 6901: `~` is `~0`, `/` is `~1`), so `a/b` is not read
+/// as a nested path.
+pub(crate) fn escape_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +321,19 @@ mod tests {
         let problems = validator().check_value(&value);
         assert_eq!(problems.len(), 1);
         assert_eq!(problems[0].kind, ProblemKind::Integrity);
+    }
+
+    /// Regression (found by probing): a key with `/` or `~` was put in a pointer unescaped, so
+    /// `/a/b~c` read as a nested path.
+    #[test]
+    fn pointers_escape_their_keys() {
+        let mut value = serde_json::to_value(sample()).expect("serialise");
+        value["a/b~c"] = Value::from(1);
+        let problems = validator().check_value(&value);
+        assert!(
+            problems.iter().any(|p| p.pointer == "/a~1b~0c"),
+            "{problems:?}"
+        );
     }
 
     #[test]
