@@ -62,13 +62,30 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
             let file =
                 store::load(&home).with_context(|| "reading the learned weights".to_string())?;
             if json {
-                let value = match &file {
+                let mut value = match &file {
                     Some(file) => serde_json::to_value(file)?,
                     None => serde_json::json!({
                         "status": "not_learned",
                         "weights": svc::context::weights::RankingWeights::default(),
                     }),
                 };
+                // As learning.md promises (and the text table shows): the defaults and the
+                // bounds beside the weights in use.
+                let defaults: serde_json::Map<String, serde_json::Value> = Feature::ALL
+                    .iter()
+                    .map(|f| (f.name().to_string(), serde_json::json!(f.default_value())))
+                    .collect();
+                let bounds: serde_json::Map<String, serde_json::Value> = Feature::ALL
+                    .iter()
+                    .map(|f| {
+                        let (low, high) = f.bounds();
+                        (f.name().to_string(), serde_json::json!([low, high]))
+                    })
+                    .collect();
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("defaults".into(), defaults.into());
+                    object.insert("bounds".into(), bounds.into());
+                }
                 println!("{}", serde_json::to_string_pretty(&value)?);
                 return Ok(ExitCode::SUCCESS);
             }

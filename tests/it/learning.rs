@@ -164,6 +164,14 @@ fn learning_commands_show_reset_and_refuse_a_broken_file_without_losing_it() {
     let value: Value = serde_json::from_str(&json.stdout).expect("json");
     assert_eq!(value["source"], "reset");
     assert_eq!(value["weights"]["caller"], 0.15);
+    // Found by probing: the defaults and bounds learning.md promises were not in the JSON.
+    assert_eq!(value["defaults"]["caller"], 0.15);
+    assert!(
+        value["bounds"]["caller"]
+            .as_array()
+            .is_some_and(|b| b.len() == 2),
+        "{value}"
+    );
 }
 
 #[tokio::test]
