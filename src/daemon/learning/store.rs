@@ -171,11 +171,15 @@ pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(StoreError::Read { path, source }),
     };
-    let file: WeightsFile = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-        path: path.clone(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
+    let file: WeightsFile = serde_json::from_str(&text).map_err(|e| {
+        let (line, column) =
+            out_of_bounds_place(&text, &e.to_string()).unwrap_or((e.line(), e.column()));
+        StoreError::Corrupt {
+            path: path.clone(),
+            line,
+            column,
+            message: e.to_string(),
+        }
     })?;
     if file.format != WEIGHTS_FORMAT {
         return Err(StoreError::Format {
@@ -184,6 +188,34 @@ pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
         });
     }
     Ok(Some(file))
+}
+
+/// Where a weight outside its bounds is written: serde reports the end of the object holding
+/// it (line 17 for a weight on line 9), so the `"name": value` pair is looked up in the text.
+fn out_of_bounds_place(text: &str, message: &str) -> Option<(usize, usize)> {
+    let rest = message.split_once("ranking weight `")?.1;
+    let (name, rest) = rest.split_once("` = ")?;
+    let value: f64 = rest.split_once(' ')?.0.parse().ok()?;
+    let key = format!("\"{name}\"");
+    let mut from = 0;
+    while let Some(found) = text[from..].find(&key) {
+        let at = from + found;
+        let after = text[at + key.len()..]
+            .trim_start()
+            .strip_prefix(':')?
+            .trim_start();
+        let number: String = after
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || matches!(c, '-' | '+' | '.' | 'e' | 'E'))
+            .collect();
+        if number.parse::<f64>().is_ok_and(|n| n == value) {
+            let line = text[..at].matches('\n').count() + 1;
+            let column = at - text[..at].rfind('\n').map_or(0, |n| n + 1) + 1;
+            return Some((line, column));
+        }
+        from = at + key.len();
+    }
+    None
 }
 
 /// The file, or a fresh default one when nothing was learned yet.
@@ -287,6 +319,28 @@ mod tests {
         });
         let file = load(dir.path()).expect("load").expect("some");
         assert_eq!(file.version, 6, "every change is a version of its own");
+    }
+
+    /// Regression (found by probing): a weight outside its bounds was reported at the end of
+    /// its object (line 17), not where it is written (line 9).
+    #[test]
+    fn an_out_of_bounds_weight_is_reported_where_it_is_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = WeightsFile::default();
+        save(dir.path(), &file).expect("save");
+        let path = path_of(dir.path());
+        let text = std::fs::read_to_string(&path).expect("read");
+        let at = text.find("\"named_file\"").expect("the weight");
+        let line = text[..at].matches('\n').count() + 1;
+        let value_start = at + text[at..].find(':').expect("colon") + 1;
+        let value_end = value_start + text[value_start..].find([',', '\n']).expect("end");
+        let edited = format!("{} 7.0{}", &text[..value_start], &text[value_end..]);
+        std::fs::write(&path, edited).expect("edit");
+        let error = load(dir.path()).expect_err("out of bounds").to_string();
+        assert!(
+            error.contains(&format!("weights.json:{line}:")),
+            "{error} (the weight is on line {line})"
+        );
     }
 
     #[test]
