@@ -909,6 +909,9 @@ async fn send_routed(
     let routed_status = match &answer {
         Ok(response) if response.status().as_u16() < 400 => return answer,
         Ok(response) => Some(response.status().as_u16()),
+        // A routed model that did not answer in time is a gateway timeout, not "unreachable"
+        // (found by probing).
+        Err(error) if error.kind == ErrorKind::GatewayTimeout => Some(504),
         Err(_) => None,
     };
     let original = send(path_and_query.to_string(), prepared.body.clone()).await;

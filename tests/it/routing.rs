@@ -48,6 +48,13 @@ async fn fake(State(log): State<Log>, request: Request) -> Response {
         .headers
         .get("x-fake-fail-model")
         .and_then(|v| v.to_str().ok());
+    let slow = parts
+        .headers
+        .get("x-fake-slow-model")
+        .and_then(|v| v.to_str().ok());
+    if slow.is_some() && slow == model.as_deref() {
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
     if failing.is_some() && failing == model.as_deref() {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -82,6 +89,14 @@ struct Setup {
 }
 
 async fn start(config: Option<&str>, seed: &[Entry]) -> Setup {
+    start_with(config, seed, |_| {}).await
+}
+
+async fn start_with(
+    config: Option<&str>,
+    seed: &[Entry],
+    configure: impl FnOnce(&mut ProxySettings),
+) -> Setup {
     let home = tempfile::tempdir().expect("temp dir");
     if let Some(config) = config {
         std::fs::write(home.path().join("routing.toml"), config).expect("config");
@@ -111,6 +126,7 @@ async fn start(config: Option<&str>, seed: &[Entry]) -> Setup {
         embed: false,
         nli: None,
     });
+    configure(&mut settings);
     let state = ProxyState::new(settings, None).expect("proxy state");
     Setup {
         base: crate::proxy::serve_proxy(state.clone()).await,
@@ -342,6 +358,32 @@ async fn a_routed_request_that_fails_upstream_is_escalated_to_the_original_model
     assert_eq!(last_verdict, (false, Some("gpt-5".into())));
     // The escalation counts against the cheap model: with a strict gate it is now out.
     assert_eq!(setup.state.routing.stats(CLASS).escalations, 1);
+}
+
+/// Found by probing: a routed model that did not answer in time was reported as
+/// `routed_status=unreachable`, and its escalation event had no status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_request_that_times_out_is_escalated_as_a_gateway_timeout() {
+    let setup = start_with(Some(CONFIG), &[], |settings| {
+        settings.read_timeout = std::time::Duration::from_millis(500);
+    })
+    .await;
+    for i in 0..4 {
+        setup.chat(&fact(i), &[]).await;
+    }
+    let response = setup
+        .chat(&fact(9), &[("x-fake-slow-model", "gpt-5-mini")])
+        .await;
+    assert_eq!(response.status(), 200, "the original model answered");
+    assert_eq!(
+        header(&response, "x-svc-route"),
+        "escalated; model=gpt-5; routed_status=504"
+    );
+    let routed_status = setup.events().iter().find_map(|e| match &e.event {
+        Event::Escalation { routed_status, .. } => Some(*routed_status),
+        _ => None,
+    });
+    assert_eq!(routed_status, Some(Some(504)));
 }
 
 #[tokio::test]
