@@ -534,26 +534,57 @@ fn optimisation_headers(outcome: &Outcome, headers: &mut HeaderMap) {
 }
 
 async fn handle(state: Arc<ProxyState>, route: Route, request: Request) -> Response {
-    let started = Instant::now();
-    let mut log = RequestLog::new(route);
-    let response = match forward(&state, route, request, &mut log).await {
+    let mut pending = Pending {
+        state: &state,
+        log: RequestLog::new(route),
+        started: Instant::now(),
+        done: false,
+    };
+    let response = match forward(&state, route, request, &mut pending.log).await {
         Ok(response) => response,
         Err(error) => {
-            log.error = Some(error.message.clone());
+            pending.log.error = Some(error.message.clone());
             let mut response = error.into_response();
-            if let Some(outcome) = &log.outcome {
+            if let Some(outcome) = &pending.log.outcome {
                 optimisation_headers(outcome, response.headers_mut());
             }
             response
         }
     };
-    log.status = response.status().as_u16();
-    log.latency = started.elapsed();
-    state.counters.record(&log);
-    if let Some(logger) = &state.logger {
-        (logger.0)(&log);
-    }
+    pending.finish(response.status().as_u16());
     response
+}
+
+/// A request's log line, written when its answer is ready, or, when the client goes away first
+/// (the server drops the handler), then: status 499 (nginx's "client closed request"), so the
+/// counters and the log still show a request the upstream may have been paid for. Such requests
+/// left no line at all.
+struct Pending<'a> {
+    state: &'a ProxyState,
+    log: RequestLog,
+    started: Instant,
+    done: bool,
+}
+
+impl Pending<'_> {
+    fn finish(&mut self, status: u16) {
+        self.done = true;
+        self.log.status = status;
+        self.log.latency = self.started.elapsed();
+        self.state.counters.record(&self.log);
+        if let Some(logger) = &self.state.logger {
+            (logger.0)(&self.log);
+        }
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.log.error = Some("the client went away before the answer".into());
+            self.finish(499);
+        }
+    }
 }
 
 async fn forward(

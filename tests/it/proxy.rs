@@ -995,6 +995,53 @@ async fn a_stream_cut_off_upstream_reaches_the_client_whole_up_to_the_cut() {
     }
 }
 
+/// Found by probing: a client that went away before the answer (the upstream was still called,
+/// a paid request) left no log line and no count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_goes_away_is_still_counted() {
+    let router = axum::Router::new().fallback(|| async {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        "late"
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    let proxy = Proxy::start(&format!("http://{address}"), |_| {}).await;
+    let impatient = reqwest::Client::builder()
+        .timeout(Duration::from_millis(300))
+        .build()
+        .expect("client");
+    let gone = impatient
+        .post(format!("{}/v1/chat/completions", proxy.base))
+        .header("content-type", "application/json")
+        .body(r#"{"messages":[{"role":"user","content":"hi"}]}"#)
+        .send()
+        .await;
+    assert!(gone.is_err(), "the client gave up");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let requests = loop {
+        let status: Value = proxy
+            .client
+            .get(format!("{}/svc/status", proxy.base))
+            .send()
+            .await
+            .expect("status")
+            .json()
+            .await
+            .expect("json");
+        let requests = status["counters"]["requests"].as_u64().unwrap_or(0);
+        if requests > 0 || std::time::Instant::now() > deadline {
+            break requests;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(requests, 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_pass_through_untouched_for_every_route() {
     let fake = Fake::start().await;
