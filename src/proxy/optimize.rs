@@ -146,8 +146,10 @@ pub fn optimize(
         .map(|(unit, text)| Message::text(unit.role.as_str(), text))
         .collect();
     let keep: Vec<bool> = units.iter().map(|unit| unit.keep).collect();
-    // When the budget cannot be met, compress as far as the engine can: the protected parts'
-    // size or the minimum it reports becomes the target.
+    // When the budget cannot be met, compress as far as the engine can: the minimum it reports
+    // becomes the target. When the protected parts alone exceed it, the rest still gets the
+    // budget on top of them: with a target of the protected size, nothing was left for the
+    // others, and a tool output (a log with its one error line) was elided whole.
     let mut target = budget.max(1);
     let mut compressed = None;
     for _ in 0..3 {
@@ -158,7 +160,7 @@ pub fn optimize(
             }
             Err(CompressError::ProtectedOverBudget {
                 protected_tokens, ..
-            }) => target = protected_tokens.max(target + 1),
+            }) => target = (protected_tokens + budget).max(target + 1),
             Err(CompressError::MessagesOverBudget { minimum_tokens, .. }) => {
                 target = minimum_tokens.max(target + 1)
             }

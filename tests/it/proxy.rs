@@ -349,6 +349,43 @@ async fn openai_chat_long_tool_output_is_compressed_recoverably_and_protected_pa
     }
 }
 
+/// Found by probing: when the protected parts alone were over the budget, a trailing tool
+/// output got nothing and was elided whole, its one error line with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_output_keeps_its_error_line_when_the_protected_parts_exceed_the_budget() {
+    let fake = Fake::start().await;
+    let proxy = Proxy::start(&fake.url(), |s| s.budget = 2_000).await;
+    let question = format!("Why does the service fail? {}", "Context. ".repeat(1_500));
+    let request = json!({"model": "m", "messages": [
+        {"role": "user", "content": question},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "read_log", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": build_log(6_000)},
+    ]});
+    let response = proxy
+        .post(
+            "/v1/chat/completions",
+            serde_json::to_vec(&request).expect("json"),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert!(
+        header(&response, "x-svc-optimization").starts_with("rewritten"),
+        "{}",
+        header(&response, "x-svc-optimization")
+    );
+    let forwarded: Value = serde_json::from_slice(&fake.last().body).expect("json");
+    let tool = forwarded["messages"][2]["content"].as_str().expect("text");
+    assert!(
+        tool.contains("ERROR config::parse"),
+        "the error line is kept: {}",
+        &tool[..tool.len().min(400)]
+    );
+    assert_eq!(
+        forwarded["messages"][0]["content"],
+        request["messages"][0]["content"]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn anthropic_cached_prefix_and_latest_turn_stay_byte_stable() {
     let fake = Fake::start().await;
