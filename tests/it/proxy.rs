@@ -159,6 +159,39 @@ pub async fn serve_proxy(state: Arc<ProxyState>) -> String {
     format!("http://{address}")
 }
 
+/// Serves `router` as an upstream on a free port of 127.0.0.1; returns its base URL.
+async fn serve_upstream(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{address}")
+}
+
+/// An upstream that answers every connection with `answer`, byte for byte, and closes it (for
+/// answers no HTTP server would send: cut-off bodies and streams).
+async fn raw_upstream(answer: Vec<u8>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let mut request = vec![0u8; 65536];
+                let _ = socket.read(&mut request).await;
+                let _ = socket.write_all(&answer).await;
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
 impl Proxy {
     async fn start(upstream: &str, configure: impl FnOnce(&mut ProxySettings)) -> Proxy {
         let home = tempfile::tempdir().expect("test step");
@@ -948,24 +981,12 @@ async fn a_silent_upstream_gets_a_timeout_error_not_a_hung_client() {
 /// reach the upstream … check --upstream-*", sending the user to a configuration that was fine.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_cut_off_after_its_headers_is_not_called_unreachable() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let mut request = vec![0u8; 65536];
-            let _ = socket.read(&mut request).await;
-            let _ = socket
-                .write_all(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{\"id\":\"chatcmpl",
-                )
-                .await;
-            // Closed here, 385 bytes short.
-        }
-    });
-    let proxy = Proxy::start(&format!("http://{address}"), witness(Mode::Audit, false)).await;
+    // Closed after the first bytes, 385 short of the length it announces.
+    let upstream = raw_upstream(
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{\"id\":\"chatcmpl".to_vec(),
+    )
+    .await;
+    let proxy = Proxy::start(&upstream, witness(Mode::Audit, false)).await;
     let response = proxy
         .post(
             "/v1/chat/completions",
@@ -988,33 +1009,21 @@ async fn a_body_cut_off_after_its_headers_is_not_called_unreachable() {
 /// behind the last chunk. Every event must arrive, with or without the witness.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_cut_off_upstream_reaches_the_client_whole_up_to_the_cut() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let mut request = vec![0u8; 65536];
-                let _ = socket.read(&mut request).await;
-                let mut answer = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n".to_vec();
-                for i in 0..5 {
-                    let event = format!(
-                        "data: {{\"choices\":[{{\"delta\":{{\"content\":\"part {i} \"}}}}]}}\n\n"
-                    );
-                    answer.extend(format!("{:x}\r\n{event}\r\n", event.len()).into_bytes());
-                }
-                let _ = socket.write_all(&answer).await;
-                // Closed here, without the final empty chunk.
-            });
-        }
-    });
+    let mut answer =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for i in 0..5 {
+        let event =
+            format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"part {i} \"}}}}]}}\n\n");
+        answer.extend(format!("{:x}\r\n{event}\r\n", event.len()).into_bytes());
+    }
+    // Closed after the fifth event, without the final empty chunk.
+    let upstream = raw_upstream(answer).await;
     for configure in [
         Box::new(|_: &mut ProxySettings| {}) as Box<dyn FnOnce(&mut ProxySettings)>,
         Box::new(witness(Mode::Audit, false)),
     ] {
-        let proxy = Proxy::start(&format!("http://{address}"), configure).await;
+        let proxy = Proxy::start(&upstream, configure).await;
         for _ in 0..8 {
             let mut response = proxy
                 .post(
@@ -1036,18 +1045,12 @@ async fn a_stream_cut_off_upstream_reaches_the_client_whole_up_to_the_cut() {
 /// a paid request) left no log line and no count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_goes_away_is_still_counted() {
-    let router = axum::Router::new().fallback(|| async {
+    let upstream = serve_upstream(axum::Router::new().fallback(|| async {
         tokio::time::sleep(Duration::from_secs(3)).await;
         "late"
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    let proxy = Proxy::start(&format!("http://{address}"), |_| {}).await;
+    }))
+    .await;
+    let proxy = Proxy::start(&upstream, |_| {}).await;
     let impatient = reqwest::Client::builder()
         .timeout(Duration::from_millis(300))
         .build()
@@ -1145,18 +1148,12 @@ async fn an_encoded_answer_is_withheld_in_strict_mode_and_passed_on_unchecked_ot
             encoded,
         )
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    let strict = Proxy::start(&format!("http://{address}"), witness(Mode::Strict, false)).await;
+    let upstream = serve_upstream(router).await;
+    let strict = Proxy::start(&upstream, witness(Mode::Strict, false)).await;
     let response = strict.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
     assert_eq!(response.status(), 502);
     assert_eq!(header(&response, "x-svc-error"), "upstream_encoded");
-    let audit = Proxy::start(&format!("http://{address}"), witness(Mode::Audit, false)).await;
+    let audit = Proxy::start(&upstream, witness(Mode::Audit, false)).await;
     let response = audit.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
     assert_eq!(response.status(), 200);
     assert_eq!(header(&response, "content-encoding"), "gzip");
