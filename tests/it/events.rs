@@ -18,6 +18,7 @@ use svc::events::{Event, EventKind, EventPayload};
 use svc::proof::{ContextRiskMode, OutcomeSignal, VerifiedEfficiencyLayer};
 
 use crate::harness::{root, run, svc};
+use crate::serve;
 
 // ---------------------------------------------------------------------------------------------
 // Fakes
@@ -42,17 +43,6 @@ async fn hook(State(hook): State<Hook>, Json(body): Json<Value>) -> StatusCode {
     }
     hook.bodies.lock().expect("lock").push(body);
     StatusCode::OK
-}
-
-async fn serve(router: Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{address}")
 }
 
 async fn serve_hook(hook: Hook) -> String {

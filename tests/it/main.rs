@@ -29,6 +29,18 @@ mod witness;
 #[cfg(target_os = "linux")]
 mod wrap;
 
+/// Serves `router` on a free port of 127.0.0.1 (on the current runtime); returns its base URL.
+pub async fn serve(router: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    format!("http://{address}")
+}
+
 /// Serves `app` on 127.0.0.1:0 from a thread and runtime of its own, for tests that drive `svc`
 /// as a blocking child process; returns the address once it is listening.
 pub fn serve_on_thread(app: axum::Router) -> std::net::SocketAddr {

@@ -159,18 +159,6 @@ pub async fn serve_proxy(state: Arc<ProxyState>) -> String {
     format!("http://{address}")
 }
 
-/// Serves `router` as an upstream on a free port of 127.0.0.1; returns its base URL.
-async fn serve_upstream(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let address = listener.local_addr().expect("address");
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{address}")
-}
-
 /// An upstream that answers every connection with `answer`, byte for byte, and closes it (for
 /// answers no HTTP server would send: cut-off bodies and streams).
 async fn raw_upstream(answer: Vec<u8>) -> String {
@@ -1045,7 +1033,7 @@ async fn a_stream_cut_off_upstream_reaches_the_client_whole_up_to_the_cut() {
 /// a paid request) left no log line and no count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_goes_away_is_still_counted() {
-    let upstream = serve_upstream(axum::Router::new().fallback(|| async {
+    let upstream = crate::serve(axum::Router::new().fallback(|| async {
         tokio::time::sleep(Duration::from_secs(3)).await;
         "late"
     }))
@@ -1148,7 +1136,7 @@ async fn an_encoded_answer_is_withheld_in_strict_mode_and_passed_on_unchecked_ot
             encoded,
         )
     });
-    let upstream = serve_upstream(router).await;
+    let upstream = crate::serve(router).await;
     let strict = Proxy::start(&upstream, witness(Mode::Strict, false)).await;
     let response = strict.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
     assert_eq!(response.status(), 502);

@@ -556,15 +556,7 @@ fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
         .expect("runtime");
     let log: Log = Arc::default();
     let upstream = runtime.block_on(async {
-        let router = axum::Router::new().fallback(fake).with_state(log.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let address = listener.local_addr().expect("address");
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, router).await;
-        });
-        address
+        crate::serve(axum::Router::new().fallback(fake).with_state(log.clone())).await
     });
     let state = tempfile::tempdir().expect("temp dir");
     std::fs::write(
@@ -574,7 +566,7 @@ fn svc_proxy_says_at_start_why_routing_is_off_and_serves() {
     .expect("config");
     let mut child = crate::harness::svc(state.path())
         .args(["proxy", "--port", "0", "--upstream-openai"])
-        .arg(format!("http://{upstream}"))
+        .arg(&upstream)
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("svc proxy starts");
