@@ -29,7 +29,7 @@ struct Received {
 
 type Log = Arc<Mutex<Vec<Received>>>;
 
-fn fixture(name: &str) -> Vec<u8> {
+pub(crate) fn fixture(name: &str) -> Vec<u8> {
     std::fs::read(root().join("fixtures/proxy").join(name)).expect("fixture exists")
 }
 
@@ -99,13 +99,13 @@ async fn fake_handler(State(log): State<Log>, request: Request) -> Response {
         .into_response()
 }
 
-struct Fake {
+pub(crate) struct Fake {
     address: SocketAddr,
     log: Log,
 }
 
 impl Fake {
-    async fn start() -> Fake {
+    pub(crate) async fn start() -> Fake {
         let log: Log = Arc::default();
         let router = axum::Router::new()
             .fallback(fake_handler)
@@ -120,7 +120,7 @@ impl Fake {
         Fake { address, log }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("http://{}", self.address)
     }
 
@@ -133,15 +133,15 @@ impl Fake {
             .expect("a request")
     }
 
-    fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.log.lock().expect("log lock").len()
     }
 }
 
-struct Proxy {
-    base: String,
+pub(crate) struct Proxy {
+    pub(crate) base: String,
     state: Arc<ProxyState>,
-    client: reqwest::Client,
+    pub(crate) client: reqwest::Client,
     _home: tempfile::TempDir,
 }
 
@@ -161,7 +161,7 @@ pub async fn serve_proxy(state: Arc<ProxyState>) -> String {
 
 /// An upstream that answers every connection with `answer`, byte for byte, and closes it (for
 /// answers no HTTP server would send: cut-off bodies and streams).
-async fn raw_upstream(answer: Vec<u8>) -> String {
+pub(crate) async fn raw_upstream(answer: Vec<u8>) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -181,7 +181,7 @@ async fn raw_upstream(answer: Vec<u8>) -> String {
 }
 
 impl Proxy {
-    async fn start(upstream: &str, configure: impl FnOnce(&mut ProxySettings)) -> Proxy {
+    pub(crate) async fn start(upstream: &str, configure: impl FnOnce(&mut ProxySettings)) -> Proxy {
         let home = tempfile::tempdir().expect("test step");
         let mut settings = ProxySettings::new(home.path().to_path_buf());
         settings.upstreams = Upstreams {
@@ -203,11 +203,11 @@ impl Proxy {
         }
     }
 
-    async fn post(&self, path: &str, body: impl Into<Vec<u8>>) -> reqwest::Response {
+    pub(crate) async fn post(&self, path: &str, body: impl Into<Vec<u8>>) -> reqwest::Response {
         self.post_with(path, body, &[]).await
     }
 
-    async fn post_with(
+    pub(crate) async fn post_with(
         &self,
         path: &str,
         body: impl Into<Vec<u8>>,
@@ -229,7 +229,7 @@ impl Proxy {
     }
 }
 
-fn header(response: &reqwest::Response, name: &str) -> String {
+pub(crate) fn header(response: &reqwest::Response, name: &str) -> String {
     response
         .headers()
         .get(name)
@@ -710,69 +710,6 @@ async fn a_250k_token_message_is_forwarded_not_refused() {
     assert_eq!(fake.last().body, sent);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn upstream_errors_pass_through_with_status_and_body() {
-    let fake = Fake::start().await;
-    let proxy = Proxy::start(&fake.url(), |_| {}).await;
-    let cases = [
-        ("/v1/messages", "anthropic_error.json", "429"),
-        ("/v1/chat/completions", "openai_error.json", "401"),
-        (
-            "/v1beta/models/g:generateContent",
-            "gemini_error.json",
-            "400",
-        ),
-    ];
-    for (path, name, status) in cases {
-        let response = proxy
-            .post_with(
-                path,
-                r#"{"messages":[{"role":"user","content":"hi"}],"contents":[{"parts":[{"text":"hi"}]}]}"#,
-                &[("x-fake-fixture", name), ("x-fake-status", status)],
-            )
-            .await;
-        assert_eq!(response.status().as_u16().to_string(), status, "{path}");
-        assert!(
-            response.headers().get("x-svc-error").is_none(),
-            "a provider's own error is not marked as the proxy's"
-        );
-        assert_eq!(
-            response.bytes().await.expect("a body").to_vec(),
-            fixture(name)
-        );
-    }
-}
-
-/// Found by probing: the proxy followed an upstream's redirect, so a POST became a body-less
-/// GET answered 200 as if it had worked, and the API key went to the other host.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upstream_redirect_goes_back_to_the_client_unfollowed() {
-    let fake = Fake::start().await;
-    let elsewhere = Fake::start().await;
-    let proxy = Proxy::start(&fake.url(), |_| {}).await;
-    let target = format!("{}/v1/messages", elsewhere.url());
-    for status in ["301", "302", "307"] {
-        let response = proxy
-            .post_with(
-                "/v1/messages",
-                r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#,
-                &[
-                    ("x-api-key", "sk-secret"),
-                    ("x-fake-status", status),
-                    ("x-fake-location", &target),
-                ],
-            )
-            .await;
-        assert_eq!(response.status().as_u16().to_string(), status);
-        assert_eq!(header(&response, "location"), target);
-    }
-    assert_eq!(
-        elsewhere.count(),
-        0,
-        "nothing reached the redirect's target"
-    );
-}
-
 /// Found by probing: a known path asked with the wrong method got axum's empty 405, without
 /// the provider's error shape or X-Svc-Error.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -804,36 +741,6 @@ async fn a_wrong_method_gets_a_405_in_the_providers_shape() {
         assert!(message.contains(&format!("use {allowed}")), "{body}");
     }
     assert_eq!(fake.count(), 0);
-}
-
-/// Found by probing: `/v1/%2e%2e/%2e%2e/secret` reached the upstream as `/secret`, out of the
-/// configured root's path, with the client's key. Dot segments are refused before anything is
-/// sent. (A raw socket: HTTP clients resolve dot segments themselves.)
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_path_with_dot_segments_is_refused_not_forwarded() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let fake = Fake::start().await;
-    let proxy = Proxy::start(&format!("{}/openai-base", fake.url()), |_| {}).await;
-    let address = proxy.base.trim_start_matches("http://").to_string();
-    for path in [
-        "/v1/%2e%2e/%2e%2e/secret",
-        "/v1/%2E%2E/secret",
-        "/v1beta/../v1/x",
-        "/v1/./chat/completions",
-    ] {
-        let mut socket = tokio::net::TcpStream::connect(&address)
-            .await
-            .expect("connect");
-        let request = format!(
-            "POST {path} HTTP/1.1\r\nhost: {address}\r\nauthorization: Bearer K\r\ncontent-type: application/json\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{{}}"
-        );
-        socket.write_all(request.as_bytes()).await.expect("send");
-        let mut answer = String::new();
-        socket.read_to_string(&mut answer).await.expect("read");
-        assert!(answer.starts_with("HTTP/1.1 400"), "{path}: {answer}");
-        assert!(answer.contains("segment"), "{path}: {answer}");
-    }
-    assert_eq!(fake.count(), 0, "nothing reached the upstream");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -945,132 +852,6 @@ async fn proxy_side_errors_come_in_each_providers_shape() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_silent_upstream_gets_a_timeout_error_not_a_hung_client() {
-    let fake = Fake::start().await;
-    let proxy = Proxy::start(&fake.url(), |s| s.read_timeout = Duration::from_millis(300)).await;
-    let response = proxy
-        .post_with(
-            "/v1/chat/completions",
-            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
-            &[("x-fake-hang", "1")],
-        )
-        .await;
-    assert_eq!(response.status(), 504);
-    let body: Value = response.json().await.expect("a JSON body");
-    assert!(
-        body["error"]["message"]
-            .as_str()
-            .expect("test step")
-            .contains("did not answer in time")
-    );
-}
-
-/// Found by probing: an answer whose body broke off after its headers was reported as "cannot
-/// reach the upstream … check --upstream-*", sending the user to a configuration that was fine.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_body_cut_off_after_its_headers_is_not_called_unreachable() {
-    // Closed after the first bytes, 385 short of the length it announces.
-    let upstream = raw_upstream(
-        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 400\r\n\r\n{\"id\":\"chatcmpl".to_vec(),
-    )
-    .await;
-    let proxy = Proxy::start(&upstream, witness(Mode::Audit, false)).await;
-    let response = proxy
-        .post(
-            "/v1/chat/completions",
-            r#"{"messages":[{"role":"user","content":"hi"}]}"#,
-        )
-        .await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(header(&response, "x-svc-error"), "upstream_incomplete");
-    let body: Value = response.json().await.expect("a JSON body");
-    let message = body["error"]["message"].as_str().expect("a message");
-    assert!(
-        message.contains("answered 200 OK but its body broke off")
-            && !message.contains("check --upstream"),
-        "{message}"
-    );
-}
-
-/// Found by probing: an upstream stream cut off (no final chunk) reached the client short of
-/// events the upstream had sent: hyper dropped its unsent buffer when the body failed right
-/// behind the last chunk. Every event must arrive, with or without the witness.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stream_cut_off_upstream_reaches_the_client_whole_up_to_the_cut() {
-    let mut answer =
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            .to_vec();
-    for i in 0..5 {
-        let event =
-            format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"part {i} \"}}}}]}}\n\n");
-        answer.extend(format!("{:x}\r\n{event}\r\n", event.len()).into_bytes());
-    }
-    // Closed after the fifth event, without the final empty chunk.
-    let upstream = raw_upstream(answer).await;
-    for configure in [
-        Box::new(|_: &mut ProxySettings| {}) as Box<dyn FnOnce(&mut ProxySettings)>,
-        Box::new(witness(Mode::Audit, false)),
-    ] {
-        let proxy = Proxy::start(&upstream, configure).await;
-        for _ in 0..8 {
-            let mut response = proxy
-                .post(
-                    "/v1/chat/completions",
-                    r#"{"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
-                )
-                .await;
-            let mut received = Vec::new();
-            while let Ok(Some(chunk)) = response.chunk().await {
-                received.extend_from_slice(&chunk);
-            }
-            let text = String::from_utf8_lossy(&received);
-            assert_eq!(text.matches("data: ").count(), 5, "{text}");
-        }
-    }
-}
-
-/// Found by probing: a client that went away before the answer (the upstream was still called,
-/// a paid request) left no log line and no count.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_client_that_goes_away_is_still_counted() {
-    let upstream = crate::serve(axum::Router::new().fallback(|| async {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        "late"
-    }))
-    .await;
-    let proxy = Proxy::start(&upstream, |_| {}).await;
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(300))
-        .build()
-        .expect("client");
-    let gone = impatient
-        .post(format!("{}/v1/chat/completions", proxy.base))
-        .header("content-type", "application/json")
-        .body(r#"{"messages":[{"role":"user","content":"hi"}]}"#)
-        .send()
-        .await;
-    assert!(gone.is_err(), "the client gave up");
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let requests = loop {
-        let status: Value = proxy
-            .client
-            .get(format!("{}/svc/status", proxy.base))
-            .send()
-            .await
-            .expect("status")
-            .json()
-            .await
-            .expect("json");
-        let requests = status["counters"]["requests"].as_u64().unwrap_or(0);
-        if requests > 0 || std::time::Instant::now() > deadline {
-            break requests;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
-    assert_eq!(requests, 1);
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streams_pass_through_untouched_for_every_route() {
     let fake = Fake::start().await;
     let proxy = Proxy::start(&fake.url(), |_| {}).await;
@@ -1109,7 +890,7 @@ async fn streams_pass_through_untouched_for_every_route() {
     assert_eq!(fake.count(), 4);
 }
 
-fn witness(mode: Mode, embed: bool) -> impl FnOnce(&mut ProxySettings) {
+pub(crate) fn witness(mode: Mode, embed: bool) -> impl FnOnce(&mut ProxySettings) {
     move |settings| {
         settings.witness = Some(WitnessSettings {
             mode,
@@ -1120,34 +901,7 @@ fn witness(mode: Mode, embed: bool) -> impl FnOnce(&mut ProxySettings) {
     }
 }
 
-const EVIDENCE_REQUEST: &str = r#"{"model":"m","messages":[{"role":"user","content":"The test parse_config_rejects_empty expects an error. parse_config returns Ok for an empty file. The build runs on Linux. Why does the build fail?"}]}"#;
-
-/// Found by probing: an upstream that gzipped its answer (unasked) went through strict mode
-/// unchecked, its unsupported claims included, logged as "response is not JSON".
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_encoded_answer_is_withheld_in_strict_mode_and_passed_on_unchecked_otherwise() {
-    let encoded: &'static [u8] = b"\x1f\x8b\x08\x00gzipped bytes";
-    let router = axum::Router::new().fallback(move || async move {
-        (
-            [
-                ("content-type", "application/json"),
-                ("content-encoding", "gzip"),
-            ],
-            encoded,
-        )
-    });
-    let upstream = crate::serve(router).await;
-    let strict = Proxy::start(&upstream, witness(Mode::Strict, false)).await;
-    let response = strict.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
-    assert_eq!(response.status(), 502);
-    assert_eq!(header(&response, "x-svc-error"), "upstream_encoded");
-    let audit = Proxy::start(&upstream, witness(Mode::Audit, false)).await;
-    let response = audit.post("/v1/chat/completions", EVIDENCE_REQUEST).await;
-    assert_eq!(response.status(), 200);
-    assert_eq!(header(&response, "content-encoding"), "gzip");
-    assert_eq!(header(&response, "x-svc-witness-status"), "", "not checked");
-    assert_eq!(&response.bytes().await.expect("body")[..], encoded);
-}
+pub(crate) const EVIDENCE_REQUEST: &str = r#"{"model":"m","messages":[{"role":"user","content":"The test parse_config_rejects_empty expects an error. parse_config returns Ok for an empty file. The build runs on Linux. Why does the build fail?"}]}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn witness_audit_adds_certificate_headers_and_serves_the_sidecar() {
