@@ -886,16 +886,21 @@ mod tests {
         // Regression (found by probing): the damaged blob was trusted as already stored, so
         // every later commit of the same bytes named it and could never be recovered. A later
         // process checks what it skips, and writes damaged copies again.
-        let later = CommitStore::grouped(dir.path());
-        let third = later
-            .commit(
-                &chunks(),
-                serde_json::json!({"budget": 30}),
-                "fn a() {}",
-                &tokenizer,
-            )
-            .expect("commit");
-        later.sync().expect("sync");
+        // A fresh process's store commits the same chunks and syncs.
+        let commit_again = |budget: u64| {
+            let store = CommitStore::grouped(dir.path());
+            let receipt = store
+                .commit(
+                    &chunks(),
+                    serde_json::json!({ "budget": budget }),
+                    "fn a() {}",
+                    &tokenizer,
+                )
+                .expect("commit");
+            store.sync().expect("sync");
+            receipt
+        };
+        let third = commit_again(30);
         for ctx_id in [&third.ctx_id, &receipt.ctx_id] {
             assert_eq!(
                 CommitStore::new(dir.path())
@@ -912,16 +917,7 @@ mod tests {
                 .receipt(&receipt.ctx_id)
                 .is_err()
         );
-        let again = CommitStore::grouped(dir.path());
-        again
-            .commit(
-                &chunks(),
-                serde_json::json!({"budget": 10}),
-                "fn a() {}",
-                &tokenizer,
-            )
-            .expect("commit");
-        again.sync().expect("sync");
+        commit_again(10);
         assert_eq!(
             CommitStore::new(dir.path())
                 .receipt(&receipt.ctx_id)

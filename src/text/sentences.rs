@@ -347,13 +347,15 @@ mod tests {
 
     #[test]
     fn evidence_splits_glued_pages_and_keeps_abbreviations() {
+        let split = |text: &'static str| -> Vec<&'static str> {
+            evidence(text)
+                .iter()
+                .map(|s| &text[s.start..s.end])
+                .collect()
+        };
         let text = "It was founded in 1844.First for Women is a magazine. Dr. Smith wrote it in the U.S. in 2001.";
-        let got: Vec<&str> = evidence(text)
-            .iter()
-            .map(|s| &text[s.start..s.end])
-            .collect();
         assert_eq!(
-            got,
+            split(text),
             [
                 "It was founded in 1844.",
                 "First for Women is a magazine.",
@@ -363,12 +365,8 @@ mod tests {
         // Regression (found by probing): a full-width stop ended nothing, so a Japanese
         // sentence and the next one were one claim.
         let text = "東京タワーは1958年に完成した。高さは333メートルです！Café Zoë opened in 2001.";
-        let got: Vec<&str> = evidence(text)
-            .iter()
-            .map(|s| &text[s.start..s.end])
-            .collect();
         assert_eq!(
-            got,
+            split(text),
             [
                 "東京タワーは1958年に完成した。",
                 "高さは333メートルです！",
