@@ -17,8 +17,9 @@ use super::Format;
 
 #[derive(Debug, Args)]
 pub struct GapsArgs {
-    /// A file recovered in at least this many runs is a gap.
-    #[arg(long, default_value_t = evolution::DEFAULT_THRESHOLD)]
+    /// A file recovered in at least this many runs is a gap (at least 1: 0 made every file of
+    /// every run a gap).
+    #[arg(long, default_value_t = evolution::DEFAULT_THRESHOLD, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     threshold: usize,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -50,8 +51,9 @@ enum SkillsCommand {
 
 #[derive(Debug, Args)]
 pub struct DreamArgs {
-    /// A file recovered in at least this many runs is a gap.
-    #[arg(long, default_value_t = evolution::DEFAULT_THRESHOLD)]
+    /// A file recovered in at least this many runs is a gap (at least 1: 0 made every file of
+    /// every run a gap).
+    #[arg(long, default_value_t = evolution::DEFAULT_THRESHOLD, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     threshold: usize,
     /// Seconds to wait for webhook deliveries before exiting.
     #[arg(long, default_value_t = 10.0)]

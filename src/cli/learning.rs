@@ -35,8 +35,9 @@ pub struct AutotuneArgs {
     /// Git repository or bundle to mine tasks from (repeatable).
     #[arg(long = "repo", required = true)]
     repos: Vec<PathBuf>,
-    /// Tasks mined per repository (both parts together).
-    #[arg(long, default_value_t = 60)]
+    /// Tasks mined per repository (both parts together; at least 2, one to tune on and one to
+    /// report on).
+    #[arg(long, default_value_t = 60, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
     max_tasks: usize,
     /// Budgets each weight vector is measured at.
     #[arg(long, value_delimiter = ',', default_value = "4000,8000")]

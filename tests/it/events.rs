@@ -607,6 +607,17 @@ fn gaps_dream_and_skills_export_from_the_command_line() {
     let again: Value = serde_json::from_str(&again.stdout).expect("learning JSON");
     assert_eq!(again["outcomes_read"], 0, "each session is read once");
 
+    // Found by probing: a threshold of 0 was accepted (every file of every run a gap), and so
+    // was an autotune of 0 tasks.
+    for args in [
+        &["gaps", "--threshold", "0"][..],
+        &["dream", "--threshold", "0"][..],
+        &["learning", "autotune", "--repo", ".", "--max-tasks", "1"][..],
+    ] {
+        let refused = run(svc(state.path()).args(args));
+        assert_eq!(refused.code, 2, "{args:?}: {}", refused.stdout);
+        assert!(refused.stderr.contains("is not in"), "{}", refused.stderr);
+    }
     let out = run(svc(state.path()).args(["gaps"]));
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(
