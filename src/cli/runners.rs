@@ -1,4 +1,6 @@
 //! `svc runners list|check`.
+//!
+//! `list` exits 1 when a runner file does not load (each is listed with its problem).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -86,7 +88,13 @@ fn list(format: Format) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    Ok(ExitCode::SUCCESS)
+    // As `svc workloads list`: a file that does not load is a failed check (exit 1), listed
+    // with its problem, not a success with `?` rows.
+    Ok(if rows.iter().any(|r| r.problem.is_some()) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn check(name: &str) -> anyhow::Result<ExitCode> {

@@ -359,6 +359,7 @@ fn workloads_and_runners_are_listed_and_shown() {
         "inventory/csv_import.py"
     );
     let runners = run(svc(state.path()).args(["runners", "list"]));
+    assert_eq!(runners.code, 0, "{}", runners.stderr);
     assert!(
         runners
             .stdout
@@ -366,6 +367,25 @@ fn workloads_and_runners_are_listed_and_shown() {
         "{}",
         runners.stdout
     );
+    // Found by probing: a runner file that does not load was listed with `?` and exit 0,
+    // where `workloads list` exits 1.
+    let elsewhere = tempfile::tempdir().expect("runners");
+    std::fs::copy(
+        root().join("runners/fixture.toml"),
+        elsewhere.path().join("fixture.toml"),
+    )
+    .expect("copy");
+    std::fs::write(elsewhere.path().join("broken.toml"), "name = ").expect("write");
+    let listed = run(svc(state.path())
+        .env("SVC_RUNNERS_DIR", elsewhere.path())
+        .args(["runners", "list"]));
+    assert_eq!(listed.code, 1, "{}", listed.stdout);
+    assert!(
+        listed.stdout.contains("| broken | ? |"),
+        "{}",
+        listed.stdout
+    );
+    assert!(listed.stderr.contains("broken.toml"), "{}", listed.stderr);
     let check = run(svc(state.path()).args(["runners", "check", "fixture"]));
     assert_eq!(check.code, 0, "{}", check.stderr);
     assert!(check.stdout.contains("answer: green"), "{}", check.stdout);
