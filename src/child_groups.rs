@@ -21,6 +21,14 @@ pub struct Registered {
     pid: i32,
 }
 
+impl Registered {
+    /// Kills the group (the command and everything it started); false when that failed (the
+    /// group is gone already).
+    pub fn kill(&self) -> bool {
+        kill_group(self.pid)
+    }
+}
+
 impl Drop for Registered {
     fn drop(&mut self) {
         groups().remove(&self.pid);
@@ -42,12 +50,16 @@ pub fn register(pid: u32) -> Option<Registered> {
     Some(Registered { pid })
 }
 
+fn kill_group(pid: i32) -> bool {
+    rustix::process::Pid::from_raw(pid).is_some_and(|pid| {
+        rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).is_ok()
+    })
+}
+
 /// Kills every registered group.
 fn kill_all() {
     for &pid in groups().iter() {
-        if let Some(pid) = rustix::process::Pid::from_raw(pid) {
-            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-        }
+        kill_group(pid);
     }
 }
 

@@ -79,7 +79,7 @@ impl ModelCommand {
                 source,
             })?;
         // Killed with svc if svc is interrupted while the command runs.
-        let _registered = crate::child_groups::register(child.id());
+        let group = crate::child_groups::register(child.id());
         let io_error = |source| ModelCommandError::Io {
             program: program.clone(),
             source,
@@ -111,7 +111,7 @@ impl ModelCommand {
                 break status;
             }
             if started.elapsed() >= self.timeout {
-                kill_group(&mut child);
+                kill_group(group.as_ref(), &mut child);
                 let _ = child.wait();
                 return Err(ModelCommandError::Timeout {
                     program,
@@ -128,7 +128,7 @@ impl ModelCommand {
             thread::sleep(Duration::from_millis(5));
         }
         if !(out.done() && err.done()) {
-            kill_group(&mut child);
+            kill_group(group.as_ref(), &mut child);
         }
         if writer.is_finished() {
             let _ = writer.join();
@@ -158,9 +158,8 @@ impl ModelCommand {
 
 /// Kills the command's process group (the command and everything it started); the command
 /// alone when the group is gone already.
-fn kill_group(child: &mut Child) {
-    let pid = rustix::process::Pid::from_child(child);
-    if rustix::process::kill_process_group(pid, rustix::process::Signal::KILL).is_err() {
+fn kill_group(group: Option<&crate::child_groups::Registered>, child: &mut Child) {
+    if !group.is_some_and(crate::child_groups::Registered::kill) {
         let _ = child.kill();
     }
 }

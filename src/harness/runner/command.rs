@@ -65,12 +65,8 @@ impl CommandBackend {
             .process_group(0)
             .spawn()
             .map_err(|e| fail(format!("cannot start: {e}")))?;
-        // Killed with svc if svc is interrupted while the command runs.
-        let _registered = child.id().and_then(crate::child_groups::register);
-        let group = child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(rustix::process::Pid::from_raw);
+        // Killed with svc if svc is interrupted while the command runs, and on the timeout.
+        let group = child.id().and_then(crate::child_groups::register);
         let mut stdin = child.stdin.take().ok_or_else(|| fail("no stdin".into()))?;
         let work = async move {
             // A program that exits without reading its input is its own error, reported below.
@@ -81,9 +77,8 @@ impl CommandBackend {
         let output = tokio::time::timeout(Duration::from_millis(self.timeout_ms), work)
             .await
             .map_err(|_| {
-                if let Some(group) = group {
-                    let _ =
-                        rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+                if let Some(group) = &group {
+                    group.kill();
                 }
                 RunnerError::Timeout {
                     url: self.program.clone(),
