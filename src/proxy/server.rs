@@ -249,26 +249,25 @@ async fn method_not_allowed(request: Request) -> Response {
     response
 }
 
-/// [`is_stream`] for a body too deep to read as a value: its top-level `stream` field, found
-/// without building the value.
-fn route_streams(route: Route, path: &str, text: &str) -> bool {
+/// Whether the request asks for a streamed answer, given its top-level `stream` field.
+fn is_stream(route: Route, path: &str, stream: Option<bool>) -> bool {
+    match route {
+        Route::GeminiGenerate => path.ends_with(":streamGenerateContent"),
+        _ => stream == Some(true),
+    }
+}
+
+/// The top-level `stream` field of a body too deep to read as a value, found without building
+/// the value.
+fn stream_field(text: &str) -> Option<bool> {
     #[derive(serde::Deserialize)]
     struct Top {
         #[serde(default)]
         stream: Option<bool>,
     }
-    match route {
-        Route::GeminiGenerate => path.ends_with(":streamGenerateContent"),
-        _ => serde_json::from_str::<Top>(text).is_ok_and(|top| top.stream == Some(true)),
-    }
-}
-
-/// Whether the request asks for a streamed answer.
-fn is_stream(route: Route, path: &str, request: &Value) -> bool {
-    match route {
-        Route::GeminiGenerate => path.ends_with(":streamGenerateContent"),
-        _ => request.get("stream").and_then(Value::as_bool) == Some(true),
-    }
+    serde_json::from_str::<Top>(text)
+        .ok()
+        .and_then(|top| top.stream)
 }
 
 async fn read_body(
@@ -354,13 +353,7 @@ async fn prepare(
             ),
         ));
     }
-    if let Some(encoding) = parts
-        .headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
-    {
+    if let Some(encoding) = content_encoding(&parts.headers) {
         return Err(ProxyError::new(
             provider,
             ErrorKind::UnsupportedMediaType,
@@ -381,7 +374,7 @@ async fn prepare(
         // Valid JSON nested deeper than a `Value` is read (128 levels): the upstream may well
         // take it, so it is forwarded as received, and says why (it was refused as invalid).
         Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_ok() => {
-            let stream = route_streams(route, parts.uri.path(), text);
+            let stream = is_stream(route, parts.uri.path(), stream_field(text));
             return Ok(Prepared {
                 outcome: Outcome::Skipped {
                     reason: "nested_too_deep".to_string(),
@@ -407,7 +400,11 @@ async fn prepare(
             "the request body must be a JSON object",
         ));
     }
-    let stream = is_stream(route, parts.uri.path(), &request);
+    let stream = is_stream(
+        route,
+        parts.uri.path(),
+        request.get("stream").and_then(Value::as_bool),
+    );
     let json_mode = match provider {
         Provider::Openai => openai::wants_json(&request),
         Provider::Gemini => gemini::wants_json(&request),
@@ -636,12 +633,7 @@ async fn forward(
     // The proxy asks for an unencoded answer (it drops `accept-encoding`); one that comes
     // encoded anyway cannot be read. Strict mode under a fail-closed profile withholds it
     // rather than deliver claims it never checked; other modes pass it on unchecked and say so.
-    let encoding = headers
-        .get(header::CONTENT_ENCODING)
-        .and_then(|v| v.to_str().ok())
-        .map(str::trim)
-        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
-        .map(str::to_string);
+    let encoding = content_encoding(&headers).map(str::to_string);
     let witness = match (witness, encoding) {
         (Some(settings), Some(encoding)) => {
             if settings.mode == Mode::Strict && settings.profile.fails_closed() {
@@ -842,6 +834,15 @@ fn tee_for_witness(
             .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));
     });
     Body::from_stream(body)
+}
+
+/// A body's `content-encoding`, when it has one other than `identity`.
+fn content_encoding(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::CONTENT_ENCODING)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty() && !v.eq_ignore_ascii_case("identity"))
 }
 
 /// Whether `path` has a `.` or `..` segment, percent-encoded or not.
