@@ -79,19 +79,27 @@ enum ListedEntry {
 }
 
 /// Complete lines (newline-terminated, not blank) of the run's trials.jsonl; a torn last line
-/// is not a record. `None` when the file cannot be read.
+/// is not a record. `None` when the file cannot be read. Streamed: a run's file can be large,
+/// and a listing reads every run's.
 fn records_in_file(dir: &Path) -> Option<u64> {
-    let bytes = std::fs::read(dir.join("trials.jsonl")).ok()?;
-    let complete = match bytes.iter().rposition(|&b| b == b'\n') {
-        Some(end) => &bytes[..end],
-        None => &bytes[..0],
-    };
-    Some(
-        complete
-            .split(|&b| b == b'\n')
-            .filter(|line| line.iter().any(|b| !b.is_ascii_whitespace()))
-            .count() as u64,
-    )
+    use std::io::Read;
+    let mut file = std::fs::File::open(dir.join("trials.jsonl")).ok()?;
+    let mut buffer = vec![0u8; 1 << 16];
+    let (mut records, mut blank) = (0u64, true);
+    loop {
+        let read = file.read(&mut buffer).ok()?;
+        if read == 0 {
+            return Some(records);
+        }
+        for &byte in &buffer[..read] {
+            if byte == b'\n' {
+                records += u64::from(!blank);
+                blank = true;
+            } else if !byte.is_ascii_whitespace() {
+                blank = false;
+            }
+        }
+    }
 }
 
 fn find_runs(dir: &Path, depth: usize, out: &mut Vec<Listed>) {
