@@ -159,6 +159,13 @@ impl PackWriter {
 }
 
 /// The header line written before each entry's bytes.
+/// The bytes of an entry read with its header line before it and its newline after it, when
+/// both are exactly what the writer put there (a damaged index line or header cannot hand out
+/// the wrong bytes).
+fn unframe<'a>(framed: &'a [u8], header: &str) -> Option<&'a [u8]> {
+    framed.strip_prefix(header.as_bytes())?.strip_suffix(b"\n")
+}
+
 fn entry_header(len: u64, key: &str) -> String {
     format!("{ENTRY_TAG} {len} {key}\n")
 }
@@ -274,11 +281,10 @@ impl Packs {
         // Lengths were checked against the pack's size when the index was loaded.
         let mut framed = vec![0; header.len() + location.len as usize + 1];
         file.read_exact(&mut framed).map_err(|_| damaged())?;
-        if !framed.starts_with(header.as_bytes()) || framed.last() != Some(&b'\n') {
+        let Some(payload) = unframe(&framed, &header) else {
             return Err(damaged());
-        }
-        framed.pop();
-        Ok(Some((framed.split_off(header.len()), pack.clone())))
+        };
+        Ok(Some((payload.to_vec(), pack.clone())))
     }
 
     /// For each `(path, bytes)`: `None` when no pack holds the path (by the index as first
@@ -347,11 +353,8 @@ impl Packs {
                 for &(_, start, framed, i) in &wanted[run..=last] {
                     let equal = read.is_ok() && {
                         let from = (start - first) as usize;
-                        let entry = &buffer[from..from + framed as usize];
-                        let header = headers[i].as_bytes();
-                        entry.starts_with(header)
-                            && entry.last() == Some(&b'\n')
-                            && &entry[header.len()..entry.len() - 1] == items[i].1
+                        unframe(&buffer[from..from + framed as usize], &headers[i])
+                            == Some(items[i].1)
                     };
                     out[i] = Some(equal);
                 }
