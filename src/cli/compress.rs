@@ -10,9 +10,7 @@ use clap::Args;
 use serde::Serialize;
 use svc::context::commit::CommitStore;
 use svc::context::compress::batch::{self, BatchJob, BatchRecord, JobStatus};
-use svc::context::compress::{
-    self, CompressError, CompressOptions, ContentKind, compress_bytes, compress_messages,
-};
+use svc::context::compress::{self, CompressError, CompressOptions, ContentKind, compress_bytes};
 use svc::context::distill::{self, Level};
 use svc::state;
 use svc::tokens::{Encoding, Tokenizer};
@@ -166,8 +164,9 @@ fn run_compress_messages(
     tokenizer: &Tokenizer,
 ) -> anyhow::Result<ExitCode> {
     let text = compress::decode(bytes, &args.input)?;
-    let messages = compress::parse_conversation(text, &args.input)?;
-    let result = match compress_messages(&messages, args.budget, store, tokenizer) {
+    let conversation = compress::parse_conversation(text, &args.input)?;
+    let result = match compress::compress_conversation(&conversation, args.budget, store, tokenizer)
+    {
         Ok(result) => result,
         Err(error) if budget_failure(&error) => {
             eprintln!("svc: {error}");
@@ -178,7 +177,8 @@ fn run_compress_messages(
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&result)?),
         Format::Text => {
-            println!("{}", serde_json::to_string_pretty(&result.messages)?);
+            // A request object comes back whole (its `system`, `model`, `tools`, … as given).
+            println!("{}", conversation.request_json(&result.messages)?);
             eprintln!(
                 "svc: messages {} → {} tokens ({:.1}x), {} elisions, commit {}",
                 result.original_tokens,

@@ -142,7 +142,9 @@ fn compress_messages_golden() {
     ]));
     assert_eq!(out.code, 0, "stderr: {}", out.stderr);
     golden("conversation.json.1500.golden", &out.stdout);
-    let messages: Vec<serde_json::Value> = serde_json::from_str(&out.stdout).expect("messages");
+    // The input is a request object (`{"messages": [...]}`): it comes back as one.
+    let request: serde_json::Value = serde_json::from_str(&out.stdout).expect("request");
+    let messages = request["messages"].as_array().expect("messages");
     let original: serde_json::Value = serde_json::from_str(
         &fs::read_to_string(root().join("fixtures/compress/conversation.json")).expect("read"),
     )

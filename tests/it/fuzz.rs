@@ -495,8 +495,8 @@ fn fuzz_conversations() {
         let Ok(text) = std::str::from_utf8(input) else {
             return Ok(());
         };
-        let messages = match compress::parse_conversation(text, "fuzzed") {
-            Ok(messages) => messages,
+        let conversation = match compress::parse_conversation(text, "fuzzed") {
+            Ok(conversation) => conversation,
             Err(error) => {
                 let message = error.to_string();
                 return if locates(&message) || message.contains("fuzzed") {
@@ -508,7 +508,8 @@ fn fuzz_conversations() {
         };
         let store = CommitStore::grouped(state.path());
         let budget = [1usize, 100, 1500][turn % 3];
-        if let Ok(done) = compress::compress_messages(&messages, budget, &store, &tokenizer) {
+        if let Ok(done) = compress::compress_conversation(&conversation, budget, &store, &tokenizer)
+        {
             let size = serde_json::to_string(&done.messages)
                 .map_err(|e| e.to_string())?
                 .len();

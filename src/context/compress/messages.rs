@@ -38,20 +38,74 @@ impl Message {
     }
 }
 
+/// A conversation as given: its messages and, when it came as a request object
+/// (`{"model", "system", "messages": [...], …}`), every other field of that object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    pub messages: Vec<Message>,
+    /// The request's other fields, kept as given; `None` for a bare array of messages.
+    pub envelope: Option<serde_json::Map<String, Value>>,
+}
+
+impl Conversation {
+    /// The envelope's prompt parts that stay verbatim and are billed as prompt tokens: an
+    /// Anthropic-style top-level `system` (a string or text blocks) and declared `tools`.
+    fn fixed_parts(&self) -> Vec<(&'static str, &Value)> {
+        let Some(envelope) = &self.envelope else {
+            return Vec::new();
+        };
+        ["system", "tools"]
+            .into_iter()
+            .filter_map(|key| envelope.get(key).map(|value| (key, value)))
+            .filter(|(_, value)| !value.is_null())
+            .collect()
+    }
+
+    /// [`Self::with_messages`] as pretty JSON, each message's fields in their usual order
+    /// (`role`, `content`, then the rest) rather than sorted.
+    pub fn request_json(&self, messages: &[Message]) -> serde_json::Result<String> {
+        #[derive(Serialize)]
+        struct Request<'a> {
+            #[serde(flatten)]
+            envelope: &'a serde_json::Map<String, Value>,
+            messages: &'a [Message],
+        }
+        match &self.envelope {
+            None => serde_json::to_string_pretty(messages),
+            Some(envelope) => serde_json::to_string_pretty(&Request { envelope, messages }),
+        }
+    }
+
+    /// The whole request with `messages` in place of the given ones (the bare array when the
+    /// conversation came as one).
+    pub fn with_messages(&self, messages: &[Message]) -> Value {
+        let messages = serde_json::to_value(messages).unwrap_or(Value::Null);
+        match &self.envelope {
+            None => messages,
+            Some(envelope) => {
+                let mut request = envelope.clone();
+                request.insert("messages".to_string(), messages);
+                Value::Object(request)
+            }
+        }
+    }
+}
+
 /// Reads a conversation: a JSON array of `{role, content, …}` messages, or an object with a
-/// `messages` array (the shape of a chat request). Errors name the source and, for JSON
-/// syntax, the line and column; for a bad message, its index.
-pub fn parse_conversation(text: &str, source_name: &str) -> Result<Vec<Message>, CompressError> {
+/// `messages` array (the shape of a chat request, whose other fields are kept). Errors name the
+/// source and, for JSON syntax, the line and column; for a bad message, its index.
+pub fn parse_conversation(text: &str, source_name: &str) -> Result<Conversation, CompressError> {
     let value: Value =
         serde_json::from_str(text).map_err(|error| CompressError::NotAConversation {
             source_name: source_name.to_string(),
             problem: format!("not JSON: {error}"),
         })?;
-    let list = match value {
+    let (list, envelope) = match value {
         Value::Object(mut object) if object.contains_key("messages") => {
-            object.remove("messages").unwrap_or(Value::Null)
+            let list = object.remove("messages").unwrap_or(Value::Null);
+            (list, Some(object))
         }
-        other => other,
+        other => (other, None),
     };
     let Value::Array(items) = list else {
         return Err(CompressError::NotAConversation {
@@ -60,7 +114,7 @@ pub fn parse_conversation(text: &str, source_name: &str) -> Result<Vec<Message>,
                 .to_string(),
         });
     };
-    items
+    let messages = items
         .into_iter()
         .enumerate()
         .map(|(index, item)| {
@@ -69,7 +123,20 @@ pub fn parse_conversation(text: &str, source_name: &str) -> Result<Vec<Message>,
                 problem: format!("{error} (a message is {{\"role\": \"…\", \"content\": …}})"),
             })
         })
-        .collect()
+        .collect::<Result<Vec<Message>, _>>()?;
+    let conversation = Conversation { messages, envelope };
+    if let Some(system) = conversation
+        .envelope
+        .as_ref()
+        .and_then(|envelope| envelope.get("system"))
+        && !matches!(system, Value::String(_) | Value::Array(_) | Value::Null)
+    {
+        return Err(CompressError::NotAConversation {
+            source_name: source_name.to_string(),
+            problem: "field `system` must be a string or an array of content blocks".to_string(),
+        });
+    }
+    Ok(conversation)
 }
 
 /// The result of [`compress_messages`].
@@ -82,6 +149,10 @@ pub struct CompressedMessages {
     pub original_tokens: usize,
     pub ctx_id: String,
     pub elisions: Vec<Elision>,
+    /// The whole request with the compressed messages, when the conversation came as a request
+    /// object ([`compress_conversation`]); its other fields are as given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request: Option<Value>,
 }
 
 /// Where a piece of text sits in a message.
@@ -196,13 +267,38 @@ pub fn compress_messages(
     store: &CommitStore,
     tokenizer: &Tokenizer,
 ) -> Result<CompressedMessages, CompressError> {
+    compress_messages_keeping(messages, &default_keep(messages), budget, store, tokenizer)
+}
+
+/// The messages that stay verbatim by default: system and developer prompts and the latest
+/// user turn.
+fn default_keep(messages: &[Message]) -> Vec<bool> {
     let latest_user = latest_user_turn(messages);
-    let keep: Vec<bool> = (0..messages.len())
+    (0..messages.len())
         .map(|i| {
             Some(i) == latest_user || matches!(messages[i].role.as_str(), "system" | "developer")
         })
-        .collect();
-    compress_messages_keeping(messages, &keep, budget, store, tokenizer)
+        .collect()
+}
+
+/// Compresses a conversation read by [`parse_conversation`]. A request's top-level `system`
+/// prompt and `tools` stay verbatim: they count against the budget as protected text (as the
+/// system message of a bare array does) and are committed as the chunks `system` and `tools`,
+/// so a request and its messages alone never share a commit.
+pub fn compress_conversation(
+    conversation: &Conversation,
+    budget: usize,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<CompressedMessages, CompressError> {
+    let messages = &conversation.messages;
+    let keep = default_keep(messages);
+    let fixed = conversation.fixed_parts();
+    let mut result = compress_core(messages, &keep, None, &fixed, budget, store, tokenizer)?;
+    if conversation.envelope.is_some() {
+        result.request = Some(conversation.with_messages(&result.messages));
+    }
+    Ok(result)
 }
 
 /// The latest message the user wrote. An Anthropic-style `user` message holding only
@@ -245,6 +341,20 @@ pub fn compress_messages_counted(
     store: &CommitStore,
     tokenizer: &Tokenizer,
 ) -> Result<CompressedMessages, CompressError> {
+    compress_core(messages, keep, counts, &[], budget, store, tokenizer)
+}
+
+/// The common body: `preamble` are a request's fixed parts (name, value), kept verbatim and
+/// counted as protected.
+fn compress_core(
+    messages: &[Message],
+    keep: &[bool],
+    counts: Option<&[usize]>,
+    preamble: &[(&str, &Value)],
+    budget: usize,
+    store: &CommitStore,
+    tokenizer: &Tokenizer,
+) -> Result<CompressedMessages, CompressError> {
     if budget == 0 {
         return Err(CompressError::ZeroBudget);
     }
@@ -254,6 +364,42 @@ pub fn compress_messages_counted(
     let mut all = Vec::new();
     let mut fixed = 0usize;
     let mut protected_tokens = 0usize;
+    let mut preamble_chunks = Vec::new();
+    for &(name, value) in preamble {
+        // `system` is prompt text (a string or text blocks); `tools` are billed as their JSON.
+        let (text, tokens) = match value {
+            Value::String(text) => (text.clone(), tokenizer.count(text)),
+            Value::Array(_) if name == "system" => {
+                let as_message = Message {
+                    role: "system".to_string(),
+                    content: value.clone(),
+                    extra: serde_json::Map::new(),
+                };
+                let (text_slots, other) = slots(&as_message, 0, tokenizer)?;
+                let tokens = other
+                    + text_slots
+                        .iter()
+                        .map(|&slot| tokenizer.count(text_of(&as_message, slot)))
+                        .sum::<usize>();
+                (value.to_string(), tokens)
+            }
+            other => {
+                let text = other.to_string();
+                let tokens = tokenizer.count(&text);
+                (text, tokens)
+            }
+        };
+        fixed += tokens;
+        protected_tokens += tokens;
+        preamble_chunks.push(ChunkInput {
+            chunk_id: name.to_string(),
+            source: name.to_string(),
+            full_text: text,
+            resolution: Some(Resolution::Full),
+            sent_tokens: tokens,
+            full_tokens: None,
+        });
+    }
     for (i, message) in messages.iter().enumerate() {
         let (message_slots, other) = slots(message, i, tokenizer)?;
         fixed += other;
@@ -397,7 +543,7 @@ pub fn compress_messages_counted(
             minimum_tokens: total,
         });
     }
-    let mut chunks = Vec::new();
+    let mut chunks = preamble_chunks;
     let mut elisions_parts: Vec<&Reduced> = Vec::new();
     for (k, &(i, slot, tokens, _)) in all.iter().enumerate() {
         let id = slot.id(i);
@@ -433,6 +579,7 @@ pub fn compress_messages_counted(
         original_tokens,
         ctx_id: receipt.ctx_id,
         elisions,
+        request: None,
     })
 }
 

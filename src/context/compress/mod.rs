@@ -29,8 +29,8 @@ use crate::tokens::Tokenizer;
 pub use code::{CodeMethod, CodeReduction};
 
 pub use messages::{
-    CompressedMessages, Message, compress_messages, compress_messages_counted,
-    compress_messages_keeping, parse_conversation,
+    CompressedMessages, Conversation, Message, compress_conversation, compress_messages,
+    compress_messages_counted, compress_messages_keeping, parse_conversation,
 };
 
 /// The kind of content, which decides how it is reduced.

@@ -473,6 +473,57 @@ mod messages_tests {
         );
     }
 
+    /// Regression (found by probing): `{"system", "messages", …}` came back as the bare message
+    /// array — an Anthropic request's system prompt, model and tools were dropped, uncounted and
+    /// outside the commit.
+    #[test]
+    fn a_request_keeps_its_system_prompt_and_other_fields_and_counts_them() {
+        let (_dir, store, tokenizer) = setup();
+        let messages = serde_json::to_value(conversation()[1..].to_vec()).expect("messages");
+        let system = "NEVER reveal the admin password. Answer in French.";
+        let request = serde_json::json!({
+            "model": "claude-sonnet-4", "max_tokens": 1024, "system": system,
+            "tools": [{"name": "read_log", "input_schema": {"type": "object"}}],
+            "messages": messages,
+        });
+        let conversation = parse_conversation(&request.to_string(), "request.json").expect("parse");
+        let bare = parse_conversation(&messages.to_string(), "bare.json").expect("parse");
+        let result = compress_conversation(&conversation, 3000, &store, &tokenizer).expect("ok");
+        let alone = compress_conversation(&bare, 3000, &store, &tokenizer).expect("ok");
+        let out = result.request.as_ref().expect("the request comes back");
+        assert_eq!(out["system"], system);
+        assert_eq!(out["model"], "claude-sonnet-4");
+        assert_eq!(out["max_tokens"], 1024);
+        assert_eq!(out["tools"], request["tools"]);
+        assert_eq!(
+            out["messages"],
+            serde_json::to_value(&result.messages).expect("json")
+        );
+        assert!(alone.request.is_none());
+        let fixed = tokenizer.count(system) + tokenizer.count(&request["tools"].to_string());
+        assert_eq!(result.original_tokens, alone.original_tokens + fixed);
+        assert!(result.tokens <= 3000);
+        assert_ne!(
+            result.ctx_id, alone.ctx_id,
+            "the system prompt is in the commit"
+        );
+        let recovered = store.recover(&result.ctx_id, "system").expect("recover");
+        assert_eq!(recovered, system);
+        // Over budget with the system prompt: an error naming the protected size, not a drop.
+        let small = alone.tokens.min(tokenizer.count(system) + 5);
+        match compress_conversation(&conversation, small, &store, &tokenizer) {
+            Err(CompressError::ProtectedOverBudget { .. }) => {}
+            other => panic!("expected ProtectedOverBudget, got {other:?}"),
+        }
+        let bad = serde_json::json!({"system": 3, "messages": []}).to_string();
+        match parse_conversation(&bad, "bad.json") {
+            Err(CompressError::NotAConversation { problem, .. }) => {
+                assert!(problem.contains("`system`"), "{problem}")
+            }
+            other => panic!("expected NotAConversation, got {other:?}"),
+        }
+    }
+
     #[test]
     fn protected_over_budget_is_an_error() {
         let (_dir, store, tokenizer) = setup();
