@@ -136,10 +136,12 @@ fn fence_closes(line: &str, marker: u8, count: usize) -> bool {
     run >= count && rest[run..].iter().all(|b| *b == b' ' || *b == b'\t')
 }
 
-/// Splits into fenced or indented code (verbatim) and prose (inline code is masked later).
-fn segments(text: &str) -> Vec<Segment<'_>> {
+/// Code blocks found line by line at the top level: a fence opening at column 0–3 runs to its
+/// closing fence (or the end), an indented block after a blank line over indented and blank lines.
+/// This reads a fence the way its writer meant it even where CommonMark would end it early (a
+/// fence after a list item whose body is not indented).
+fn line_code_blocks(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
-    let mut prose_start = 0;
     let mut at = 0;
     let mut previous_blank = true;
     let mut lines = text.split_inclusive('\n').peekable();
@@ -154,12 +156,8 @@ fn segments(text: &str) -> Vec<Segment<'_>> {
                     break;
                 }
             }
-            if start > prose_start {
-                out.push(Segment::Prose(&text[prose_start..start]));
-            }
-            out.push(Segment::Code(&text[start..end]));
+            out.push((start, end));
             at = end;
-            prose_start = end;
             previous_blank = false;
             continue;
         }
@@ -175,19 +173,65 @@ fn segments(text: &str) -> Vec<Segment<'_>> {
                     break;
                 }
             }
-            if start > prose_start {
-                out.push(Segment::Prose(&text[prose_start..start]));
-            }
-            out.push(Segment::Code(&text[start..end]));
+            out.push((start, end));
             at = end;
-            prose_start = end;
             previous_blank = true;
             continue;
         }
         previous_blank = line.trim().is_empty();
     }
-    if prose_start < text.len() {
-        out.push(Segment::Prose(&text[prose_start..]));
+    out
+}
+
+/// Splits into code (verbatim) and prose (inline code is masked later). Code is what either
+/// reading finds: [`line_code_blocks`], and the code blocks of CommonMark — fenced and indented,
+/// also inside list items and block quotes — as pulldown-cmark parses them. A block takes its
+/// whole lines: the indentation or quote marks before its first line, and the line ending after
+/// its last.
+fn segments(text: &str) -> Vec<Segment<'_>> {
+    use pulldown_cmark::{Event, Parser, Tag};
+    let mut found = line_code_blocks(text);
+    for (event, range) in Parser::new(text).into_offset_iter() {
+        if !matches!(event, Event::Start(Tag::CodeBlock(_))) {
+            continue;
+        }
+        let line_start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
+        let start = if text[line_start..range.start]
+            .chars()
+            .all(|c| matches!(c, ' ' | '\t' | '>'))
+        {
+            line_start
+        } else {
+            range.start
+        };
+        let rest = &text[range.end..];
+        let line_end = rest.find('\n').map_or(text.len(), |i| range.end + i + 1);
+        let end = if text[range.end..line_end].trim().is_empty() {
+            line_end
+        } else {
+            range.end
+        };
+        found.push((start, end));
+    }
+    found.sort_unstable();
+    let mut blocks: Vec<(usize, usize)> = Vec::new();
+    for (start, end) in found {
+        match blocks.last_mut() {
+            Some(last) if start <= last.1 => last.1 = last.1.max(end),
+            _ => blocks.push((start, end)),
+        }
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    for (start, end) in blocks {
+        if start > at {
+            out.push(Segment::Prose(&text[at..start]));
+        }
+        out.push(Segment::Code(&text[start.max(at)..end]));
+        at = end;
+    }
+    if at < text.len() {
+        out.push(Segment::Prose(&text[at..]));
     }
     out
 }
@@ -230,9 +274,20 @@ fn protected_spans(prose: &str) -> Vec<(usize, usize)> {
         }
         i += 1;
     }
-    for m in URL.find_iter(prose) {
-        if !spans.iter().any(|&(s, e)| m.start() < e && s < m.end()) {
-            spans.push((m.start(), m.end()));
+    let paths = PATH_LIKE.find_iter(prose).map(|m| {
+        // Closing punctuation ends the sentence, not the path (sign-offs are found by sentence).
+        let kept = m
+            .as_str()
+            .trim_end_matches(['.', ',', ';', ':', '!', '?', ')', ']', '"', '\'']);
+        (m.start(), m.start() + kept.len())
+    });
+    for (start, end) in URL
+        .find_iter(prose)
+        .map(|m| (m.start(), m.end()))
+        .chain(paths)
+    {
+        if start < end && !spans.iter().any(|&(s, e)| start < e && s < end) {
+            spans.push((start, end));
         }
     }
     spans.sort_unstable();
@@ -240,6 +295,12 @@ fn protected_spans(prose: &str) -> Vec<(usize, usize)> {
 }
 
 static URL: LazyLock<Regex> = LazyLock::new(|| regex(r"(?:https?|ftp|file)://[^\s)>\]]+"));
+
+/// A word with a slash or backslash in it: a file path (`/tmp/a`), a URL without its scheme
+/// (`example.com/the`), a fraction. No rule may cut a piece of it (`/tmp/a before` lost its
+/// `a` to the article rule).
+static PATH_LIKE: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"[^\s`\x{E000}-\x{E002}]*[/\\][^\s`\x{E000}-\x{E002}]*"));
 
 /// Compiles one of this module's fixed patterns.
 fn regex(pattern: &str) -> Regex {
@@ -255,6 +316,12 @@ enum Replace {
     KeepFirst,
     /// Replace by fixed text, keeping the match's leading capital.
     With(&'static str),
+    /// As `Cut`, except after a negation earlier in the sentence or before a number: there the
+    /// word carries the meaning (`not just slow` is not `not slow`; `don't restart, just
+    /// reload`; `just 1 retry` is `only 1`).
+    CutUnlessNegated,
+    /// An article, cut unless it belongs to a quantifier (`a few` is not `few`; `not a lot`).
+    Article,
 }
 
 struct Rule {
@@ -327,7 +394,7 @@ fn full_rules() -> Vec<Rule> {
         ),
         rule(
             &format!(
-                r"(?im){START}(?:to (?:summarize|summarise|sum up|recap|put it simply)|in (?:summary|conclusion|short|a nutshell)|overall|all in all|as (?:mentioned|noted|discussed|stated) (?:above|earlier|before|previously)|as you can see),[ \t]*"
+                r"(?im){START}(?:to (?:summarize|summarise|sum up|recap|put it simply)|simply put|in (?:summary|conclusion|short|a nutshell)|overall|all in all|as (?:mentioned|noted|discussed|stated) (?:above|earlier|before|previously)|as you can see),[ \t]*"
             ),
             Replace::KeepFirst,
         ),
@@ -341,7 +408,7 @@ fn full_rules() -> Vec<Rule> {
         ),
         rule(
             r"(?i)\b(?:basically|essentially|actually|really|simply|just|quite|very|totally|literally|obviously|clearly|sort of|kind of|pretty much|a bit|somewhat|fairly),?[ \t]+",
-            Replace::Cut,
+            Replace::CutUnlessNegated,
         ),
         rule(r"(?i)\bin order to\b", Replace::With("to")),
         rule(r"(?i)\bdue to the fact that\b", Replace::With("because")),
@@ -381,9 +448,9 @@ fn ultra_rules() -> Vec<Rule> {
         rule(r"(?i)\b(?:in order )?to be able to\b", Replace::With("to")),
         rule(
             r"(?i)\byou (?:will need to|need to|have to|should|must|can|may want to|might want to|want to)[ \t]+",
-            Replace::Cut,
+            Replace::CutUnlessNegated,
         ),
-        rule(r"\b(?:the|a|an|The|An)[ \t]+", Replace::Cut),
+        rule(r"\b(?:the|a|an|The|An)[ \t]+", Replace::Article),
     ]
 }
 
@@ -392,7 +459,8 @@ fn ultra_rules() -> Vec<Rule> {
 static SIGN_OFF_CLAUSE: LazyLock<Regex> = LazyLock::new(|| {
     let clauses = [
         r"(?:i )?hope(?:fully)?(?: that)? (?:this|that|it|these|the above|you|everything)\b.*",
-        r"(?:please )?let me know\b.*",
+        // An offer (`… if it works`, `how it goes`); `let me know the exit code` asks for data.
+        r"(?:please )?let me know(?: (?:if|whether|how|when|which|what you think)\b.*)?",
         r"(?:please )?(?:feel free|don't hesitate|do not hesitate) to (?:ask|reach out|let me know|get in touch|contact|comment|follow up|ping)\b.*",
         r"if you have (?:any )?(?:other |more |further |additional |follow-up )?(?:questions?|issues?|problems?|trouble)\b.*",
         r"happy [a-z]+ing",
@@ -435,10 +503,42 @@ fn strip_sign_offs(line: &str) -> String {
     out
 }
 
+/// The marker of a list item: a bullet or a number, then a space.
+static LIST_ITEM: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"^[ \t]*(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)"));
+
+/// A negation word: `not`, `no`, `never`, `n't`, … .
+static NEGATION: LazyLock<Regex> = LazyLock::new(|| {
+    regex(r"(?i)\b(?:not|no|never|nothing|none|nobody|neither|nor|cannot|without)\b|n['’]t\b")
+});
+
+/// Words after `a` that make it part of a quantifier.
+static QUANTIFIER: LazyLock<Regex> =
+    LazyLock::new(|| regex(r"(?i)^(?:few|little|lot|lots|couple|bit|while)\b"));
+
+/// Whether the sentence holding `at` has a negation before it.
+fn negated_before(text: &str, at: usize) -> bool {
+    let sentence_start = text[..at].rfind(['.', '!', '?']).map_or(0, |i| i + 1);
+    NEGATION.is_match(&text[sentence_start..at])
+}
+
 fn apply(rule: &Rule, text: &str) -> String {
     rule.pattern
         .replace_all(text, |caps: &Captures| match rule.replace {
             Replace::Cut => CUT.to_string(),
+            Replace::CutUnlessNegated => match caps.get(0) {
+                Some(m)
+                    if negated_before(text, m.start())
+                        || text[m.end()..].starts_with(|c: char| c.is_ascii_digit()) =>
+                {
+                    m.as_str().to_string()
+                }
+                _ => CUT.to_string(),
+            },
+            Replace::Article => match caps.get(0) {
+                Some(m) if QUANTIFIER.is_match(&text[m.end()..]) => m.as_str().to_string(),
+                _ => CUT.to_string(),
+            },
             Replace::KeepFirst => {
                 format!("{}{CUT}", caps.get(1).map_or("", |m| m.as_str()))
             }
@@ -526,16 +626,32 @@ fn distill_prose(prose: &str, level: Level) -> String {
             out.push_str(line);
             continue;
         }
-        let mut text = strip_sign_offs(body);
+        // A list item is structure: its sign-off sentences stay (`2. Let me know if it fails.`
+        // is a step), and no rule may empty it.
+        let list_item = LIST_ITEM.find(body);
+        let mut text = match list_item {
+            Some(_) => body.to_string(),
+            None => strip_sign_offs(body),
+        };
         for rule in rules(level) {
             text = apply(rule, &text);
         }
-        let finished = finish_line(&text);
+        let mut finished = finish_line(&text);
+        if let Some(marker) = list_item
+            && finished.trim().len() <= marker.as_str().trim().len()
+        {
+            finished = body.trim_end_matches([' ', '\t']).to_string();
+        }
         if finished.trim().is_empty() {
             // The whole line was filler: drop it with its line break.
             continue;
         }
         out.push_str(&finished);
+        // Two trailing spaces before a line break are a Markdown hard break.
+        let trailing = &body[body.trim_end_matches([' ', '\t']).len()..];
+        if !ending.is_empty() && trailing.len() >= 2 {
+            out.push_str(trailing);
+        }
         out.push_str(ending);
     }
     // Collapse blank runs left by dropped lines, and blank lines left at the start.

@@ -225,3 +225,65 @@ fn sign_offs_go_as_whole_sentences_and_content_that_resembles_them_stays() {
     let code = "Let me know if `cargo test` fails.";
     assert_eq!(run(code, Level::Lite), code);
 }
+
+/// Regressions (found by probing): a `~~~` fence inside a list item was distilled as prose;
+/// `--level ultra` cut the `a` of `/tmp/a`; `not just slow` became `not slow`; `Just 1 retry`
+/// lost its `only`; `a few` became `few`; whole numbered items were emptied; a Markdown hard
+/// break lost its two spaces.
+#[test]
+fn meaning_code_paths_lists_and_hard_breaks_survive() {
+    let listed = "- Item basically\n    ~~~\n    basically just code. Thanks!\n    ~~~\n";
+    for level in Level::ALL {
+        assert!(
+            run(listed, level).contains("    ~~~\n    basically just code. Thanks!\n    ~~~\n"),
+            "{level}"
+        );
+    }
+    let quoted = "> Basically:\n>\n> ```\n> just the code\n> ```\n";
+    assert!(run(quoted, Level::Ultra).contains("> ```\n> just the code\n> ```\n"));
+    assert_eq!(
+        run("Copy the file to /tmp/a before the build.", Level::Ultra),
+        "Copy file to /tmp/a before build."
+    );
+    assert_eq!(
+        run("See example.com/the/just/a too.", Level::Ultra),
+        "See example.com/the/just/a too."
+    );
+    assert_eq!(
+        run("It is not just slow, it is broken.", Level::Full),
+        "It is not just slow, it is broken."
+    );
+    assert_eq!(
+        run("You don't need to restart, just reload.", Level::Ultra),
+        "You don't need to restart, just reload."
+    );
+    assert_eq!(
+        run("Simply put, it is not supported.", Level::Full),
+        "It is not supported."
+    );
+    assert_eq!(
+        run("Just 1 retry is allowed.", Level::Full),
+        "Just 1 retry is allowed."
+    );
+    assert_eq!(
+        run("Wait a few seconds, not a lot.", Level::Ultra),
+        "Wait a few seconds, not a lot."
+    );
+    // Filler without a negation still goes.
+    assert_eq!(run("It is just slow.", Level::Full), "It is slow.");
+    let steps = "1. Thank you.\n2. Let me know if it fails.\n3. Done.\n";
+    assert_eq!(run(steps, Level::Lite), steps);
+    assert_eq!(
+        run("- Great question!\n- Two.\n", Level::Lite),
+        "- Great question!\n- Two.\n"
+    );
+    let hard = "Line one  \nline two.\n";
+    assert_eq!(run(hard, Level::Lite), hard);
+    // A request for data is not a sign-off; an offer is.
+    let ask = "Run it again. Let me know the exit code and I can narrow it down.";
+    assert_eq!(run(ask, Level::Lite), ask);
+    assert_eq!(
+        run("Run it again. Let me know if it fails.", Level::Lite),
+        "Run it again."
+    );
+}
