@@ -13,6 +13,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -347,12 +348,41 @@ impl fmt::Debug for IndexOptions {
     }
 }
 
+/// A path for a message; an empty one is named as such.
+fn shown(path: &Path) -> String {
+    if path.as_os_str().is_empty() {
+        "the empty path".to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// `root` must be an existing directory.
+pub(crate) fn check_root(root: &Path) -> Result<(), IndexError> {
+    if root.is_dir() {
+        Ok(())
+    } else if root.exists() {
+        Err(IndexError::NotADirectory {
+            path: root.to_path_buf(),
+        })
+    } else {
+        Err(IndexError::Missing {
+            path: root.to_path_buf(),
+        })
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum IndexError {
     #[error(
         "{path} is not a directory; give the folder to index (the repository or documents it is in), not a file"
     )]
     NotADirectory { path: PathBuf },
+    #[error(
+        "{} does not exist; give the folder to index (the repository or documents it is in)",
+        shown(path)
+    )]
+    Missing { path: PathBuf },
     #[error("cannot walk {path}: {message}")]
     Walk { path: PathBuf, message: String },
     #[error("cannot write the index {path}: {source}")]
@@ -393,11 +423,7 @@ impl Index {
     /// Walks `root` (honouring .gitignore and .svcignore), reusing the persisted index for
     /// unchanged files, and persists the result.
     pub fn build(root: &Path, options: &IndexOptions) -> Result<Index, IndexError> {
-        if !root.is_dir() {
-            return Err(IndexError::NotADirectory {
-                path: root.to_path_buf(),
-            });
-        }
+        check_root(root)?;
         let (entries, mut skipped) = walk(root, options.max_file_bytes)?;
         let cache_path = if options.persist {
             let home = match &options.state_home {
@@ -423,7 +449,7 @@ impl Index {
         let results: Vec<FileResult> = entries
             .par_iter()
             .map(|(path, absolute)| {
-                let result = index_path(path, absolute, &cached, &|| {
+                let result = index_path(path, absolute, options.max_file_bytes, &cached, &|| {
                     *tokenizer.get_or_init(|| Tokenizer::new(encoding))
                 });
                 let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -708,6 +734,7 @@ fn content_hash(path: &str, text: &str) -> String {
 fn index_path(
     path: &str,
     absolute: &Path,
+    max_bytes: u64,
     cached: &HashMap<String, PersistedFile>,
     tokenizer: &(dyn Fn() -> Tokenizer + Sync),
 ) -> FileResult {
@@ -717,10 +744,21 @@ fn index_path(
             reason,
         })
     };
-    let bytes = match std::fs::read(absolute) {
-        Ok(bytes) => bytes,
-        Err(e) => return skip(format!("unreadable: {e}")),
-    };
+    // The walk checked the size the file system reports; a file that says 0 bytes and reads
+    // without end (`/proc/self/pagemap`) took all memory. Read at most one byte over the limit.
+    let mut bytes = Vec::new();
+    let read = std::fs::File::open(absolute).and_then(|file| {
+        file.take(max_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+    });
+    if let Err(e) = read {
+        return skip(format!("unreadable: {e}"));
+    }
+    if bytes.len() as u64 > max_bytes {
+        return skip(format!(
+            "reads more than the {max_bytes}-byte limit (--max-file-bytes), though its size says less"
+        ));
+    }
     if bytes[..bytes.len().min(8_000)].contains(&0) {
         return skip("binary (contains NUL bytes)".into());
     }

@@ -291,7 +291,7 @@ fn select_context_sends_the_matching_function_and_lists_what_it_left_out() {
     )
     .expect_err("no directory")
     .to_string();
-    assert!(missing.contains("not a directory"), "{missing}");
+    assert!(missing.contains("does not exist"), "{missing}");
 }
 
 #[test]

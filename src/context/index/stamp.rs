@@ -22,11 +22,7 @@ pub struct TreeStamp {
 /// limit) and stamps what it finds. A file the walk cannot stat still counts, with size and
 /// mtime zero, so it cannot hide a change in the others.
 pub fn tree_stamp(root: &Path, max_file_bytes: u64) -> Result<TreeStamp, IndexError> {
-    if !root.is_dir() {
-        return Err(IndexError::NotADirectory {
-            path: root.to_path_buf(),
-        });
-    }
+    super::check_root(root)?;
     let (entries, skipped) = walk(root, max_file_bytes)?;
     let mut hasher = Sha256::new();
     for (relative, absolute) in &entries {
@@ -95,5 +91,20 @@ mod tests {
             tree_stamp(&dir.path().join("a.rs"), 1_000_000),
             Err(IndexError::NotADirectory { .. })
         ));
+        // Regression (found by probing): a missing folder was called "not a directory … not a
+        // file".
+        let missing = tree_stamp(&dir.path().join("nope"), 1_000_000).expect_err("missing");
+        assert!(matches!(missing, IndexError::Missing { .. }));
+        assert!(
+            missing.to_string().contains("nope does not exist"),
+            "{missing}"
+        );
+        let empty = tree_stamp(Path::new(""), 1_000_000).expect_err("empty");
+        assert!(
+            empty
+                .to_string()
+                .starts_with("the empty path does not exist"),
+            "{empty}"
+        );
     }
 }

@@ -416,3 +416,28 @@ fn names_a_chunk_id_cannot_carry_are_skipped_with_the_reason() {
         "{reasons:?}"
     );
 }
+
+/// Regression (found by probing): the size limit was checked only against the size the file
+/// system reports, so `/proc/self/pagemap` (0 bytes by `stat`, endless to read) took all memory.
+/// A file that reads longer than the limit is now skipped after reading one byte over it.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_file_that_reads_longer_than_its_size_is_cut_at_the_limit_and_skipped() {
+    let status = std::path::Path::new("/proc/self/status");
+    assert_eq!(std::fs::metadata(status).expect("stat").len(), 0);
+    let make = || -> Tokenizer { Tokenizer::default() };
+    match index_path("status", status, 10, &HashMap::new(), &make) {
+        FileResult::Skipped(skipped) => {
+            assert!(
+                skipped.reason.contains("10-byte limit"),
+                "{}",
+                skipped.reason
+            )
+        }
+        FileResult::Indexed { .. } => panic!("a file over the limit was indexed"),
+    }
+    assert!(matches!(
+        index_path("status", status, 1_000_000, &HashMap::new(), &make),
+        FileResult::Indexed { .. }
+    ));
+}
