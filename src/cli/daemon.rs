@@ -111,7 +111,8 @@ fn serve_alone(
     open: bool,
     announce: impl FnOnce(&str),
 ) -> anyhow::Result<ExitCode> {
-    runtime()?.block_on(async move {
+    let runtime = runtime()?;
+    let result = runtime.block_on(async move {
         let listener = daemon::ports::bind("dashboard", port)?;
         let url = format!("http://{}", listener.local_addr()?);
         let mut settings = settings;
@@ -133,7 +134,10 @@ fn serve_alone(
             .await
             .context("serving the dashboard")?;
         anyhow::Ok(ExitCode::SUCCESS)
-    })
+    });
+    // As for the daemon: an index build the API started does not hold the exit.
+    runtime.shutdown_background();
+    result
 }
 
 pub fn run_dashboard(args: DashboardArgs) -> anyhow::Result<ExitCode> {
@@ -205,7 +209,21 @@ fn run_daemon_with(
     settings: DaemonSettings,
     on_started: impl FnOnce(&daemon::Started, &Arc<DashboardState>),
 ) -> anyhow::Result<ExitCode> {
-    runtime()?.block_on(daemon::run(settings, on_started))?;
+    run_daemon_prepared(settings, || Ok(()), on_started)
+}
+
+fn run_daemon_prepared(
+    settings: DaemonSettings,
+    prepare: impl FnOnce() -> Result<(), String>,
+    on_started: impl FnOnce(&daemon::Started, &Arc<DashboardState>),
+) -> anyhow::Result<ExitCode> {
+    let runtime = runtime()?;
+    let result = runtime.block_on(daemon::run_prepared(settings, prepare, on_started));
+    // Dropping the runtime waits for blocking work still running, such as an index build of a
+    // large tree (13-18 s after a stop). The daemon has given its tasks their grace period and
+    // released its lock; index writes are atomic, so that work can end with the process.
+    runtime.shutdown_background();
+    result?;
     eprintln!("svc daemon: stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -359,17 +377,23 @@ pub fn run_go(mut args: GoArgs) -> anyhow::Result<ExitCode> {
     }
     let mut settings = daemon_settings(&args.daemon)?;
     eprintln!("svc go: {} ({why})", here.display());
-    let index = index_with_progress(&here, &settings.state_home)?;
-    eprintln!(
-        "svc go: indexed {} files, {} tokens ({} parsed, {} unchanged)",
-        index.stats.files, index.stats.tokens, index.stats.parsed, index.stats.reused
-    );
-    drop(index);
+    let home = settings.state_home.clone();
+    let root = here.clone();
+    // The index is built once the daemon holds its lock and ports: a daemon already running or
+    // a port in use is reported at once, not after indexing a large tree.
+    let prepare = move || -> Result<(), String> {
+        let index = index_with_progress(&root, &home).map_err(|e| format!("{e:#}"))?;
+        eprintln!(
+            "svc go: indexed {} files, {} tokens ({} parsed, {} unchanged)",
+            index.stats.files, index.stats.tokens, index.stats.parsed, index.stats.reused
+        );
+        Ok(())
+    };
     if !settings.repos.contains(&here) {
         settings.repos.push(here.clone());
     }
     let no_browser = args.no_browser;
-    run_daemon_with(settings, move |started, _| {
+    run_daemon_prepared(settings, prepare, move |started, _| {
         print_started(started);
         if let Some(proxy) = &started.proxy_url {
             let agents = agent_lines(proxy);

@@ -41,6 +41,16 @@ pub enum DaemonError {
         port: u16,
         owner: Option<ports::Owner>,
     },
+    #[error(
+        "{first} and {second} are both port {port}; give each its own port (0 picks a free one)"
+    )]
+    SamePort {
+        first: &'static str,
+        second: &'static str,
+        port: u16,
+    },
+    #[error("{0}")]
+    Prepare(String),
     #[error("cannot listen on 127.0.0.1:{port} for the {what}: {source}")]
     Bind {
         what: &'static str,
@@ -211,6 +221,40 @@ pub async fn run(
     settings: DaemonSettings,
     on_started: impl FnOnce(&Started, &Arc<DashboardState>),
 ) -> Result<(), DaemonError> {
+    run_prepared(settings, || Ok(()), on_started).await
+}
+
+/// The flags' names of the ports the daemon binds, with the port each asks for.
+fn asked_ports(settings: &DaemonSettings) -> Vec<(&'static str, u16)> {
+    let mut ports = vec![("--dashboard-port", settings.dashboard_port)];
+    if settings.proxy.is_some() {
+        ports.push(("--port", settings.proxy_port));
+    }
+    if let Some(port) = settings.mcp_port {
+        ports.push(("--mcp-port", port));
+    }
+    ports
+}
+
+/// As [`run`], with `prepare` run once the lock is held and the ports are bound, before any task
+/// starts (`svc go` indexes there: a daemon already running or a port in use is an error before
+/// a long index build, not after it).
+pub async fn run_prepared(
+    settings: DaemonSettings,
+    prepare: impl FnOnce() -> Result<(), String>,
+    on_started: impl FnOnce(&Started, &Arc<DashboardState>),
+) -> Result<(), DaemonError> {
+    // One port for two roles failed on the second bind, blaming "svc (pid <this one>)".
+    let ports = asked_ports(&settings);
+    for (i, &(first, port)) in ports.iter().enumerate() {
+        if let Some(&(second, _)) = ports[i + 1..].iter().find(|&&(_, p)| p == port && p != 0) {
+            return Err(DaemonError::SamePort {
+                first,
+                second,
+                port,
+            });
+        }
+    }
     let (lock, previous) = pidfile::PidLock::acquire(&settings.state_home)?;
     let dashboard_listener = ports::bind("dashboard", settings.dashboard_port)?;
     let dashboard_url = format!(
@@ -239,6 +283,7 @@ pub async fn run(
         .as_ref()
         .and_then(|l| l.local_addr().ok())
         .map(|a| format!("http://{a}/mcp"));
+    prepare().map_err(DaemonError::Prepare)?;
 
     // The proxy's log lines go to the dashboard's log viewer; the dashboard state is made after
     // the proxy, so the logger finds it through a cell.
@@ -309,9 +354,14 @@ pub async fn run(
         let initial = state.clone();
         let repos = settings.repos.clone();
         tasks.spawn(async move {
+            // A stop does not wait for a build of a large tree (the build's writes are atomic).
+            let mut stop = Box::pin(initial.stopped());
             for repo in repos {
                 let worker = initial.clone();
-                let _ = tokio::task::spawn_blocking(move || worker.reindex(&repo)).await;
+                tokio::select! {
+                    _ = &mut stop => return,
+                    _ = tokio::task::spawn_blocking(move || worker.reindex(&repo)) => {}
+                }
             }
         });
     }
@@ -390,6 +440,56 @@ pub async fn run(
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicU32, Ordering};
+
+    fn settings(home: &std::path::Path) -> DaemonSettings {
+        DaemonSettings {
+            state_home: home.to_path_buf(),
+            proxy: None,
+            proxy_port: 0,
+            dashboard_port: 0,
+            mcp_port: None,
+            quality: dashboard::Quality::default(),
+            repos: Vec::new(),
+            run_roots: Vec::new(),
+        }
+    }
+
+    /// Regressions (found by probing): one port given for two roles blamed this very daemon
+    /// ("in use by svc (pid <its own>)"); `svc go` indexed a large tree before finding that a
+    /// daemon already held the lock.
+    #[tokio::test]
+    async fn a_shared_port_and_a_held_lock_are_refused_before_prepare_runs() {
+        let home = tempfile::tempdir().expect("home");
+        let mut same = settings(home.path());
+        same.dashboard_port = 21_011;
+        same.mcp_port = Some(21_011);
+        let prepared = std::sync::atomic::AtomicBool::new(false);
+        let prepare = || {
+            prepared.store(true, Ordering::SeqCst);
+            Ok(())
+        };
+        match run_prepared(same, prepare, |_, _| {}).await {
+            Err(error @ DaemonError::SamePort { .. }) => assert_eq!(
+                error.to_string(),
+                "--dashboard-port and --mcp-port are both port 21011; give each its own port (0 picks a free one)"
+            ),
+            other => panic!("expected SamePort, got {other:?}"),
+        }
+        let _held = pidfile::PidLock::acquire(home.path()).expect("lock");
+        let prepare = || {
+            prepared.store(true, Ordering::SeqCst);
+            Ok(())
+        };
+        let result = run_prepared(settings(home.path()), prepare, |_, _| {}).await;
+        assert!(
+            matches!(result, Err(DaemonError::AlreadyRunning { .. })),
+            "{result:?}"
+        );
+        assert!(
+            !prepared.load(Ordering::SeqCst),
+            "prepare ran before the checks"
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn a_failing_task_is_restarted_with_backoff_and_stops_on_request() {
