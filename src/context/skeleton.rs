@@ -701,6 +701,9 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
     let mut comment_kept = first > 0
         && line_flags.get(first) == Some(&LineFlag::Comment)
         && line_flags.get(first - 1) == Some(&LineFlag::Comment);
+    // The opener of a block comment or docstring whose own line said nothing (`/**`, `"""`):
+    // the kept line after it is written inside a closed comment of that kind.
+    let mut opener: Option<(String, String)> = None;
     for line in first..=last {
         let span = lines.span(line);
         let content_end = span.start + text[span.clone()].trim_end().len();
@@ -745,12 +748,29 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
             if comment_kept {
                 continue;
             }
+            let bare = comment_opener(built.trim())
+                .filter(|(_, rest)| !rest.chars().any(char::is_alphanumeric));
+            if let Some((open, _)) = bare {
+                let indent = &built[..built.len() - built.trim_start().len()];
+                opener = Some((indent.to_string(), open.to_string()));
+                continue;
+            }
             if !built.chars().any(char::is_alphanumeric) {
                 continue;
             }
             comment_kept = true;
+            built = match opener.take() {
+                Some((indent, open)) => {
+                    format!(
+                        "{indent}{}",
+                        closed_comment(built.trim_start(), Some(&open))
+                    )
+                }
+                None => closed_comment(&built, None),
+            };
         } else {
             comment_kept = false;
+            opener = None;
         }
         let trimmed = built.trim();
         // A lone `;` or `)` left after a body ends joins the line that opened the body.
@@ -769,6 +789,75 @@ pub fn render(source: &SkeletonSource<'_>, first: usize, last: usize, marker: &s
         out.push('\n');
     }
     out
+}
+
+/// The opener at the start of a comment line that opens a block comment or a docstring, and the
+/// rest of the line: `/**`, `/*!`, `/*`, or a triple quote with its string prefix (`r"""`).
+fn comment_opener(line: &str) -> Option<(&str, &str)> {
+    for open in ["/**", "/*!", "/*"] {
+        if let Some(rest) = line.strip_prefix(open) {
+            return Some((open, rest));
+        }
+    }
+    let prefix = line
+        .bytes()
+        .take(2)
+        .take_while(|b| b"rRbBuUfF".contains(b))
+        .count();
+    let after = &line[prefix..];
+    ["\"\"\"", "'''"]
+        .into_iter()
+        .find(|quote| after.starts_with(quote))
+        .map(|quote| (&line[..prefix + quote.len()], &after[quote.len()..]))
+}
+
+/// A kept comment line written so that it is a whole comment: a skeleton keeps one line of a
+/// block comment or docstring, and that line alone left the comment open (`/** Options…` then
+/// swallowed the signature after it; `"""Module docstring.` never closed), or was a bare
+/// continuation (` * Add two ints.`). `opener` is the bare opener line's, when one came before.
+fn closed_comment(line: &str, opener: Option<&str>) -> String {
+    let body = line.trim_start();
+    let indent = &line[..line.len() - body.len()];
+    let body = body.trim_end();
+    let close_of = |open: &str| {
+        open.trim_start_matches(|c: char| c.is_ascii_alphabetic())
+            .to_string()
+    };
+    let block = |text: &str, open: &str| {
+        if text.ends_with("*/") {
+            format!("{indent}{open} {text}")
+        } else {
+            format!("{indent}{open} {text} */")
+        }
+    };
+    if let Some((open, rest)) = comment_opener(body) {
+        if open.starts_with("/*") {
+            return if rest.contains("*/") {
+                line.to_string()
+            } else {
+                format!("{indent}{body} */")
+            };
+        }
+        let close = close_of(open);
+        return if rest.ends_with(close.as_str()) {
+            line.to_string()
+        } else {
+            format!("{indent}{body}{close}")
+        };
+    }
+    match opener {
+        Some(open) if open.starts_with("/*") => block(body.trim_start_matches('*').trim(), open),
+        Some(open) => {
+            let close = close_of(open);
+            let text = body.trim_end_matches(close.as_str());
+            format!("{indent}{open}{text}{close}")
+        }
+        // A continuation line of a block comment whose opener line was not in the range.
+        None if body.starts_with('*') && !body.starts_with("*/") => {
+            block(body.trim_start_matches('*').trim(), "/*")
+        }
+        None => line.to_string(),
+    }
 }
 
 fn push_marker(out: &mut String, text: &str, elision: &Elision, marker: &str, language: Language) {
@@ -958,13 +1047,37 @@ mod tests {
         );
     }
 
+    /// Regression (found by probing): the one line kept of a block comment or docstring left it
+    /// open (`/** Options…` swallowed the TypeScript signature after it; `r"""` never closed) or
+    /// was a bare continuation line (` * Add two ints.`).
+    #[test]
+    fn kept_lines_of_block_comments_and_docstrings_are_closed_comments() {
+        let ts = "/** Options for the client.\n * More.\n */\nexport function makeClient(retries: number): void {\n  return;\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Typescript, ts),
+            "/** Options for the client. */\nexport function makeClient(retries: number): void {...}\n"
+        );
+        let c = "/**\n * Add two ints.\n */\nint add_ints(int a, int b)\n{\n  return a + b;\n}\n";
+        assert_eq!(
+            skeleton_of(Language::C, c),
+            "/** Add two ints. */\nint add_ints(int a, int b)\n{...}\n"
+        );
+        let py = "r\"\"\"\nModule summary.\n\nMore.\n\"\"\"\nimport os\n";
+        assert_eq!(
+            skeleton_of(Language::Python, py),
+            "r\"\"\"Module summary.\"\"\"\nimport os\n"
+        );
+        let one = "\"\"\"One line.\"\"\"\nimport os\n";
+        assert_eq!(skeleton_of(Language::Python, one), one);
+    }
+
     #[test]
     fn python_keeps_docstring_first_line() {
         let text = "import os\n\nclass A:\n    \"\"\"An A.\n\n    Long.\n    \"\"\"\n    def f(self, x):\n        \"\"\"Does f.\"\"\"\n        return x\n";
         let skeleton = skeleton_of(Language::Python, text);
         assert_eq!(
             skeleton,
-            "import os\nclass A:\n    \"\"\"An A.\n    def f(self, x):\n        # Does f.\n        ...\n"
+            "import os\nclass A:\n    \"\"\"An A.\"\"\"\n    def f(self, x):\n        # Does f.\n        ...\n"
         );
     }
 
