@@ -35,8 +35,9 @@ pub use stamp::{TreeStamp, tree_stamp};
 /// Version of the persisted index layout and of the skeletons and seam corrections stored in
 /// it; a mismatch re-parses everything (bump it when skeleton rendering or the seam windows
 /// change, or stale values survive). 6: one-line fragments get join corrections. 7: large
-/// records are cut into runs of members.
-const PERSIST_VERSION: u32 = 7;
+/// records are cut into runs of members. 8: a byte-order mark no longer splits the first item,
+/// contexts skip annotations, kept block-comment lines are closed.
+const PERSIST_VERSION: u32 = 8;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most

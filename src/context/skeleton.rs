@@ -336,7 +336,14 @@ fn collect(
         language,
         message: "no tree-sitter grammar for this language".into(),
     })?;
-    let source = &text[part.clone()];
+    // A byte-order mark is not source to a grammar: it made the first line an error node and
+    // split the first item from its attributes, decorators and docs. Spaces of the same byte
+    // length keep every offset.
+    let source: std::borrow::Cow<'_, str> = match text[part.clone()].strip_prefix('\u{FEFF}') {
+        Some(rest) => format!("   {rest}").into(),
+        None => text[part.clone()].into(),
+    };
+    let source = &*source;
     let base = part.start;
     let tree = PARSER.with(|parser| {
         let mut parser = parser.borrow_mut();

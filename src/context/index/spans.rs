@@ -43,8 +43,10 @@ struct SpanBuilder<'a> {
 }
 
 impl SpanBuilder<'_> {
+    /// A line's text; a byte-order mark is not part of the first line's code (an attribute
+    /// after it still joins the item below).
     fn line_text(&self, line: usize) -> &str {
-        &self.text[self.lines.span(line)]
+        self.text[self.lines.span(line)].trim_start_matches('\u{FEFF}')
     }
 
     fn is_blank(&self, line: usize) -> bool {
@@ -70,8 +72,18 @@ impl SpanBuilder<'_> {
     }
 
     fn header(&self, item: usize) -> String {
-        let start = self.outline.items[item].range.start;
-        let line = self.lines.line_of(start);
+        let mut start = self.outline.items[item].range.start;
+        let mut line = self.lines.line_of(start);
+        // An item that starts with its annotations or attributes (`@SuppressWarnings(…)` before
+        // a Java class) is named by the line that declares it.
+        let last = self.item_last(item);
+        while line < last && {
+            let text = self.text[start..self.lines.span(line).end].trim_start();
+            is_leading_line(text, false) && !text.starts_with("@interface")
+        } {
+            line += 1;
+            start = self.lines.starts[line];
+        }
         let mut header = self.text[start..self.lines.span(line).end]
             .trim()
             .trim_end_matches(['{', ':'])

@@ -441,3 +441,53 @@ fn a_file_that_reads_longer_than_its_size_is_cut_at_the_limit_and_skipped() {
         FileResult::Indexed { .. }
     ));
 }
+
+/// Regression (found by probing): a byte-order mark made the first line its own `block`
+/// fragment, so the first item lost its attributes, decorators and doc comment.
+#[test]
+fn a_byte_order_mark_does_not_split_the_first_item() {
+    let rust =
+        "\u{FEFF}#[cfg(unix)]\n/// Doc.\npub fn bom_attr_fn(x: u32) -> u32 {\n    x + 1\n}\n";
+    let index = doc_index("a.rs", rust);
+    assert_partition(&index);
+    let ids: Vec<&str> = index
+        .fragments
+        .iter()
+        .map(|f| f.chunk_id.as_str())
+        .collect();
+    assert_eq!(ids, ["a.rs#L1-5"]);
+    let python = "\u{FEFF}@decorator\ndef bom_dec_fn(x):\n    return x\n";
+    let index = doc_index("b.py", python);
+    assert_partition(&index);
+    let ids: Vec<&str> = index
+        .fragments
+        .iter()
+        .map(|f| f.chunk_id.as_str())
+        .collect();
+    assert_eq!(ids, ["b.py#L1-3"]);
+}
+
+/// Regression (found by probing): the members of an annotated Java class were "in
+/// @SuppressWarnings(\"unchecked\")" — the context named the annotation, not the class.
+#[test]
+fn the_context_of_a_member_names_its_class_not_the_class_annotation() {
+    let body: String = (0..40)
+        .map(|i| format!("        // filler line {i} with some words to make it long enough\n"))
+        .collect();
+    let java = format!(
+        "package p;\n\n@SuppressWarnings(\"unchecked\")\npublic class Annotated {{\n    public void first() {{\n{body}    }}\n\n    public void second() {{\n{body}    }}\n}}\n"
+    );
+    let index = doc_index("Svc.java", &java);
+    let contexts: Vec<&str> = index
+        .fragments
+        .iter()
+        .filter_map(|f| f.context.as_deref())
+        .collect();
+    assert!(!contexts.is_empty(), "{:?}", index.fragments);
+    assert!(
+        contexts
+            .iter()
+            .all(|c| c.starts_with("public class Annotated")),
+        "{contexts:?}"
+    );
+}
