@@ -1211,10 +1211,16 @@ fn text_skeleton(body: &str, chunk_id: &str, language: Language, kind: FragmentK
     out
 }
 
-/// Whether a line belongs with the definition below it (doc comments and attributes).
+/// Whether a line belongs with the definition below it (doc comments, attributes, decorators,
+/// and a C++ `template <…>` line alone, whose parameters the declaration below uses).
 fn is_leading_line(line: &str, comment: bool) -> bool {
     let trimmed = line.trim_start();
-    comment || trimmed.starts_with("#[") || trimmed.starts_with('@')
+    comment
+        || trimmed.starts_with("#[")
+        || trimmed.starts_with('@')
+        || trimmed.strip_prefix("template").is_some_and(|rest| {
+            rest.trim_start().starts_with('<') && rest.trim_end().ends_with('>')
+        })
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -255,10 +255,15 @@ async fn reindex(State(state): State<Arc<DashboardState>>, body: axum::body::Byt
     };
     let paths: Vec<PathBuf> = match wanted {
         Some(path) if !path.is_dir() => {
+            let problem = if path.exists() {
+                "is not a directory"
+            } else {
+                "does not exist"
+            };
             return error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
-                format!("{} is not a directory on this machine", path.display()),
+                format!("{} {problem} on this machine", path.display()),
             );
         }
         Some(path) => vec![path],

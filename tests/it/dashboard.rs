@@ -272,7 +272,7 @@ async fn without_a_proxy_the_switch_says_so_and_reindex_indexes_a_directory() {
         body["error"]["message"]
             .as_str()
             .expect("m")
-            .contains("not a directory")
+            .contains("/no/such/dir does not exist")
     );
     let (code, _) = json_of(
         http.get(format!("{url}/api/control/nothing"))

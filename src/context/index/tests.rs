@@ -491,3 +491,41 @@ fn the_context_of_a_member_names_its_class_not_the_class_annotation() {
         "{contexts:?}"
     );
 }
+
+/// Regression (found by probing): a C++ `template <…>` line was a fragment of its own, so class
+/// and function skeletons lost their type parameters.
+#[test]
+fn a_cpp_template_line_stays_with_its_declaration() {
+    let body: String = (0..30)
+        .map(|i| format!("        // filler line {i} with some words to make it long enough\n"))
+        .collect();
+    let cpp = format!(
+        "template <typename T>\nclass Box {{\npublic:\n    template <typename U>\n    U convert_to(const U& u) const {{\n{body}        return u;\n    }}\n}};\n\ntemplate <typename K>\nK free_template(K k) {{\n{body}    return k;\n}}\n"
+    );
+    let index = doc_index("t.hpp", &cpp);
+    assert_partition(&index);
+    for fragment in &index.fragments {
+        let text = index.text(fragment);
+        assert!(
+            !text.trim_end().ends_with('>'),
+            "a fragment ends in a template line: {} {text:?}",
+            fragment.chunk_id
+        );
+    }
+    let member = index
+        .fragments
+        .iter()
+        .find(|f| index.text(f).contains("U convert_to"))
+        .expect("member");
+    assert!(index.text(member).contains("template <typename U>"));
+    let free = index
+        .fragments
+        .iter()
+        .find(|f| index.text(f).contains("K free_template"))
+        .expect("free function");
+    assert!(
+        index.text(free).starts_with("template <typename K>"),
+        "{:?}",
+        index.text(free)
+    );
+}
