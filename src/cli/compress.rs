@@ -256,7 +256,19 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         found.jobs
     } else {
         let mut jobs = Vec::new();
-        for job in batch::jobs_from_jsonl(&args.input)? {
+        let lines = batch::jobs_from_jsonl(&args.input)?;
+        // A source file given by mistake was a table of one "not valid JSON" error per line.
+        if lines.len() > 1 && lines.iter().all(Result::is_err) {
+            let first = std::fs::read_to_string(&args.input).unwrap_or_default();
+            let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(first).is_err() {
+                anyhow::bail!(
+                    "{}: not a JSON Lines file of jobs (its first line is not a JSON object); give a directory to compress every file in it, or one job per line: {{\"id\", \"path\" | \"text\" | \"messages\", …}}",
+                    args.input.display()
+                );
+            }
+        }
+        for job in lines {
             match job {
                 Ok(job) => jobs.push(job),
                 Err(error) => records.push(BatchRecord {
@@ -271,6 +283,7 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
                     budget: args.budget,
                     location: format!("{}:{}", error.path.display(), error.line),
                     error: Some(error.to_string()),
+                    text: None,
                 }),
             }
         }
@@ -299,7 +312,13 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         ok,
         over_budget: over,
         errors,
-        tokens_before: records.iter().filter_map(|r| r.tokens_before).sum(),
+        // Over the jobs that have both counts: an over-budget job's size before, with no size
+        // after, made the totals read as a compression it never had.
+        tokens_before: records
+            .iter()
+            .filter(|r| r.tokens_after.is_some())
+            .filter_map(|r| r.tokens_before)
+            .sum(),
         tokens_after: records.iter().filter_map(|r| r.tokens_after).sum(),
     };
     match args.format {
@@ -342,13 +361,13 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(2));
     }
     if args.fail_over_budget && over > 0 {
+        // Each job names its own budget (a job line may set one).
         eprintln!(
-            "svc: {over} job(s) cannot fit the budget of {} tokens: {}",
-            args.budget,
+            "svc: {over} job(s) cannot fit their budget: {}",
             records
                 .iter()
                 .filter(|r| r.status == JobStatus::OverBudget)
-                .map(|r| r.id.as_str())
+                .map(|r| format!("{} ({} tokens)", r.id, r.budget))
                 .collect::<Vec<_>>()
                 .join(", ")
         );

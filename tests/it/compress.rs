@@ -300,6 +300,8 @@ struct JobLine {
     budget: usize,
     location: String,
     error: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
 }
 
 #[test]
@@ -376,13 +378,60 @@ fn batch_over_a_directory() {
         .collect();
     assert_eq!(over, vec!["data/orders.json", "service.log"]);
     assert!(
-        out.stderr
-            .contains("2 job(s) cannot fit the budget of 8 tokens: data/orders.json, service.log"),
+        out.stderr.contains(
+            "2 job(s) cannot fit their budget: data/orders.json (8 tokens), service.log (8 tokens)"
+        ),
         "{}",
         out.stderr
     );
     let summary: serde_json::Value = serde_json::from_str(lines[lines.len() - 1]).expect("summary");
     assert_eq!(summary["over_budget"], 2);
+    // Regression (found by probing): the totals counted the over-budget jobs' size before but
+    // not after.
+    let note = lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("line"))
+        .find(|l| l["id"] == "notes.txt")
+        .expect("note");
+    assert_eq!(summary["tokens_before"], note["tokens_before"]);
+
+    // Regression (found by probing): the compressed output was nowhere; JSON lines carry it,
+    // and its elisions recover from its commit.
+    let out = run(svc(state.path())
+        .arg("batch")
+        .arg(tree.path())
+        .args(["--budget", "500", "--format", "json"]));
+    assert_eq!(out.code, 0, "stderr: {}", out.stderr);
+    let log = out
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("line"))
+        .find(|l| l["id"] == "service.log")
+        .expect("log job");
+    let text = log["text"].as_str().expect("text");
+    assert!(text.contains("recover "), "{text}");
+    assert!(log["tokens_after"].as_u64().expect("after") <= 500);
+}
+
+/// Regression (found by probing): a source file given as the job file was a table of one
+/// "not valid JSON" error per line.
+#[test]
+fn batch_of_a_file_that_is_not_json_lines_is_one_clear_error() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir().expect("dir");
+    let source = dir.path().join("app.py");
+    fs::write(&source, "import os\n\ndef main():\n    print(os.name)\n").expect("write");
+    let out = run(svc(state.path())
+        .arg("batch")
+        .arg(&source)
+        .args(["--budget", "100"]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("app.py: not a JSON Lines file of jobs"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

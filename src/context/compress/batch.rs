@@ -82,6 +82,10 @@ pub struct BatchRecord {
     pub location: String,
     /// What went wrong, for `over_budget` and `error`.
     pub error: Option<String>,
+    /// The compressed output (the text, the conversation as JSON, or the rendered selection),
+    /// for `ok`; its elisions name their `recover` handles in `ctx_id`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
 }
 
 impl BatchRecord {
@@ -98,6 +102,7 @@ impl BatchRecord {
             budget,
             location: location.to_string(),
             error: Some(error),
+            text: None,
         }
     }
 }
@@ -382,6 +387,7 @@ pub fn run_job(
                     c.tokens,
                     c.ctx_id,
                     c.elisions.len(),
+                    c.text,
                 )
             })
         }
@@ -393,6 +399,7 @@ pub fn run_job(
                     c.tokens,
                     c.ctx_id,
                     c.elisions.len(),
+                    c.text,
                 )
             }),
         JobInput::Messages(messages) => {
@@ -403,12 +410,13 @@ pub fn run_job(
                     c.tokens,
                     c.ctx_id,
                     c.elisions.len(),
+                    serde_json::to_string(&c.messages).unwrap_or_default(),
                 )
             })
         }
     };
     match outcome {
-        Ok((kind, before, after, ctx_id, elisions)) => BatchRecord {
+        Ok((kind, before, after, ctx_id, elisions, text)) => BatchRecord {
             id: job.id.clone(),
             kind: Some(kind),
             tokens_before: Some(before),
@@ -424,6 +432,7 @@ pub fn run_job(
             budget,
             location: job.location.clone(),
             error: None,
+            text: Some(text),
         },
         Err(error) => {
             let status = match error {
@@ -497,6 +506,7 @@ fn run_tree_job(job: &BatchJob, root: &Path, budget: usize, store: &CommitStore)
         budget,
         location: job.location.clone(),
         error: None,
+        text: Some(selection.rendered),
     }
 }
 
