@@ -4,8 +4,9 @@
 //! reducers as [`super::compress`] and each elision recoverable from one commit.
 //!
 //! Messages are OpenAI style (`{role, content: "text"}`, `role: tool`) or Anthropic style
-//! (`content: [{type: "text", text}, {type: "tool_result", content: "…" | [blocks]}]`). Other
-//! fields and blocks (tool calls, images) pass through untouched. The token measure is the sum of
+//! (`content: [{type: "text", text}, {type: "tool_result", content: "…" | [blocks]}]`). Image and
+//! document blocks of older turns are replaced whole by a marker (base64 has nothing to keep);
+//! other fields and blocks (tool calls) pass through untouched. The token measure is the sum of
 //! the text tokens of every message plus the JSON tokens of non-text blocks; role and framing
 //! overhead are the provider's and not counted.
 
@@ -162,16 +163,35 @@ enum Slot {
     Block(usize),
     ToolResult(usize),
     ToolResultBlock(usize, usize),
+    /// An image or document block (base64 data): kept whole or replaced whole by a marker.
+    Media(usize),
+    /// A media block inside a `tool_result`'s content.
+    ToolResultMedia(usize, usize),
 }
 
 impl Slot {
     fn id(self, message: usize) -> String {
         match self {
             Slot::Content => format!("m{message}"),
-            Slot::Block(b) | Slot::ToolResult(b) => format!("m{message}.b{b}"),
-            Slot::ToolResultBlock(b, c) => format!("m{message}.b{b}.c{c}"),
+            Slot::Block(b) | Slot::ToolResult(b) | Slot::Media(b) => format!("m{message}.b{b}"),
+            Slot::ToolResultBlock(b, c) | Slot::ToolResultMedia(b, c) => {
+                format!("m{message}.b{b}.c{c}")
+            }
         }
     }
+
+    fn is_media(self) -> bool {
+        matches!(self, Slot::Media(_) | Slot::ToolResultMedia(..))
+    }
+}
+
+/// An image or document part (OpenAI `image_url`/`input_image`, Anthropic `image`/`document`):
+/// base64 data no reducer can shorten, which an older turn can drop whole.
+fn is_media_block(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("image" | "image_url" | "input_image" | "document")
+    )
 }
 
 fn is_text_block(block: &Value) -> bool {
@@ -207,6 +227,8 @@ fn slots(
                             for (c, inner_block) in inner.iter().enumerate() {
                                 if is_text_block(inner_block) {
                                     out.push(Slot::ToolResultBlock(b, c));
+                                } else if is_media_block(inner_block) {
+                                    out.push(Slot::ToolResultMedia(b, c));
                                 } else {
                                     other += tokenizer.count(&inner_block.to_string());
                                 }
@@ -214,6 +236,8 @@ fn slots(
                         }
                         _ => other += tokenizer.count(&block.to_string()),
                     }
+                } else if is_media_block(block) {
+                    out.push(Slot::Media(b));
                 } else {
                     other += tokenizer.count(&block.to_string());
                 }
@@ -226,19 +250,29 @@ fn slots(
     }
 }
 
-fn text_of(message: &Message, slot: Slot) -> &str {
-    let value = match (slot, &message.content) {
-        (Slot::Content, content) => Some(content),
-        (Slot::Block(b), Value::Array(blocks)) => blocks.get(b).and_then(|x| x.get("text")),
-        (Slot::ToolResult(b), Value::Array(blocks)) => blocks.get(b).and_then(|x| x.get("content")),
-        (Slot::ToolResultBlock(b, c), Value::Array(blocks)) => blocks
-            .get(b)
+/// The text of a slot; a media block's is its JSON.
+fn text_of(message: &Message, slot: Slot) -> std::borrow::Cow<'_, str> {
+    let blocks = message.content.as_array();
+    let block = |b: usize| blocks.and_then(|blocks| blocks.get(b));
+    let value = match slot {
+        Slot::Content => Some(&message.content),
+        Slot::Block(b) => block(b).and_then(|x| x.get("text")),
+        Slot::ToolResult(b) => block(b).and_then(|x| x.get("content")),
+        Slot::ToolResultBlock(b, c) => block(b)
             .and_then(|x| x.get("content"))
             .and_then(|x| x.get(c))
             .and_then(|x| x.get("text")),
-        _ => None,
+        Slot::Media(b) => return block(b).map(Value::to_string).unwrap_or_default().into(),
+        Slot::ToolResultMedia(b, c) => {
+            return block(b)
+                .and_then(|x| x.get("content"))
+                .and_then(|x| x.get(c))
+                .map(Value::to_string)
+                .unwrap_or_default()
+                .into();
+        }
     };
-    value.and_then(Value::as_str).unwrap_or_default()
+    value.and_then(Value::as_str).unwrap_or_default().into()
 }
 
 fn set_text(message: &mut Message, slot: Slot, text: String) {
@@ -253,6 +287,23 @@ fn set_text(message: &mut Message, slot: Slot, text: String) {
             .and_then(|x| x.get_mut("content"))
             .and_then(|x| x.get_mut(c))
             .and_then(|x| x.get_mut("text")),
+        // A media block is replaced whole by a text block holding the marker.
+        (Slot::Media(b), Value::Array(blocks)) => {
+            if let Some(block) = blocks.get_mut(b) {
+                *block = serde_json::json!({"type": "text", "text": text});
+            }
+            return;
+        }
+        (Slot::ToolResultMedia(b, c), Value::Array(blocks)) => {
+            if let Some(block) = blocks
+                .get_mut(b)
+                .and_then(|x| x.get_mut("content"))
+                .and_then(|x| x.get_mut(c))
+            {
+                *block = serde_json::json!({"type": "text", "text": text});
+            }
+            return;
+        }
         _ => None,
     };
     if let Some(target) = target {
@@ -379,7 +430,7 @@ fn compress_core(
                 let tokens = other
                     + text_slots
                         .iter()
-                        .map(|&slot| tokenizer.count(text_of(&as_message, slot)))
+                        .map(|&slot| tokenizer.count(&text_of(&as_message, slot)))
                         .sum::<usize>();
                 (value.to_string(), tokens)
             }
@@ -410,12 +461,15 @@ fn compress_core(
             let known = counts
                 .and_then(|counts| counts.get(i).copied())
                 .filter(|_| matches!(slot, Slot::Content) && message.content.is_string());
-            let tokens = known.unwrap_or_else(|| tokenizer.count(text_of(message, slot)));
+            let tokens = known.unwrap_or_else(|| tokenizer.count(&text_of(message, slot)));
             if protected(i) {
                 protected_tokens += tokens;
             }
             let tool = matches!(message.role.as_str(), "tool" | "function")
-                || matches!(slot, Slot::ToolResult(_) | Slot::ToolResultBlock(..));
+                || matches!(
+                    slot,
+                    Slot::ToolResult(_) | Slot::ToolResultBlock(..) | Slot::ToolResultMedia(..)
+                );
             all.push((i, slot, tokens, tool));
         }
     }
@@ -431,6 +485,7 @@ fn compress_core(
             slots(&messages[i], i, tokenizer)
                 .map(|(s, _)| {
                     s.iter()
+                        .filter(|slot| !slot.is_media())
                         .map(|&slot| text_of(&messages[i], slot).to_string())
                         .collect::<Vec<_>>()
                         .join(" ")
@@ -490,6 +545,7 @@ fn compress_core(
             continue;
         }
         let text = text_of(&messages[i], slot);
+        let text = text.as_ref();
         let excess = total - budget;
         let share = available * tokens / reducible_total.max(1);
         let target = tokens.saturating_sub(excess).max(share);
@@ -501,7 +557,8 @@ fn compress_core(
             query: query.clone(),
             source: slot.id(i),
         };
-        let attempt = if target > 0 {
+        // Base64 data has nothing a reducer could keep: a media block goes whole or stays.
+        let attempt = if target > 0 && !slot.is_media() {
             reduce_prefixed(
                 text,
                 target,
@@ -529,7 +586,7 @@ fn compress_core(
         let (i, slot, tokens, _) = all[k];
         let current = reduced[k].as_ref().map_or(tokens, |r| r.tokens);
         let text = text_of(&messages[i], slot);
-        if let Some(result) = whole_marker(i, slot, tokens, text)
+        if let Some(result) = whole_marker(i, slot, tokens, &text)
             && result.tokens < current
         {
             total = total - current + result.tokens;
@@ -589,5 +646,7 @@ fn slot_locator(slot: Slot) -> String {
         Slot::Block(b) => format!("content[{b}].text"),
         Slot::ToolResult(b) => format!("content[{b}].content"),
         Slot::ToolResultBlock(b, c) => format!("content[{b}].content[{c}].text"),
+        Slot::Media(b) => format!("content[{b}]"),
+        Slot::ToolResultMedia(b, c) => format!("content[{b}].content[{c}]"),
     }
 }

@@ -524,6 +524,48 @@ mod messages_tests {
         }
     }
 
+    /// Regression (found by probing): an image's base64 data in an old turn counted as tens of
+    /// thousands of tokens that nothing could reduce, so the conversation never fit; an old media
+    /// block is now replaced whole by a marker and recovered as its exact JSON.
+    #[test]
+    fn old_image_blocks_are_elided_whole_and_recovered_exactly() {
+        let (_dir, store, tokenizer) = setup();
+        let data: String = (0..20_000u32)
+            .map(|i| char::from(b'A' + (i.wrapping_mul(2_654_435_761) % 26) as u8))
+            .collect();
+        let image = serde_json::json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}});
+        let inner = serde_json::json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+        let messages: Vec<Message> = serde_json::from_value(serde_json::json!([
+            {"role": "user", "content": [{"type": "text", "text": "see screenshot"}, image]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "shot", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [inner]}]},
+            {"role": "assistant", "content": "It shows the login page."},
+            {"role": "user", "content": "Why is the button grey?"}
+        ]))
+        .expect("messages");
+        let result = compress_messages(&messages, 300, &store, &tokenizer).expect("fits");
+        assert!(result.tokens <= 300, "{}", result.tokens);
+        assert_eq!(
+            result.messages[1], messages[1],
+            "the tool_use block is kept"
+        );
+        assert_eq!(result.messages[4], messages[4]);
+        let marker = result.messages[0].content[1]["text"]
+            .as_str()
+            .expect("marker");
+        assert!(marker.contains("recover m0.b1"), "{marker}");
+        let recovered = store.recover(&result.ctx_id, "m0.b1").expect("recover");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&recovered).expect("json"),
+            image
+        );
+        let recovered = store.recover(&result.ctx_id, "m2.b0.c0").expect("recover");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&recovered).expect("json"),
+            inner
+        );
+    }
+
     #[test]
     fn protected_over_budget_is_an_error() {
         let (_dir, store, tokenizer) = setup();
