@@ -369,6 +369,25 @@ pub fn select(
     // an unmatched query still gets the top of the documents. Fill pieces carry no value, so
     // the fitting loop below drops them before anything the query chose.
     let mut filled: HashSet<u32> = HashSet::new();
+    // Fragments sent whole that follow each other in a file render as one verbatim block under
+    // the first one's header (see `render`): a header is charged only where a block starts.
+    // Charging one per fragment left a context that fits unsent.
+    let is_full = |chosen: &HashMap<u32, (PieceKind, f64, usize)>, n: u32| {
+        pinned_set.contains(&n) || chosen.get(&n).is_some_and(|c| c.0 == PieceKind::Full)
+    };
+    let contiguous = |a: u32, b: u32| {
+        let (Some(x), Some(y)) = (
+            index.fragments.get(a as usize),
+            index.fragments.get(b as usize),
+        ) else {
+            return false;
+        };
+        x.file == y.file && x.bytes.end == y.bytes.start
+    };
+    let continues = |chosen: &HashMap<u32, (PieceKind, f64, usize)>, n: u32| {
+        n.checked_sub(1)
+            .is_some_and(|p| contiguous(p, n) && is_full(chosen, p))
+    };
     let mut estimate: usize = pinned_tokens
         + chosen
             .iter()
@@ -376,6 +395,9 @@ pub fn select(
             .map(|(f, c)| {
                 let fragment = &index.fragments[*f as usize];
                 match c.0 {
+                    PieceKind::Full if continues(&chosen, *f) => {
+                        full_cost(fragment) - fragment.header_tokens
+                    }
                     PieceKind::Full => full_cost(fragment),
                     PieceKind::Skeleton => {
                         fragment.header_tokens + skeleton_word + fragment.skeleton_tokens
@@ -394,11 +416,22 @@ pub fn select(
         if chosen.contains_key(&fragment) {
             continue;
         }
-        let cost = full_cost(&index.fragments[fragment as usize]);
-        if estimate + cost <= budget {
+        let f = &index.fragments[fragment as usize];
+        let mut cost = full_cost(f);
+        if continues(&chosen, fragment) {
+            cost -= f.header_tokens;
+        }
+        // The block after it, sent whole, then continues this one and loses its header.
+        let next = fragment + 1;
+        let saved = if contiguous(fragment, next) && is_full(&chosen, next) {
+            index.fragments[next as usize].header_tokens
+        } else {
+            0
+        };
+        if (estimate + cost).saturating_sub(saved) <= budget {
             chosen.insert(fragment, (PieceKind::Full, 0.0, usize::MAX));
             filled.insert(fragment);
-            estimate += cost;
+            estimate = (estimate + cost).saturating_sub(saved);
         }
     }
 
@@ -407,8 +440,8 @@ pub fn select(
         .iter()
         .map(|c| (c.fragment, &c.options))
         .collect();
-    let counted_from_index;
-    let (rendered, tokens, pieces) = loop {
+    let mut counted_from_index;
+    let (mut rendered, mut tokens, mut pieces) = loop {
         let Rendered {
             text: rendered,
             pieces,
@@ -438,6 +471,39 @@ pub fn select(
             chosen.remove(&fragment);
         }
     };
+
+    // Top-up: the estimate over-counts what BPE merges at piece seams save, so budget can be
+    // left with a fragment unsent that would fit. Fragments that might fit are tried against the
+    // real count, in fill order, a bounded number of times.
+    const TOP_UP_TRIES: usize = 32;
+    let mut tries = 0;
+    let top_up_order = ranked.iter().filter(|r| r.1 > 0.0).map(|r| r.0).chain(
+        (0..index.fragments.len() as u32).filter(|f| scores.get(f).is_none_or(|s| s.score <= 0.0)),
+    );
+    for fragment in top_up_order {
+        if tokens >= budget || tries >= TOP_UP_TRIES {
+            break;
+        }
+        let f = &index.fragments[fragment as usize];
+        if chosen.contains_key(&fragment)
+            || full_cost(f).saturating_sub(f.header_tokens) > budget - tokens
+        {
+            continue;
+        }
+        tries += 1;
+        let mut trial = chosen.clone();
+        trial.insert(fragment, (PieceKind::Full, 0.0, usize::MAX));
+        let attempt = render(index, &trial);
+        let counted = attempt
+            .exact
+            .unwrap_or_else(|| tokenizer.count(&attempt.text));
+        if counted <= budget {
+            chosen = trial;
+            filled.insert(fragment);
+            counted_from_index = attempt.exact.is_some();
+            (rendered, tokens, pieces) = (attempt.text, counted, attempt.pieces);
+        }
+    }
 
     // Scored fragments first (already ranked), then the rest in index order, which is path
     // and offset order: the same order a full sort would give, without sorting everything.
@@ -710,6 +776,31 @@ mod tests {
                 .reason
                 .contains("defines parse_duration")
         );
+    }
+
+    /// Regression (found by probing): the fill charged every fragment a header, also one that
+    /// continues a fragment sent whole (rendered under that one's header), so a tree whose whole
+    /// rendering fits the budget exactly still left a fragment out.
+    #[test]
+    fn a_context_that_fits_exactly_is_sent_whole() {
+        let index = corpus();
+        let whole =
+            select(&index, "parse duration", 100_000, &SelectOptions::default()).expect("select");
+        assert!(
+            whole
+                .manifest
+                .iter()
+                .all(|m| m.resolution == Some(Resolution::Full))
+        );
+        let exact = select(
+            &index,
+            "parse duration",
+            whole.tokens,
+            &SelectOptions::default(),
+        )
+        .expect("select");
+        assert_eq!(exact.rendered, whole.rendered);
+        assert_eq!(exact.tokens, whole.tokens);
     }
 
     /// Found through the harness: a query matching no fragment sent an empty context, and a
