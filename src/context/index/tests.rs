@@ -471,9 +471,7 @@ fn a_byte_order_mark_does_not_split_the_first_item() {
 /// @SuppressWarnings(\"unchecked\")" — the context named the annotation, not the class.
 #[test]
 fn the_context_of_a_member_names_its_class_not_the_class_annotation() {
-    let body: String = (0..40)
-        .map(|i| format!("        // filler line {i} with some words to make it long enough\n"))
-        .collect();
+    let body = filler_body(40);
     let java = format!(
         "package p;\n\n@SuppressWarnings(\"unchecked\")\npublic class Annotated {{\n    public void first() {{\n{body}    }}\n\n    public void second() {{\n{body}    }}\n}}\n"
     );
@@ -496,9 +494,7 @@ fn the_context_of_a_member_names_its_class_not_the_class_annotation() {
 /// and function skeletons lost their type parameters.
 #[test]
 fn a_cpp_template_line_stays_with_its_declaration() {
-    let body: String = (0..30)
-        .map(|i| format!("        // filler line {i} with some words to make it long enough\n"))
-        .collect();
+    let body = filler_body(30);
     let cpp = format!(
         "template <typename T>\nclass Box {{\npublic:\n    template <typename U>\n    U convert_to(const U& u) const {{\n{body}        return u;\n    }}\n}};\n\ntemplate <typename K>\nK free_template(K k) {{\n{body}    return k;\n}}\n"
     );
@@ -528,4 +524,11 @@ fn a_cpp_template_line_stays_with_its_declaration() {
         "{:?}",
         index.text(free)
     );
+}
+
+/// Comment lines that make a body long enough to be a fragment of its own.
+fn filler_body(lines: usize) -> String {
+    (0..lines)
+        .map(|i| format!("        // filler line {i} with some words to make it long enough\n"))
+        .collect()
 }
