@@ -7,6 +7,7 @@
 //! - [`args`]: their input types (strict, documented, schema-derived);
 //! - [`server`]: the rmcp handler (list, call, errors as tool results);
 //! - [`index_cache`]: indexes kept warm between `select_context` calls;
+//! - [`stdio`]: the stdio transport (every request carried out is answered);
 //! - [`bench`]: the `svc bench --group mcp` round-trip figures.
 //!
 //! The server holds no provider and makes no network call: every tool is local work on the
@@ -16,6 +17,7 @@ pub mod args;
 pub mod bench;
 pub mod index_cache;
 pub mod server;
+pub mod stdio;
 pub mod tools;
 
 use std::future::Future;
@@ -52,7 +54,7 @@ pub enum McpError {
 pub async fn serve_stdio(home: PathBuf) -> Result<(), McpError> {
     let server = SvcServer::new(&home);
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(stdio::GuardedStdio::new())
         .await
         .map_err(|error| McpError::Initialize(Box::new(error)))?;
     running.waiting().await.map_err(McpError::Session)?;

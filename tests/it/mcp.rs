@@ -260,6 +260,11 @@ fn a_request_whose_params_do_not_fit_is_invalid_params_naming_the_shape() {
         r#"{"jsonrpc":"2.0","id":3,"method":"tools/call"}"#,
         r#"{"jsonrpc":"2.0","id":4,"method":"tools/frobnicate","params":{}}"#,
         r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#,
+        // Regressions (found by probing): these went unanswered or were answered without an id.
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":[]}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"compress","arguments":{"content":"smile \ud83d","budget":5}}}"#,
+        r#"{"id":8,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":9,"method":"ping"}"#,
     ];
     let mut stdin = child.stdin.take().expect("stdin");
     let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
@@ -267,8 +272,10 @@ fn a_request_whose_params_do_not_fit_is_invalid_params_naming_the_shape() {
     for line in lines {
         writeln!(stdin, "{line}").expect("send");
         stdin.flush().expect("flush");
-        let request: Value = serde_json::from_str(line).expect("json");
-        let Some(id) = request.get("id").and_then(Value::as_i64) else {
+        // The one line that is not JSON (the lone surrogate) is request 7.
+        let id = serde_json::from_str::<Value>(line)
+            .map_or(Some(7), |request| request.get("id").and_then(Value::as_i64));
+        let Some(id) = id else {
             continue;
         };
         let mut answer = String::new();
@@ -287,6 +294,81 @@ fn a_request_whose_params_do_not_fit_is_invalid_params_naming_the_shape() {
     }
     assert_eq!(answers[&4]["error"]["code"], -32601);
     assert!(answers[&5].get("result").is_some(), "the session goes on");
+    assert_eq!(answers[&6]["error"]["code"], -32600);
+    assert!(
+        answers[&6]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`params` must be an object")),
+        "{}",
+        answers[&6]
+    );
+    assert_eq!(answers[&7]["error"]["code"], -32700, "{}", answers[&7]);
+    assert!(
+        answers[&8]["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("`jsonrpc` must be")),
+        "{}",
+        answers[&8]
+    );
+    assert!(answers[&9].get("result").is_some(), "the session goes on");
+}
+
+/// Regression (found by probing): a client that pipes its requests and closes stdin lost the
+/// answer of a call still running, though its work was done and committed.
+#[test]
+fn requests_read_before_stdin_closes_are_all_answered() {
+    use std::io::{Read, Write};
+    let state = tempfile::tempdir().expect("state");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .arg("serve")
+        .env("SVC_HOME", state.path())
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("svc serve starts");
+    let content: String = (0..60_000)
+        .map(|i| {
+            format!(
+                "2024-05-14T22:13:{:02}Z INFO request {i} served in {}ms\n",
+                i % 60,
+                i % 97
+            )
+        })
+        .collect();
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "compress", "arguments": {"content": content, "budget": 200}}});
+    let mut stdin = child.stdin.take().expect("stdin");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"2025-06-18","capabilities":{{}},"clientInfo":{{"name":"t","version":"1"}}}}}}"#
+    )
+    .expect("send");
+    writeln!(
+        stdin,
+        r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#
+    )
+    .expect("send");
+    writeln!(stdin, "{call}").expect("send");
+    writeln!(stdin, r#"{{"jsonrpc":"2.0","id":3,"method":"ping"}}"#).expect("send");
+    drop(stdin);
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    assert!(child.wait().expect("exit").success());
+    let ids: Vec<i64> = out
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+        .filter_map(|v| v["id"].as_i64())
+        .collect();
+    for id in [1, 2, 3] {
+        assert!(ids.contains(&id), "request {id} unanswered: {ids:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
