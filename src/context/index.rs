@@ -36,8 +36,9 @@ pub use stamp::{TreeStamp, tree_stamp};
 /// it; a mismatch re-parses everything (bump it when skeleton rendering or the seam windows
 /// change, or stale values survive). 6: one-line fragments get join corrections. 7: large
 /// records are cut into runs of members. 8: a byte-order mark no longer splits the first item,
-/// contexts skip annotations, kept block-comment lines are closed.
-const PERSIST_VERSION: u32 = 8;
+/// contexts skip annotations, kept block-comment lines are closed. 9: an attribute on an import
+/// goes into the counted run of imports.
+const PERSIST_VERSION: u32 = 9;
 /// A container larger than this (bytes) is split into its members.
 const SPLIT_BYTES: usize = 2_000;
 /// Blocks without structure (module-level code, prose, logs) are cut into pieces of at most

@@ -510,16 +510,35 @@ fn import_runs(mut imports: Vec<Range<usize>>, text: &str, out: &mut Vec<(Range<
             out.push((range, format!("/* {count} {noun} … */")));
         }
     };
+    // An attribute (`#[cfg(unix)]`) says something about the import after it: it goes into
+    // the run with that import, or a label after it read as if it covered the whole run.
+    let attributes_only = |gap: &str| {
+        gap.lines()
+            .map(str::trim)
+            .all(|line| line.is_empty() || (line.starts_with("#[") && line.ends_with(']')))
+    };
     for import in imports {
         run = match run {
             Some((range, count))
-                if range.end <= import.start && text[range.end..import.start].trim().is_empty() =>
+                if range.end <= import.start && attributes_only(&text[range.end..import.start]) =>
             {
                 Some((range.start..import.end, count + 1))
             }
             other => {
                 flush(other);
-                Some((import, 1))
+                // Attribute lines right above the run's first import start the run.
+                let mut start = import.start;
+                while start > 0 {
+                    let above = text[..start].trim_end();
+                    let line_start = above.rfind('\n').map_or(0, |i| i + 1);
+                    let line = above[line_start..].trim();
+                    if line.starts_with("#[") && line.ends_with(']') {
+                        start = line_start;
+                    } else {
+                        break;
+                    }
+                }
+                Some((start..import.end, 1))
             }
         };
     }
@@ -981,6 +1000,23 @@ mod tests {
         assert_eq!(
             skeleton,
             "/* 2 imports … */\npub use inner::Thing;\npub struct A {\n    pub open: u32,\n    /* 2 private fields … */\n    pub last: u8,\n}\nimpl Render for A {\n    type X = u8;\n    /// Formats.\n    fn render(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {...}\n}\n"
+        );
+    }
+
+    /// Regression (found by probing): `#[cfg(unix)]` on one import of a run was shown before
+    /// the label of the rest (`/* 5 imports … */ #[cfg(unix)] /* 3 imports … */`), as if it
+    /// covered all of them; it now goes into the run with its import.
+    #[test]
+    fn an_attribute_on_an_import_goes_into_the_counted_run() {
+        let text = "use std::fs;\nuse std::io;\n#[cfg(unix)]\nuse std::os::unix::fs::PermissionsExt;\nuse std::path::Path;\n\npub fn run() {\n    let _ = 1;\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, text),
+            "/* 4 imports … */\npub fn run() {...}\n"
+        );
+        let first = "#[cfg(unix)]\nuse std::os::unix::fs::PermissionsExt;\nuse std::path::Path;\n\npub fn run() {\n    let _ = 1;\n}\n";
+        assert_eq!(
+            skeleton_of(Language::Rust, first),
+            "/* 2 imports … */\npub fn run() {...}\n"
         );
     }
 
