@@ -327,10 +327,13 @@ pub fn parse_reply(
             let output = usage
                 .and_then(|u| u.get("completion_tokens"))
                 .and_then(Value::as_u64);
+            // Part of completion_tokens: never more than it (the record's output and reasoning
+            // add up to what was billed).
             let reasoning = usage
                 .and_then(|u| u.pointer("/completion_tokens_details/reasoning_tokens"))
                 .and_then(Value::as_u64)
-                .unwrap_or(0);
+                .unwrap_or(0)
+                .min(output.unwrap_or(0));
             (
                 text.to_string(),
                 input,

@@ -361,7 +361,10 @@ impl Runner {
                     input: reply.input_tokens.unwrap_or(0),
                     cached_input: reply.cached_input_tokens.unwrap_or(0),
                     cache_write: reply.cache_write_tokens.unwrap_or(0),
-                    output: reply.output_tokens,
+                    // Reasoning tokens are billed at the output rate (OpenAI counts them inside
+                    // completion_tokens; the record keeps them apart). Leaving them out priced a
+                    // reasoning model's thinking at nothing.
+                    output: reply.output_tokens.saturating_add(reply.reasoning_tokens),
                 },
             ),
             None => 0.0,
@@ -372,6 +375,28 @@ impl Runner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Regression (found by probing): reasoning tokens were kept apart from the output tokens
+    /// and then left out of the price, so a reasoning model's thinking cost nothing.
+    #[test]
+    fn reasoning_tokens_are_billed_at_the_output_rate() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("runners");
+        let runner = Runner::load(&root, "openai-compatible").expect("runner");
+        let price = runner.pricing.as_ref().expect("pricing").0.models["gpt-4o-mini"].clone();
+        let reply = ModelReply {
+            text: "Lake Sollia".into(),
+            provider_request_id: "r".into(),
+            input_tokens: Some(1000),
+            cached_input_tokens: None,
+            cache_write_tokens: None,
+            output_tokens: 2,
+            reasoning_tokens: 1000,
+            usage_source: UsageSource::ProviderResponse,
+        };
+        let expected =
+            (1000.0 * price.input_usd_per_mtok + 1002.0 * price.output_usd_per_mtok) / 1e6;
+        assert!((runner.cost_usd(&reply) - expected).abs() < 1e-12);
+    }
 
     #[test]
     fn templates_fill_once_and_leave_other_braces() {
