@@ -52,17 +52,27 @@ fn list(format: Format) -> anyhow::Result<ExitCode> {
             .map_err(|e| e.to_string())
             .and_then(|text| spec::parse(&text, &path).map_err(|e| e.to_string()));
         rows.push(match parsed {
-            Ok(spec) => Row {
-                name,
-                kind: spec.kind.as_str().into(),
-                provider: spec.provider,
-                model: spec.model,
-                cost_source: serde_json::to_value(spec.cost.source)?
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-                problem: None,
-            },
+            Ok(spec) => {
+                // The pricing snapshot is part of what must load (a missing file or an unpriced
+                // model made `run` fail while `list` said nothing).
+                let problem = match spec.cost.source {
+                    svc::trial::CostSource::PricingSnapshot => {
+                        spec::read_pricing(&spec).err().map(|e| e.to_string())
+                    }
+                    _ => None,
+                };
+                Row {
+                    name,
+                    kind: spec.kind.as_str().into(),
+                    cost_source: serde_json::to_value(spec.cost.source)?
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    provider: spec.provider,
+                    model: spec.model,
+                    problem,
+                }
+            }
             Err(problem) => Row {
                 name,
                 kind: "?".into(),

@@ -386,6 +386,30 @@ fn workloads_and_runners_are_listed_and_shown() {
         listed.stdout
     );
     assert!(listed.stderr.contains("broken.toml"), "{}", listed.stderr);
+    // Found by probing: a runner whose pricing snapshot is missing listed as fine (exit 0)
+    // while `run` refused it.
+    std::fs::remove_file(elsewhere.path().join("broken.toml")).expect("remove");
+    std::fs::write(
+        elsewhere.path().join("unpriced.toml"),
+        "name = \"unpriced\"\nkind = \"openai_compatible\"\nprovider = \"p\"\nmodel = \"m\"\nbase_url = \"http://127.0.0.1:9/v1\"\ncontext_window = 1000\nmax_output_tokens = 8\ntimeout_ms = 1000\n\n[cost]\nsource = \"pricing_snapshot\"\npricing = \"pricing/does-not-exist.toml\"\n",
+    )
+    .expect("write");
+    let listed = run(svc(state.path())
+        .env("SVC_RUNNERS_DIR", elsewhere.path())
+        .args(["runners", "list"]));
+    assert_eq!(listed.code, 1, "{}\n{}", listed.stdout, listed.stderr);
+    assert!(
+        listed
+            .stdout
+            .contains("| unpriced | openai_compatible | p | m | pricing_snapshot |"),
+        "{}",
+        listed.stdout
+    );
+    assert!(
+        listed.stderr.contains("does-not-exist.toml"),
+        "{}",
+        listed.stderr
+    );
     let check = run(svc(state.path()).args(["runners", "check", "fixture"]));
     assert_eq!(check.code, 0, "{}", check.stderr);
     assert!(check.stdout.contains("answer: green"), "{}", check.stdout);

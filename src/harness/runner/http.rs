@@ -78,6 +78,11 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<u64> {
     if let Ok(seconds) = value.parse::<u64>() {
         return Some(seconds.saturating_mul(1000));
     }
+    // Delay-seconds past u64 are still "wait a very long time", not unreadable (which retried at
+    // once a server that had asked to be left alone).
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return Some(u64::MAX);
+    }
     let at = httpdate::parse_http_date(value).ok()?;
     Some(at.duration_since(now).map_or(0, |d| d.as_millis() as u64))
 }
@@ -123,6 +128,24 @@ pub struct HttpBackend {
     pub cache_prompt: Option<bool>,
 }
 
+/// The key in `value` of variable `var`: surrounding whitespace is not part of it (a secret
+/// written with `echo` ends in a newline, which made every request a retried "connection
+/// error"); an empty key, or one a header cannot carry, is a setup error naming the variable.
+fn api_key(var: &str, value: &str) -> Result<String, String> {
+    let key = value.trim();
+    if key.is_empty() {
+        return Err(format!(
+            "the API key variable {var} named by api_key_env is empty; export the key or remove api_key_env for a local server"
+        ));
+    }
+    if reqwest::header::HeaderValue::from_str(&format!("Bearer {key}")).is_err() {
+        return Err(format!(
+            "the API key in {var} holds a character an HTTP header cannot carry (a control character or non-ASCII); check how the variable was set"
+        ));
+    }
+    Ok(key.to_string())
+}
+
 impl HttpBackend {
     pub fn new(spec: &RunnerSpec) -> Result<Self, RunnerSpecError> {
         let setup = |message: String| RunnerSpecError::Setup {
@@ -130,11 +153,14 @@ impl HttpBackend {
             message,
         };
         let api_key = match &spec.api_key_env {
-            Some(var) if !var.is_empty() => Some(std::env::var(var).map_err(|_| {
-                setup(format!(
-                    "the API key variable {var} named by api_key_env is not set; export it or remove api_key_env for a local server"
-                ))
-            })?),
+            Some(var) if !var.is_empty() => {
+                let value = std::env::var(var).map_err(|_| {
+                    setup(format!(
+                        "the API key variable {var} named by api_key_env is not set; export it or remove api_key_env for a local server"
+                    ))
+                })?;
+                Some(api_key(var, &value).map_err(setup)?)
+            }
             _ => None,
         };
         let client = reqwest::Client::builder()
@@ -260,7 +286,7 @@ impl HttpBackend {
         if api == Api::Anthropic {
             builder = builder.header("anthropic-version", "2023-06-01");
         }
-        let transport = |error: reqwest::Error| {
+        let transport = |what: &str, error: reqwest::Error| {
             if error.is_timeout() {
                 RunnerError::Timeout {
                     url: url.clone(),
@@ -269,11 +295,14 @@ impl HttpBackend {
             } else {
                 RunnerError::Connect {
                     url: url.clone(),
-                    message: error.to_string(),
+                    message: format!("{what}: {error}"),
                 }
             }
         };
-        let response = builder.send().await.map_err(transport)?;
+        let response = builder
+            .send()
+            .await
+            .map_err(|e| transport("cannot connect", e))?;
         let status = response.status();
         *retry_after_ms = response
             .headers()
@@ -286,7 +315,11 @@ impl HttpBackend {
             .or_else(|| response.headers().get("request-id"))
             .and_then(|v| v.to_str().ok())
             .map(str::to_string);
-        let bytes = response.bytes().await.map_err(transport)?;
+        // The connection was made; a body cut off is not "cannot connect".
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| transport("the connection broke while the response body was read", e))?;
         parse_reply(api, &url, status.as_u16(), header_id, &bytes)
     }
 }
@@ -694,6 +727,12 @@ mod tests {
             Some(0)
         );
         assert_eq!(parse_retry_after("soon", now), None);
+        // Regression (found by probing): delay-seconds past u64 were unreadable, so a server
+        // asking to be left alone was retried at once.
+        assert_eq!(
+            parse_retry_after("99999999999999999999", now),
+            Some(u64::MAX)
+        );
     }
 
     #[tokio::test]
@@ -709,5 +748,45 @@ mod tests {
         let error = runner.call(&request).await.expect_err("down");
         assert_eq!(error.error_type(), "connection_error");
         assert_eq!(error.usage_source(), UsageSource::RunnerError);
+    }
+
+    /// Regression (found by probing): a body cut off after the headers was reported as
+    /// "cannot connect".
+    #[tokio::test]
+    async fn a_body_cut_off_is_not_called_a_failure_to_connect() {
+        use tokio::io::AsyncWriteExt;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                let mut request = vec![0u8; 65_536];
+                let _ = tokio::io::AsyncReadExt::read(&mut socket, &mut request).await;
+                let _ = socket
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"id\":")
+                    .await;
+                drop(socket);
+            }
+        });
+        let runner = runner(RunnerKind::OpenaiCompatible, format!("http://{address}/v1"));
+        let request = runner.request("ctx", "q?", AnswerKind::Span);
+        let error = runner.call(&request).await.expect_err("cut off");
+        let message = error.to_string();
+        assert!(
+            message.contains("the connection broke while the response body was read"),
+            "{message}"
+        );
+        assert!(!message.contains("cannot connect"), "{message}");
+    }
+
+    /// Regression (found by probing): a key ending in a newline made every trial a retried
+    /// "cannot connect: builder error", and an empty key was sent as `Bearer `.
+    #[test]
+    fn api_keys_are_trimmed_and_empty_or_unsendable_keys_are_setup_errors() {
+        assert_eq!(api_key("K", "sk-test-123\n").as_deref(), Ok("sk-test-123"));
+        assert!(api_key("K", "").is_err_and(|e| e.contains("K named by api_key_env is empty")));
+        assert!(api_key("K", "  \n").is_err());
+        assert!(api_key("K", "sk\u{7}x").is_err_and(|e| e.contains("HTTP header cannot carry")));
     }
 }

@@ -77,7 +77,8 @@ pub struct ModelReply {
 pub enum RunnerError {
     #[error("{url}: no response within {after_ms} ms")]
     Timeout { url: String, after_ms: u64 },
-    #[error("{url}: cannot connect: {message}")]
+    /// The connection failed: not made, or broken before the whole response arrived.
+    #[error("{url}: {message}")]
     Connect { url: String, message: String },
     #[error("{url}: HTTP {status}: {body}")]
     Status {
