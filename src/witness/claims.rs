@@ -37,6 +37,11 @@ pub struct Claim {
 /// Words an answer uses to hedge or converse rather than to assert.
 const NON_ASSERTIVE_OPENERS: &[&str] = &[
     "i hope",
+    // Well-wishing without the "I" ("Hope this helps!"); "Hope Diamond" is a name.
+    "hope this",
+    "hope that",
+    "hope it ",
+    "hope you",
     "let me",
     "feel free",
     "sure",
@@ -222,6 +227,11 @@ pub fn is_polarity(answer: &str) -> Option<bool> {
 }
 
 fn short_answer_verifiable(text: &str) -> bool {
+    // A courtesy ("Thanks!", "Hope this helps!") answers nothing, also when a question is known
+    // (it was read as a short answer and flagged as unsupported).
+    if opens_non_assertively(text) {
+        return false;
+    }
     is_polarity(text).is_some() || text::tokenize_answer(text).iter().any(Token::is_content)
 }
 
@@ -330,6 +340,19 @@ mod tests {
         assert_eq!(texts(&yes), [("Yes.", ClaimKind::ShortAnswer, true)]);
         let sentence = extract("Delhi is the capital of India.", true);
         assert_eq!(sentence[0].kind, ClaimKind::Sentence);
+        // Regression (found by probing): with a question, courtesies were short answers, and
+        // verifiable ones ("Hope this helps!" flagged as unsupported).
+        for courtesy in ["Hope this helps!", "Thanks!", "Sure!", "I hope this helps."] {
+            assert!(
+                extract(courtesy, true).iter().all(|c| !c.verifiable),
+                "{courtesy}"
+            );
+        }
+        let name = extract("Hope Diamond", true);
+        assert_eq!(
+            texts(&name),
+            [("Hope Diamond", ClaimKind::ShortAnswer, true)]
+        );
     }
 
     #[test]
