@@ -114,6 +114,16 @@ pub enum StoreError {
         column: usize,
         message: String,
     },
+    /// A weights file the user gave (`--ranking-weights FILE`): `svc learning reset` is no help.
+    #[error(
+        "{path}:{line}:{column}: not a valid weights file: {message}; fix it: a weights file as `svc learning show --json` prints it, or a JSON object of weight names and values"
+    )]
+    Given {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{path}: format {found}, expected {WEIGHTS_FORMAT}")]
     Format { path: PathBuf, found: String },
     #[error("cannot read {path}: {source}")]
@@ -172,13 +182,12 @@ pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
         Err(source) => return Err(StoreError::Read { path, source }),
     };
     let file: WeightsFile = serde_json::from_str(&text).map_err(|e| {
-        let (line, column) =
-            out_of_bounds_place(&text, &e.to_string()).unwrap_or((e.line(), e.column()));
+        let (line, column, message) = placed(&text, &e);
         StoreError::Corrupt {
             path: path.clone(),
             line,
             column,
-            message: e.to_string(),
+            message,
         }
     })?;
     if file.format != WEIGHTS_FORMAT {
@@ -188,6 +197,17 @@ pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
         });
     }
     Ok(Some(file))
+}
+
+/// Where a parse error is (a weight out of bounds at its own line) and its message without
+/// serde's own "at line … column …", which named another place (the end of the object).
+fn placed(text: &str, error: &serde_json::Error) -> (usize, usize, String) {
+    let full = error.to_string();
+    let suffix = format!(" at line {} column {}", error.line(), error.column());
+    let message = full.strip_suffix(&suffix).unwrap_or(&full).to_string();
+    let (line, column) =
+        out_of_bounds_place(text, &message).unwrap_or((error.line(), error.column()));
+    (line, column, message)
 }
 
 /// Where a weight outside its bounds is written: serde reports the end of the object holding
@@ -239,18 +259,22 @@ pub fn read_weights(path: &Path) -> Result<RankingWeights, StoreError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let corrupt = |e: serde_json::Error| StoreError::Corrupt {
-        path: path.to_path_buf(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
+    let given = |e: serde_json::Error| {
+        let (line, column, message) = placed(&text, &e);
+        StoreError::Given {
+            path: path.to_path_buf(),
+            line,
+            column,
+            message,
+        }
     };
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(corrupt)?;
+    // Parsed from the text (not from a `Value`), so an error has its line and column.
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(given)?;
     if value.get("format").is_some() {
-        let file: WeightsFile = serde_json::from_value(value).map_err(corrupt)?;
+        let file: WeightsFile = serde_json::from_str(&text).map_err(given)?;
         return Ok(file.weights);
     }
-    serde_json::from_value(value).map_err(corrupt)
+    serde_json::from_str(&text).map_err(given)
 }
 
 /// The weights selection should use: the learned ones, or the defaults when there are none.
@@ -341,6 +365,15 @@ mod tests {
             error.contains(&format!("weights.json:{line}:")),
             "{error} (the weight is on line {line})"
         );
+        // Regression (found by probing): the message also named serde's place (the end of the
+        // object), a second, different line.
+        assert!(!error.contains(" at line "), "{error}");
+        // A file given with --ranking-weights is the user's to fix: `learning reset` does not
+        // touch it (the advice was wrong), and its place is known too.
+        let given = read_weights(&path).expect_err("out of bounds").to_string();
+        assert!(given.contains(&format!("weights.json:{line}:")), "{given}");
+        assert!(!given.contains("learning reset"), "{given}");
+        assert!(given.contains("fix it"), "{given}");
     }
 
     #[test]
