@@ -237,6 +237,19 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
     assert_eq!(again["text"], recovered["text"]);
 }
 
+/// `svc serve` on stdio with piped stdin and stdout, for raw JSON-RPC lines.
+fn stdio_server(home: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
+        .arg("serve")
+        .env("SVC_HOME", home)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("svc serve starts")
+}
+
 /// Found by probing: a `tools/call` whose params did not fit (no `name`, a list for
 /// `arguments`) was answered "method not found: tools/call", which sends a client looking for a
 /// method that exists. Raw JSON-RPC lines over stdio, as a hand-written client sends them.
@@ -244,15 +257,7 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
 fn a_request_whose_params_do_not_fit_is_invalid_params_naming_the_shape() {
     use std::io::Write;
     let state = tempfile::tempdir().expect("state");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
-        .arg("serve")
-        .env("SVC_HOME", state.path())
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("svc serve starts");
+    let mut child = stdio_server(state.path());
     let lines = [
         r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#,
         r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
@@ -319,15 +324,7 @@ fn a_request_whose_params_do_not_fit_is_invalid_params_naming_the_shape() {
 fn requests_read_before_stdin_closes_are_all_answered() {
     use std::io::{Read, Write};
     let state = tempfile::tempdir().expect("state");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_svc"))
-        .arg("serve")
-        .env("SVC_HOME", state.path())
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("svc serve starts");
+    let mut child = stdio_server(state.path());
     let content: String = (0..60_000)
         .map(|i| {
             format!(
