@@ -209,7 +209,13 @@ fn run_check(args: CheckArgs) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(certificate)?);
     } else {
-        print!("{}", witnessed.output);
+        // A file's last line break stays when strict mode cut its last line or withheld it all.
+        let ending = if output.ends_with('\n') && !witnessed.output.ends_with('\n') {
+            "\n"
+        } else {
+            ""
+        };
+        print!("{}{ending}", witnessed.output);
     }
     let mut report = render_report(certificate);
     if args.no_store {

@@ -210,6 +210,30 @@ fn short_answers_are_read_against_the_question() {
     );
 }
 
+/// Regression (found by probing): strict mode dropped the file's last line break when it cut
+/// the last line or withheld the whole answer.
+#[test]
+fn strict_output_keeps_the_files_last_line_break() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let answer = state.path().join("answer.txt");
+    fs::write(
+        &answer,
+        "The observatory also operates a radio telescope.\n",
+    )
+    .expect("write");
+    let out = check(
+        state.path(),
+        answer.to_str().expect("utf-8 path"),
+        &["--mode", "strict", "--no-store"],
+    );
+    assert_eq!(
+        out.stdout,
+        format!("{}\n", svc::witness::rewrite::WITHHELD_NOTICE),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn list_and_feedback() {
     let state = tempfile::tempdir().expect("tempdir");
