@@ -254,16 +254,11 @@ async fn reindex(State(state): State<Arc<DashboardState>>, body: axum::body::Byt
         }
     };
     let paths: Vec<PathBuf> = match wanted {
-        Some(path) if !path.is_dir() => {
-            let problem = if path.exists() {
-                "is not a directory"
-            } else {
-                "does not exist"
-            };
+        Some(path) if let Err(problem) = crate::context::index::check_root(&path) => {
             return error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request_error",
-                format!("{} {problem} on this machine", path.display()),
+                problem.to_string(),
             );
         }
         Some(path) => vec![path],

@@ -450,21 +450,11 @@ fn a_byte_order_mark_does_not_split_the_first_item() {
         "\u{FEFF}#[cfg(unix)]\n/// Doc.\npub fn bom_attr_fn(x: u32) -> u32 {\n    x + 1\n}\n";
     let index = doc_index("a.rs", rust);
     assert_partition(&index);
-    let ids: Vec<&str> = index
-        .fragments
-        .iter()
-        .map(|f| f.chunk_id.as_str())
-        .collect();
-    assert_eq!(ids, ["a.rs#L1-5"]);
+    assert_eq!(chunk_ids(&index), ["a.rs#L1-5"]);
     let python = "\u{FEFF}@decorator\ndef bom_dec_fn(x):\n    return x\n";
     let index = doc_index("b.py", python);
     assert_partition(&index);
-    let ids: Vec<&str> = index
-        .fragments
-        .iter()
-        .map(|f| f.chunk_id.as_str())
-        .collect();
-    assert_eq!(ids, ["b.py#L1-3"]);
+    assert_eq!(chunk_ids(&index), ["b.py#L1-3"]);
 }
 
 /// Regression (found by probing): the members of an annotated Java class were "in
@@ -530,5 +520,13 @@ fn a_cpp_template_line_stays_with_its_declaration() {
 fn filler_body(lines: usize) -> String {
     (0..lines)
         .map(|i| format!("        // filler line {i} with some words to make it long enough\n"))
+        .collect()
+}
+
+fn chunk_ids(index: &Index) -> Vec<&str> {
+    index
+        .fragments
+        .iter()
+        .map(|f| f.chunk_id.as_str())
         .collect()
 }
