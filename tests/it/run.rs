@@ -488,3 +488,38 @@ fn model_summary_native_compaction_on_a_conversation_with_the_fixture() {
     assert_eq!(bad.code, 2);
     assert!(bad.stderr.contains("model-summary"), "{}", bad.stderr);
 }
+
+/// Regression (found by probing): a body cut off after the headers was reported as "cannot
+/// connect", sending the user after a network problem; `svc runners check` end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_cut_off_is_not_called_a_failure_to_connect() {
+    let upstream = crate::proxy::raw_upstream(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\n{\"id\":".to_vec(),
+    )
+    .await;
+    let state = tempfile::tempdir().expect("state");
+    let runners = tempfile::tempdir().expect("runners");
+    std::fs::write(
+        runners.path().join("cut.toml"),
+        format!(
+            "name = \"cut\"\nkind = \"openai_compatible\"\nprovider = \"p\"\nmodel = \"m\"\nbase_url = \"{upstream}/v1\"\ncontext_window = 1000\nmax_output_tokens = 8\ntimeout_ms = 2000\nretries = 0\n\n[cost]\nsource = \"self_hosted_no_api_fee\"\n"
+        ),
+    )
+    .expect("runner");
+    let home = state.path().to_path_buf();
+    let dir = runners.path().to_path_buf();
+    let out = tokio::task::spawn_blocking(move || {
+        run(svc(&home)
+            .env("SVC_RUNNERS_DIR", &dir)
+            .args(["runners", "check", "cut"]))
+    })
+    .await
+    .expect("join");
+    assert_ne!(out.code, 0, "{}", out.stdout);
+    let said = format!("{}{}", out.stdout, out.stderr);
+    assert!(
+        said.contains("the connection broke while the response body was read"),
+        "{said}"
+    );
+    assert!(!said.contains("cannot connect"), "{said}");
+}
