@@ -406,10 +406,14 @@ pub fn select(
                 }
             })
             .sum::<usize>();
-    let fill_order = ranked.iter().filter(|r| r.1 > 0.0).map(|r| r.0).chain(
-        (0..index.fragments.len() as u32).filter(|f| scores.get(f).is_none_or(|s| s.score <= 0.0)),
-    );
-    for fragment in fill_order {
+    // Scored fragments best first, then the rest in document order (the fill and the top-up).
+    let fill_order = || {
+        ranked.iter().filter(|r| r.1 > 0.0).map(|r| r.0).chain(
+            (0..index.fragments.len() as u32)
+                .filter(|f| scores.get(f).is_none_or(|s| s.score <= 0.0)),
+        )
+    };
+    for fragment in fill_order() {
         if estimate >= budget {
             break;
         }
@@ -477,10 +481,7 @@ pub fn select(
     // real count, in fill order, a bounded number of times.
     const TOP_UP_TRIES: usize = 32;
     let mut tries = 0;
-    let top_up_order = ranked.iter().filter(|r| r.1 > 0.0).map(|r| r.0).chain(
-        (0..index.fragments.len() as u32).filter(|f| scores.get(f).is_none_or(|s| s.score <= 0.0)),
-    );
-    for fragment in top_up_order {
+    for fragment in fill_order() {
         if tokens >= budget || tries >= TOP_UP_TRIES {
             break;
         }
@@ -491,17 +492,17 @@ pub fn select(
             continue;
         }
         tries += 1;
-        let mut trial = chosen.clone();
-        trial.insert(fragment, (PieceKind::Full, 0.0, usize::MAX));
-        let attempt = render(index, &trial);
+        chosen.insert(fragment, (PieceKind::Full, 0.0, usize::MAX));
+        let attempt = render(index, &chosen);
         let counted = attempt
             .exact
             .unwrap_or_else(|| tokenizer.count(&attempt.text));
         if counted <= budget {
-            chosen = trial;
             filled.insert(fragment);
             counted_from_index = attempt.exact.is_some();
             (rendered, tokens, pieces) = (attempt.text, counted, attempt.pieces);
+        } else {
+            chosen.remove(&fragment);
         }
     }
 
