@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{Query, Request, State};
+use axum::extract::{FromRequest, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -68,6 +68,36 @@ async fn json_rejections(response: Response) -> Response {
         Err(_) => status.to_string(),
     };
     error(status, kind, message)
+}
+
+/// The body of a route that takes none (SPEC §4.3): empty, or `{}` as JSON clients send by
+/// habit. Anything else is refused, so a client that believes it sent options learns it did not.
+pub struct NoBody;
+
+impl<S: Send + Sync> FromRequest<S> for NoBody {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let route = request.uri().path().to_string();
+        let body = axum::body::Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let text = std::str::from_utf8(&body).unwrap_or("?");
+        let empty = text.trim().is_empty()
+            || serde_json::from_str::<Value>(text)
+                .is_ok_and(|v| v.as_object().is_some_and(|o| o.is_empty()));
+        if empty {
+            return Ok(NoBody);
+        }
+        Err(error(
+            StatusCode::BAD_REQUEST,
+            "invalid_request_error",
+            format!(
+                "POST {route} takes no body (send none, or {{}}); this one has {} bytes",
+                body.len()
+            ),
+        ))
+    }
 }
 
 /// An error in the API's shape.
@@ -189,7 +219,7 @@ fn no_proxy() -> Response {
     )
 }
 
-async fn pause(State(state): State<Arc<DashboardState>>) -> Response {
+async fn pause(State(state): State<Arc<DashboardState>>, _: NoBody) -> Response {
     let Some(proxy) = state.proxy() else {
         return no_proxy();
     };
@@ -198,7 +228,7 @@ async fn pause(State(state): State<Arc<DashboardState>>) -> Response {
     Json(status_of(&state)).into_response()
 }
 
-async fn enable(State(state): State<Arc<DashboardState>>) -> Response {
+async fn enable(State(state): State<Arc<DashboardState>>, _: NoBody) -> Response {
     let Some(proxy) = state.proxy() else {
         return no_proxy();
     };
@@ -309,7 +339,7 @@ async fn log(State(state): State<Arc<DashboardState>>, Query(query): Query<LogQu
     Json(json!({"lines": state.log_tail(limit)})).into_response()
 }
 
-async fn stop(State(state): State<Arc<DashboardState>>) -> Response {
+async fn stop(State(state): State<Arc<DashboardState>>, _: NoBody) -> Response {
     state.log("control", "stop requested");
     state.request_stop();
     Json(json!({"stopping": true})).into_response()

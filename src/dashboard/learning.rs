@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 
 use super::DashboardState;
-use super::control::error;
+use super::control::{NoBody, error};
 use crate::context::localize::{self, PreparedTask};
 use crate::context::weights::{Feature, RankingWeights};
 use crate::daemon::learning::autotune::{self, AutotuneSettings};
@@ -160,7 +160,7 @@ pub async fn get_learning(State(state): State<Arc<DashboardState>>) -> Response 
 }
 
 /// `POST /api/control/learning/reset`.
-pub async fn reset(State(state): State<Arc<DashboardState>>) -> Response {
+pub async fn reset(State(state): State<Arc<DashboardState>>, _: NoBody) -> Response {
     let worker = state.clone();
     let result = blocking(move || {
         store::reset(&worker.settings.state_home).map_err(|e| e.to_string())?;
@@ -180,7 +180,7 @@ pub async fn reset(State(state): State<Arc<DashboardState>>) -> Response {
 }
 
 /// `POST /api/control/learning/update`: learn from recorded outcomes now.
-pub async fn update(State(state): State<Arc<DashboardState>>) -> Response {
+pub async fn update(State(state): State<Arc<DashboardState>>, _: NoBody) -> Response {
     let worker = state.clone();
     let result = blocking(move || {
         feedback::learn_from_runs(&worker.settings.state_home).map_err(|e| e.to_string())
@@ -206,7 +206,7 @@ pub async fn update(State(state): State<Arc<DashboardState>>) -> Response {
 
 /// `POST /api/control/learning/autotune`: starts an autotune on the git history of the
 /// daemon's repositories (202); 409 while one runs or when no repository has history.
-pub async fn start_autotune(State(state): State<Arc<DashboardState>>) -> Response {
+pub async fn start_autotune(State(state): State<Arc<DashboardState>>, _: NoBody) -> Response {
     if state.autotune.get().state == "running" {
         return error(
             StatusCode::CONFLICT,

@@ -352,6 +352,69 @@ async fn a_refused_query_or_body_gets_the_apis_error_shape() {
     assert_eq!(body["error"]["type"], "request_too_large", "{body}");
 }
 
+/// Found by probing: the routes SPEC §4.3 gives no body accepted any (20 MB, garbage) and
+/// acted on it, so a client that believed it sent options never learned it had not.
+#[tokio::test]
+async fn routes_without_a_body_refuse_one_and_accept_none_or_an_empty_object() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let (state, _proxy) = with_proxy(home.path());
+    let url = serve(state).await;
+    let http = client();
+    for route in [
+        "optimization/pause",
+        "optimization/enable",
+        "learning/reset",
+        "learning/update",
+        "learning/autotune",
+        "stop",
+    ] {
+        let (code, body) = json_of(
+            http.post(format!("{url}/api/control/{route}"))
+                .body("garbage")
+                .send()
+                .await
+                .expect(route),
+        )
+        .await;
+        assert_eq!(code, 400, "{route}: {body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error", "{body}");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("takes no body") && m.contains("7 bytes")),
+            "{body}"
+        );
+        let (code, body) = json_of(
+            http.post(format!("{url}/api/control/{route}"))
+                .body(vec![b' '; 3_000_000])
+                .send()
+                .await
+                .expect(route),
+        )
+        .await;
+        assert_eq!(code, 413, "{route}: {body}");
+    }
+    assert!(!state_stopped(&url).await, "a refused stop stopped");
+    let (code, body) = json_of(
+        http.post(format!("{url}/api/control/optimization/pause"))
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .expect("pause"),
+    )
+    .await;
+    assert_eq!((code, body["optimization"].as_str()), (200, Some("paused")));
+    let (code, _) = json_of(
+        http.post(format!("{url}/api/control/stop"))
+            .send()
+            .await
+            .expect("stop"),
+    )
+    .await;
+    assert_eq!(code, 200);
+}
+
 async fn state_stopped(url: &str) -> bool {
     // The status route still answers: the GET of /stop changed nothing.
     client()
