@@ -805,14 +805,54 @@ pub fn comparison_table(report: &Report) -> String {
             },
         ]);
     }
-    let mut widths = [0usize; 8];
-    for row in &rows {
+    let mut out = if report.comparisons.is_empty() {
+        "(no paired comparisons: they pair each condition with raw, which these records lack)\n"
+            .to_string()
+    } else {
+        aligned(&rows)
+    };
+    if let Some(baseline) = &report.baseline_comparison {
+        out.push_str("\nAgainst the stored baseline summary (per-condition means; runs are not paired across summaries):\n");
+        let mut rows = vec![
+            [
+                "condition",
+                "metric",
+                "baseline",
+                "current",
+                "delta",
+                "relative",
+            ]
+            .map(String::from),
+        ];
+        for row in &baseline.rows {
+            rows.push([
+                row.condition.to_string(),
+                row.metric.to_string(),
+                number(row.metric, row.baseline),
+                number(row.metric, row.current),
+                signed(row.metric, row.delta),
+                row.relative
+                    .map_or_else(|| "-".into(), |r| format!("{:+.1}%", r * 100.0)),
+            ]);
+        }
+        out.push_str(&aligned(&rows));
+        for condition in &baseline.missing_in_current {
+            let _ = writeln!(out, "{condition} is in the baseline but not in this run.");
+        }
+    }
+    out
+}
+
+/// Rows as left-aligned columns two spaces apart.
+fn aligned<const N: usize>(rows: &[[String; N]]) -> String {
+    let mut widths = [0usize; N];
+    for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
     let mut out = String::new();
-    for row in &rows {
+    for row in rows {
         let cells: Vec<String> = row
             .iter()
             .zip(widths)
@@ -820,9 +860,6 @@ pub fn comparison_table(report: &Report) -> String {
             .collect();
         out.push_str(cells.join("  ").trim_end());
         out.push('\n');
-    }
-    if report.comparisons.is_empty() {
-        out.push_str("(no paired comparisons)\n");
     }
     out
 }

@@ -341,7 +341,11 @@ fn empty_input_renders_an_empty_report() {
         "{}",
         result.stderr
     );
-    assert!(result.stdout.contains("(no paired comparisons)"));
+    assert!(
+        result
+            .stdout
+            .contains("(no paired comparisons: they pair each condition with raw")
+    );
     let markdown = fs::read_to_string(out.join("report.md")).expect("report.md");
     assert!(markdown.contains("No valid records: there is nothing to summarise."));
     let summary = read_summary(&out);
@@ -650,6 +654,16 @@ fn report_compares_with_a_stored_summary() {
     assert!(
         markdown.contains("| combined | context_tokens |") && markdown.contains("| svc |"),
         "{markdown}"
+    );
+    // Found by probing: with no raw to pair, stdout said only "(no paired comparisons)" and the
+    // comparison asked for was in report.md alone.
+    let stdout = &two_conditions.stdout;
+    assert!(
+        stdout.contains("Against the stored baseline summary")
+            && stdout
+                .lines()
+                .any(|l| l.starts_with("combined") && l.contains("context_tokens")),
+        "{stdout}"
     );
     read_summary(&out2);
 }
