@@ -693,6 +693,21 @@ fn verdict(
             "context-token reduction undefined (baseline has zero tokens)".into(),
         ),
     }
+    // Error trials score zero on both sides, so two sides that only errored have equal
+    // "quality" and would pass every delta above without one answer having been scored.
+    if let Some(errors) = metrics.iter().find(|m| m.metric == Metric::ErrorRate) {
+        for (side, mean) in [
+            ("condition", errors.condition_mean),
+            ("baseline", errors.baseline_mean),
+        ] {
+            if mean.is_some_and(|m| m >= 1.0) {
+                check(
+                    false,
+                    format!("every paired trial of the {side} errored: no quality was measured"),
+                );
+            }
+        }
+    }
     Verdict {
         quality_preserving_context_win: win,
         reasons,

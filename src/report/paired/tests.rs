@@ -222,6 +222,39 @@ fn issue_11_errors_count_as_failures_and_the_error_rate_is_compared() {
     assert!(!comparison.verdict.quality_preserving_context_win);
 }
 
+/// Found by probing: when every trial errored, every delta was 0 (errors score 0 on both sides)
+/// and the error records' context tokens gave a "reduction", so the report called it a win.
+#[test]
+fn sides_that_only_errored_are_not_a_win() {
+    let errored = |r: &mut TrialRecord| {
+        r.outcome = Outcome::Error;
+        r.error_type = Some("timeout".into());
+        r.response_text = None;
+        r.response_sha256 = None;
+    };
+    let mut records = pairs(errored);
+    for record in &mut records {
+        errored(record);
+    }
+    let comparison = compare(&dataset(&records), Condition::Svc, Condition::Raw);
+    assert!(comparison.token_reduction.expect("reduction").ci_low > 0.0);
+    assert!(!comparison.verdict.quality_preserving_context_win);
+    let reasons = comparison.verdict.reasons.join("\n");
+    assert!(
+        reasons.contains("fail: every paired trial of the condition errored")
+            && reasons.contains("fail: every paired trial of the baseline errored"),
+        "{reasons}"
+    );
+    // One side errored throughout: named, and still no win.
+    let records = pairs(errored);
+    let comparison = compare(&dataset(&records), Condition::Svc, Condition::Raw);
+    let reasons = comparison.verdict.reasons.join("\n");
+    assert!(
+        reasons.contains("condition errored") && !reasons.contains("baseline errored"),
+        "{reasons}"
+    );
+}
+
 /// Issue 11: byte-identical replicates narrowed the interval for free; they collapse into one
 /// observation, so three replicates give the same comparison as one.
 #[test]
