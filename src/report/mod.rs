@@ -260,6 +260,9 @@ impl Report {
                 report.schema_version
             )));
         }
+        if let Some(table) = &report.task_scores {
+            table.check().map_err(error)?;
+        }
         Ok(report)
     }
 }

@@ -53,6 +53,45 @@ pub struct TaskScoreTable {
 }
 
 impl TaskScoreTable {
+    /// Why a stored table cannot be gated against, if it cannot: a metric missing from
+    /// `metrics` would silently go ungated, and a vector of another length would be read
+    /// against the wrong names.
+    pub fn check(&self) -> Result<(), String> {
+        let missing: Vec<String> = Metric::ALL
+            .iter()
+            .filter(|m| self.column(**m).is_none())
+            .map(ToString::to_string)
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "task_scores.metrics lacks {}; write the baseline again with `svc gate --update-baseline`",
+                missing.join(", ")
+            ));
+        }
+        if self.metrics.len() != Metric::ALL.len() {
+            return Err(format!(
+                "task_scores.metrics names {} metrics ({} distinct are known); write the baseline again with `svc gate --update-baseline`",
+                self.metrics.len(),
+                Metric::ALL.len()
+            ));
+        }
+        for unit in &self.units {
+            if let Some((task, values)) = unit
+                .tasks
+                .iter()
+                .find(|(_, v)| v.len() != self.metrics.len())
+            {
+                return Err(format!(
+                    "task_scores unit {}, task {task:?}: {} values for {} metrics",
+                    unit.unit,
+                    values.len(),
+                    self.metrics.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Column of `metric` in the task vectors.
     pub fn column(&self, metric: Metric) -> Option<usize> {
         self.metrics.iter().position(|m| *m == metric)

@@ -589,6 +589,35 @@ fn gate_passes_on_its_baseline_and_names_each_breach() {
         "{}",
         invalid.stderr
     );
+
+    // Found by probing: a baseline whose task table lacked a metric gated the rest and passed,
+    // so a collapse of that metric went unseen.
+    let mut stored: Value =
+        serde_json::from_str(&fs::read_to_string(&baseline).expect("baseline")).expect("json");
+    let table = &mut stored["task_scores"];
+    let column = table["metrics"]
+        .as_array()
+        .and_then(|m| m.iter().position(|v| v == "evidence_recall"))
+        .expect("evidence_recall column");
+    table["metrics"]
+        .as_array_mut()
+        .expect("metrics")
+        .remove(column);
+    for unit in table["units"].as_array_mut().expect("units") {
+        for values in unit["tasks"].as_object_mut().expect("tasks").values_mut() {
+            values.as_array_mut().expect("values").remove(column);
+        }
+    }
+    fs::write(&baseline, stored.to_string()).expect("write");
+    let lacking_metric = gate(&worse, &[]);
+    assert_eq!(lacking_metric.code, 2, "{}", lacking_metric.stdout);
+    assert!(
+        lacking_metric
+            .stderr
+            .contains("task_scores.metrics lacks evidence_recall"),
+        "{}",
+        lacking_metric.stderr
+    );
 }
 
 #[test]
