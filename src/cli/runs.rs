@@ -163,21 +163,22 @@ fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
                         manifest: m,
                         records_in_file,
                     } => {
+                        // The manifest's error count is of the records it counted; beside a
+                        // file that disagrees it would pass for the file's.
                         let records = match records_in_file {
-                            None => format!("{} records", m.written),
+                            None => format!("{} records ({} errors)", m.written, m.errors),
                             Some(n) => format!(
-                                "{n} records in trials.jsonl (the manifest says {}: running, interrupted, or the file changed since)",
-                                m.written
+                                "{n} records in trials.jsonl (the manifest says {} records, {} errors: running, interrupted, or the file changed since)",
+                                m.written, m.errors
                             ),
                         };
                         println!(
-                            "{}  {} v{} × {}  shard {}  {records} ({} errors)  svc {}  ended {}",
+                            "{}  {} v{} × {}  shard {}  {records}  svc {}  ended {}",
                             listed.dir.display(),
                             m.workload.name,
                             m.workload.version,
                             m.runner.name,
                             m.shard,
-                            m.errors,
                             m.svc_version,
                             m.ended_at.as_deref().unwrap_or("(running or interrupted)")
                         );

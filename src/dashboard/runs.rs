@@ -7,7 +7,7 @@
 //! run costs the same as that of a 10-record run. Only the fields the list shows are decoded.
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Seek, SeekFrom};
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -183,21 +183,21 @@ pub enum PageError {
         offset: u64,
         len: u64,
     },
+    #[error(
+        "{path}: offset {offset} is inside a line, not at the start of one (the file changed, or the cursor was typed); start again from the first page"
+    )]
+    InsideLine { path: PathBuf, offset: u64 },
 }
 
-/// Reads the page of `trials` starting at byte `start` (0 or a `next` of an earlier page) whose
-/// first line is number `first_line`.
-pub fn page(
-    trials: &Path,
-    start: u64,
-    first_line: usize,
-    query: &TrialQuery,
-) -> Result<TrialPage, PageError> {
+/// Reads the page of `trials` starting at byte `start` (0 or a `next` of an earlier page).
+/// Line numbers are counted from the file, not taken from the caller, so a cursor cannot make
+/// them lie.
+pub fn page(trials: &Path, start: u64, query: &TrialQuery) -> Result<TrialPage, PageError> {
     let io = |source| PageError::Io {
         path: trials.to_path_buf(),
         source,
     };
-    let mut file = File::open(trials).map_err(io)?;
+    let file = File::open(trials).map_err(io)?;
     let len = file.metadata().map_err(io)?.len();
     if start > len {
         return Err(PageError::BadOffset {
@@ -206,17 +206,34 @@ pub fn page(
             len,
         });
     }
-    // A cursor inside a line (typed by hand, or the file changed) starts at the next line.
-    file.seek(SeekFrom::Start(start.saturating_sub(1)))
-        .map_err(io)?;
     let mut reader = BufReader::with_capacity(256 * 1024, file);
+    // Lines before the cursor, which must follow a line break.
+    let mut before = 0usize;
+    let mut remaining = start;
+    let mut last = b'\n';
+    while remaining > 0 {
+        let chunk = reader.fill_buf().map_err(io)?;
+        if chunk.is_empty() {
+            break;
+        }
+        let take = chunk
+            .len()
+            .min(usize::try_from(remaining).unwrap_or(usize::MAX));
+        before += chunk[..take].iter().filter(|&&b| b == b'\n').count();
+        last = chunk[take - 1];
+        reader.consume(take);
+        remaining -= take as u64;
+    }
+    if last != b'\n' {
+        return Err(PageError::InsideLine {
+            path: trials.to_path_buf(),
+            offset: start,
+        });
+    }
+    let first_line = before + 1;
     let mut offset = start;
     let mut buffer = Vec::new();
-    if start > 0 {
-        reader.read_until(b'\n', &mut buffer).map_err(io)?;
-        offset = start - 1 + buffer.len() as u64;
-    }
-    let mut line_number = first_line.max(1);
+    let mut line_number = first_line;
     let mut rows = Vec::new();
     let mut unreadable = 0;
     loop {
@@ -247,7 +264,7 @@ pub fn page(
         rows,
         start,
         next: (offset < len).then_some(offset),
-        first_line: first_line.max(1),
+        first_line,
         next_line: line_number,
         unreadable,
         scanned: offset - start,
@@ -287,14 +304,14 @@ mod tests {
         drop(file);
 
         let all = TrialQuery::default();
-        let first = page(&path, 0, 1, &all).expect("page");
+        let first = page(&path, 0, &all).expect("page");
         assert_eq!(first.rows.len(), PAGE_SIZE);
         assert_eq!(first.rows[0].task_id, "t0");
         assert_eq!(first.rows[49].line, 50);
-        let second = page(&path, first.next.expect("more"), 51, &all).expect("page");
+        let second = page(&path, first.next.expect("more"), &all).expect("page");
         assert_eq!(second.rows[0].task_id, "t50");
         assert_eq!(second.rows[0].line, 51);
-        let third = page(&path, second.next.expect("more"), 101, &all).expect("page");
+        let third = page(&path, second.next.expect("more"), &all).expect("page");
         assert_eq!(third.rows.len(), 20);
         assert_eq!(third.unreadable, 1);
         assert_eq!(third.next, None);
@@ -305,7 +322,7 @@ mod tests {
             error: Some("timeout".into()),
             ..TrialQuery::default()
         };
-        let errors = page(&path, 0, 1, &svc_errors).expect("page");
+        let errors = page(&path, 0, &svc_errors).expect("page");
         let ids: Vec<&str> = errors.rows.iter().map(|r| r.task_id.as_str()).collect();
         assert_eq!(
             ids,
@@ -319,15 +336,21 @@ mod tests {
             ..TrialQuery::default()
         };
         assert!(
-            page(&path, 0, 1, &high)
+            page(&path, 0, &high)
                 .expect("page")
                 .rows
                 .iter()
                 .all(|r| r.task_score >= 0.75 && r.error_type.is_none())
         );
         assert!(matches!(
-            page(&path, 1 << 40, 1, &all),
+            page(&path, 1 << 40, &all),
             Err(PageError::BadOffset { .. })
+        ));
+        // Found by probing: a cursor typed inside a line skipped to the next one and numbered
+        // it line 1.
+        assert!(matches!(
+            page(&path, 3, &all),
+            Err(PageError::InsideLine { offset: 3, .. })
         ));
     }
 

@@ -144,11 +144,36 @@ fn report_of(state: &DashboardState, entry: &Entry) -> Result<Arc<Report>, Strin
     }
 }
 
+/// The report of a run when it is cached or cheap: small runs get theirs at once, larger ones
+/// when first opened.
+fn known_report(
+    state: &DashboardState,
+    entry: &Entry,
+    manifest: &crate::harness::run::Manifest,
+) -> Option<Arc<Report>> {
+    cached_report(state, entry).or_else(|| {
+        (manifest.written <= EAGER_VERDICT_RECORDS)
+            .then(|| report_of(state, entry).ok())
+            .flatten()
+    })
+}
+
 fn cached_report(state: &DashboardState, entry: &Entry) -> Option<Arc<Report>> {
     match entry.kind {
         EntryKind::Run(_) => state.viewer.get(&cache_key(entry)),
         EntryKind::Report | EntryKind::Unreadable(_) => None,
     }
+}
+
+/// The records and error trials the file holds, which the table shows once the report is at
+/// hand: a hand-edited or cut `trials.jsonl` no longer agrees with its manifest, and the
+/// manifest's counts must not stand beside a verdict computed from the file.
+fn record_counts(report: &Report) -> (u64, u64) {
+    let errors = report.conditions.iter().map(|g| g.errors).sum();
+    (
+        report.inputs.valid_records + report.inputs.invalid_records,
+        errors,
+    )
 }
 
 /// One line per pooled comparison: "svc vs raw: quality-preserving context win".
@@ -242,19 +267,26 @@ fn list_body(state: &DashboardState) -> String {
         );
         match &entry.kind {
             EntryKind::Run(m) => {
-                // Small runs get their verdict at once; larger ones when first opened.
-                let report = cached_report(state, entry).or_else(|| {
-                    (m.written <= EAGER_VERDICT_RECORDS)
-                        .then(|| report_of(state, entry).ok())
-                        .flatten()
-                });
-                let verdict = report.map_or_else(
+                let report = known_report(state, entry, m);
+                let verdict = report.as_ref().map_or_else(
                     || "<span class=\"empty\">computed when the run is opened</span>".to_string(),
-                    |r| escape(&verdict_line(&r)),
+                    |r| escape(&verdict_line(r)),
                 );
+                let (n, errors) = report
+                    .as_ref()
+                    .map_or((m.written, m.errors), |r| record_counts(r));
+                let disagree = if (n, errors) == (m.written, m.errors) {
+                    String::new()
+                } else {
+                    format!(
+                        " <span class=\"bad\" title=\"trials.jsonl disagrees with manifest.json\">(manifest: {} written, {} errors)</span>",
+                        count(m.written),
+                        count(m.errors)
+                    )
+                };
                 let _ = write!(
                     body,
-                    "<tr><td>{link}</td><td>{} v{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{verdict}</td><td>{}</td></tr>",
+                    "<tr><td>{link}</td><td>{} v{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}{disagree}</td><td class=\"{}\">{}</td><td>{verdict}</td><td>{}</td></tr>",
                     escape(&m.workload.name),
                     escape(&m.workload.version),
                     escape(&m.runner.name),
@@ -266,9 +298,9 @@ fn list_body(state: &DashboardState) -> String {
                             .collect::<Vec<_>>()
                             .join(", ")
                     ),
-                    count(m.written),
-                    if m.errors > 0 { "bad" } else { "" },
-                    count(m.errors),
+                    count(n),
+                    if errors > 0 { "bad" } else { "" },
+                    count(errors),
                     escape(m.ended_at.as_deref().unwrap_or("running or interrupted")),
                 );
             }
@@ -338,8 +370,6 @@ struct ShowQuery {
     task: Option<String>,
     /// Byte offset of the page in trials.jsonl.
     at: Option<u64>,
-    /// Line number at `at`.
-    line: Option<usize>,
 }
 
 fn parse_query(query: &ShowQuery) -> Result<TrialQuery, String> {
@@ -370,12 +400,19 @@ fn parse_query(query: &ShowQuery) -> Result<TrialQuery, String> {
         condition,
         min_score: score(&query.min_score, "min_score")?,
         max_score: score(&query.max_score, "max_score")?,
-        error: query
-            .error_type
-            .clone()
-            .filter(|e| !e.trim().is_empty())
-            .or_else(|| query.error.clone())
-            .filter(|e| !e.is_empty()),
+        error: match (
+            query.error_type.as_deref().map(str::trim),
+            query.error.as_deref(),
+        ) {
+            (Some(kind), _) if !kind.is_empty() => Some(kind.to_string()),
+            (_, None | Some("")) => None,
+            (_, Some(which @ ("none" | "any"))) => Some(which.to_string()),
+            (_, Some(other)) => {
+                return Err(format!(
+                    "error must be none (successes only) or any (errors only), got {other:?}; one error type goes in error_type"
+                ));
+            }
+        },
         task: query.task.clone().filter(|t| !t.is_empty()),
     })
 }
@@ -460,11 +497,17 @@ fn show_body(state: &DashboardState, query: &ShowQuery) -> PageResult {
         (
             "records",
             format!(
-                "{} written of {} planned, {} errors{}",
+                "{} written of {} planned, {} errors{}{}",
                 manifest.written,
                 manifest.planned,
                 manifest.errors,
-                if manifest.aborted { ", aborted" } else { "" }
+                if manifest.aborted { ", aborted" } else { "" },
+                known_report(state, &entry, manifest)
+                    .map(|r| (record_counts(&r), r.inputs.invalid_records))
+                    .filter(|((n, errors), _)| (*n, *errors) != (manifest.written, manifest.errors))
+                    .map_or_else(String::new, |((n, errors), invalid)| format!(
+                        " (manifest.json); trials.jsonl holds {n} records, {errors} errors, {invalid} invalid"
+                    ))
             ),
         ),
         ("seed", manifest.seed.to_string()),
@@ -552,9 +595,8 @@ fn trials_section(
         return Ok(body);
     }
     let start = query.at.unwrap_or(0);
-    let first_line = query.line.unwrap_or(1);
-    let page = runs::page(&trials, start, first_line, filter)
-        .map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
+    let page =
+        runs::page(&trials, start, filter).map_err(|e| (StatusCode::BAD_REQUEST, e.to_string()))?;
     if page.rows.is_empty() {
         body.push_str("<p class=\"empty\">No trial matches in this part of the file.</p>");
     } else {
@@ -618,8 +660,7 @@ fn trials_section(
     if let Some(next) = page.next {
         let _ = write!(
             body,
-            "<a id=\"next-page\" href=\"{base}&amp;at={next}&amp;line={}\">next page →</a>",
-            page.next_line
+            "<a id=\"next-page\" href=\"{base}&amp;at={next}\">next page →</a>"
         );
     }
     body.push_str("</div></section>");

@@ -550,6 +550,73 @@ fn make_run(state: &Path, out: &Path, extra: &[&str]) {
     assert_eq!(done.code, 0, "{}", done.stderr);
 }
 
+/// Found by probing: the Runs table showed the manifest's n and errors beside a verdict
+/// computed from a trials.jsonl that no longer agreed with it (every trial errored, "0 errors");
+/// `error=` took any word as an error type, and a cursor typed inside a line numbered the next
+/// line 1.
+#[tokio::test]
+async fn run_viewer_counts_the_file_refuses_unknown_filters_and_numbers_lines_truly() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let runs = home.path().join("runs");
+    make_run(home.path(), &runs.join("a"), &[]);
+    let trials = runs.join("a/trials.jsonl");
+    let text = std::fs::read_to_string(&trials).expect("trials");
+    let errored: String = text
+        .lines()
+        .map(|line| {
+            let mut record: Value = serde_json::from_str(line).expect("record");
+            record["outcome"] = json!("error");
+            record["error_type"] = json!("timeout");
+            record["response_text"] = Value::Null;
+            record["response_sha256"] = Value::Null;
+            format!("{record}\n")
+        })
+        .collect();
+    let records = text.lines().count();
+    let second = errored.lines().next().expect("a line").len() + 1;
+    std::fs::write(&trials, errored).expect("write");
+    let mut settings = DashboardSettings::new(Role::Viewer, home.path().to_path_buf());
+    settings.run_roots = vec![runs.clone()];
+    let url = serve(DashboardState::new(settings, None)).await;
+    let get = |path: &str| {
+        let url = format!("{url}{path}");
+        async move {
+            let response = client().get(url).send().await.expect("page");
+            (
+                response.status().as_u16(),
+                response.text().await.expect("text"),
+            )
+        }
+    };
+    let (code, list) = get("/runs").await;
+    assert_eq!(code, 200);
+    assert!(
+        list.contains(&format!("<td class=\"bad\">{records}</td>"))
+            && list.contains(&format!("(manifest: {records} written, 0 errors)")),
+        "{list}"
+    );
+    assert!(!list.contains("vs raw: win"), "{list}");
+    let (_, show) = get("/runs/show?id=0%2Fa").await;
+    assert!(
+        show.contains(&format!(
+            "trials.jsonl holds {records} records, {records} errors, 0 invalid"
+        )),
+        "{show}"
+    );
+    let (code, bad) = get("/runs/show?id=0%2Fa&error=errors").await;
+    assert_eq!(code, 400, "{bad}");
+    assert!(bad.contains("one error type goes in error_type"), "{bad}");
+    let (code, typed) = get("/runs/show?id=0%2Fa&error_type=timeout").await;
+    assert_eq!(code, 200);
+    assert!(typed.contains("<table id=\"trials\">"), "{typed}");
+    let (code, inside) = get("/runs/show?id=0%2Fa&at=3").await;
+    assert_eq!(code, 400, "{inside}");
+    assert!(inside.contains("inside a line"), "{inside}");
+    let (code, page) = get(&format!("/runs/show?id=0%2Fa&at={second}")).await;
+    assert_eq!(code, 200);
+    assert!(page.contains("<tr><td>2</td>"), "{page}");
+}
+
 #[tokio::test]
 async fn run_viewer_lists_runs_pages_trials_and_shows_a_task_across_conditions() {
     let home = tempfile::tempdir().expect("tempdir");
