@@ -277,6 +277,10 @@ pub enum RunError {
         "{dir} holds a run made {differences}; records of both would mix in one run: pass another --out, or --force to resume anyway (the manifest's forced_over then lists what differed)"
     )]
     Mismatch { dir: PathBuf, differences: String },
+    #[error(
+        "{dir} holds trial records but {problem}, so whether they were made with these settings cannot be checked: restore manifest.json, pass another --out, or --force to resume anyway (the new manifest's forced_over then says so)"
+    )]
+    Unchecked { dir: PathBuf, problem: String },
     #[error("cannot start the async runtime: {0}")]
     Runtime(std::io::Error),
     #[error(
@@ -341,13 +345,34 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let mut manifest = new_manifest(settings, started_at);
     let _lock = lock::lock(&settings.out_dir)?;
     // The directory's identity is checked before anything in it is touched.
-    if let Some(previous) = read_manifest(&settings.out_dir) {
-        resume::merge_previous(
+    match load_manifest(&settings.out_dir) {
+        Ok(Some(previous)) => resume::merge_previous(
             &mut manifest,
             &previous,
             &settings.out_dir,
             settings.audit.force,
-        )?;
+        )?,
+        // Records whose manifest is gone or damaged cannot be checked against these settings:
+        // resuming would silently mix two experiments in one file.
+        unknown if resume::has_records(&trials_path) => {
+            let problem = match unknown {
+                Err(problem) => problem,
+                Ok(_) => format!(
+                    "{} is missing",
+                    settings.out_dir.join("manifest.json").display()
+                ),
+            };
+            if !settings.audit.force {
+                return Err(RunError::Unchecked {
+                    dir: settings.out_dir.clone(),
+                    problem,
+                });
+            }
+            manifest
+                .forced_over
+                .push(format!("manifest: unreadable ({problem})"));
+        }
+        Ok(None) | Err(_) => {}
     }
     let existing = resume::existing_keys(&trials_path)?;
     let mut done_keys = existing.keys;

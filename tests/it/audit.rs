@@ -319,6 +319,28 @@ fn resume_refuses_another_version_or_settings_and_retry_errors_reruns_only_error
         "{}",
         refused.stderr
     );
+    // Found by probing: a damaged or deleted manifest skipped the check above, so another
+    // runner's records joined the file. Now refused, naming the manifest; nothing is called.
+    for damage in [Some("garbage"), None] {
+        match damage {
+            Some(text) => std::fs::write(&manifest_path, text).expect("damage"),
+            None => std::fs::remove_file(&manifest_path).expect("remove"),
+        }
+        let refused = run_mini(state.path(), &runner, &out, &[]);
+        assert_eq!(refused.code, 2, "{}", refused.stdout);
+        assert!(
+            refused.stderr.contains("holds trial records but")
+                && refused.stderr.contains("manifest.json")
+                && refused.stderr.contains("--force"),
+            "{}",
+            refused.stderr
+        );
+        assert_eq!(
+            std::fs::read_to_string(&manifest_path).ok().as_deref(),
+            damage,
+            "the damaged manifest is left as it was"
+        );
+    }
     std::fs::write(&manifest_path, &original).expect("restore");
 
     // Other settings (the runner file changed): refused, then --force resumes and says so.

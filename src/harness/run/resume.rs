@@ -45,6 +45,20 @@ pub(super) struct Existing {
     pub errors: HashSet<String>,
 }
 
+/// Whether `path` holds anything but blank space (a file that is missing or empty holds no
+/// record to protect).
+pub(super) fn has_records(path: &Path) -> bool {
+    use std::io::Read;
+    let Ok(file) = std::fs::File::open(path) else {
+        return false;
+    };
+    // Stops at the first byte that is not blank: a large file is not read whole.
+    std::io::BufReader::new(file)
+        .bytes()
+        .map_while(Result::ok)
+        .any(|b| !b.is_ascii_whitespace())
+}
+
 /// Keys of the records already in `path`; cuts off a torn last line first.
 pub(super) fn existing_keys(path: &Path) -> Result<Existing, RunError> {
     let mut existing = Existing::default();
