@@ -176,11 +176,24 @@ pub fn path_of(home: &Path) -> PathBuf {
 /// The file, or `None` when nothing was learned yet.
 pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
     let path = path_of(home);
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(source) => return Err(StoreError::Read { path, source }),
     };
+    // Bytes that are not UTF-8 are damage like bad JSON (and `reset` repairs both), not a
+    // failure to read.
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1) + 1;
+        StoreError::Corrupt {
+            path: path.clone(),
+            line,
+            column,
+            message: "not UTF-8 text".into(),
+        }
+    })?;
     let file: WeightsFile = serde_json::from_str(&text).map_err(|e| {
         let (line, column, message) = placed(&text, &e);
         StoreError::Corrupt {
@@ -417,6 +430,20 @@ mod tests {
         reset(dir.path()).expect("reset");
         assert!(path.with_extension("json.broken").exists(), "nothing lost");
         assert!(load(dir.path()).expect("load").is_some());
+
+        // Found by probing: bytes that are not UTF-8 were "cannot read", and reset, the
+        // documented repair, failed the same way.
+        std::fs::write(&path, b"{\n  \"format\": \xff\xfe }").expect("write");
+        let message = load(dir.path()).expect_err("not utf-8").to_string();
+        assert!(
+            message.contains("weights.json:2:13: not a valid weights file: not UTF-8 text"),
+            "{message}"
+        );
+        reset(dir.path()).expect("reset repairs it");
+        assert_eq!(
+            std::fs::read(path.with_extension("json.broken")).expect("kept"),
+            b"{\n  \"format\": \xff\xfe }"
+        );
 
         // Out-of-bounds values are refused by name, not clamped silently.
         std::fs::write(
