@@ -94,6 +94,10 @@ pub enum ArtifactError {
     )]
     BadKey { path: PathBuf, found: usize },
     #[error(
+        "the signing key {path} does not exist, so nothing can be verified here: verify the artifact with the state directory that wrote it (--state-dir / SVC_HOME); if the key was removed, its artifacts can no longer be verified"
+    )]
+    NoKey { path: PathBuf },
+    #[error(
         "{path} was signed by key {signed_by}, but this state directory's key is {ours}: verify it with the state directory that wrote it (--state-dir / SVC_HOME)"
     )]
     OtherKey {
@@ -109,20 +113,26 @@ pub enum ArtifactError {
     State(#[from] state::StateError),
 }
 
-/// The signing key of `state_dir`, created (0600) on first use.
-fn signing_key(state_dir: &Path) -> Result<Vec<u8>, ArtifactError> {
+/// The signing key of `state_dir`, if it has one.
+fn existing_key(state_dir: &Path) -> Result<Option<Vec<u8>>, ArtifactError> {
     let path = state_dir.join(KEY_FILE);
     match fs::read(&path) {
-        Ok(key) if key.len() == KEY_BYTES => return Ok(key),
-        Ok(key) => {
-            return Err(ArtifactError::BadKey {
-                path,
-                found: key.len(),
-            });
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(source) => return Err(ArtifactError::Read { path, source }),
+        Ok(key) if key.len() == KEY_BYTES => Ok(Some(key)),
+        Ok(key) => Err(ArtifactError::BadKey {
+            path,
+            found: key.len(),
+        }),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ArtifactError::Read { path, source }),
     }
+}
+
+/// The signing key of `state_dir`, created (0600) on first use.
+fn signing_key(state_dir: &Path) -> Result<Vec<u8>, ArtifactError> {
+    if let Some(key) = existing_key(state_dir)? {
+        return Ok(key);
+    }
+    let path = state_dir.join(KEY_FILE);
     let mut key = vec![0u8; KEY_BYTES];
     let urandom = Path::new("/dev/urandom");
     fs::File::open(urandom)
@@ -214,7 +224,10 @@ pub fn verify_artifact(state_dir: &Path, path: &Path) -> Result<SignedArtifact, 
             path: path.to_path_buf(),
             source,
         })?;
-    let key = signing_key(state_dir)?;
+    // Verifying never makes a key: a new one could only say "another key signed this".
+    let key = existing_key(state_dir)?.ok_or_else(|| ArtifactError::NoKey {
+        path: state_dir.join(KEY_FILE),
+    })?;
     let ours = key_id(&key);
     if signed.key_id != ours {
         return Err(ArtifactError::OtherKey {
@@ -347,6 +360,14 @@ mod tests {
 
         let other = tempfile::tempdir().expect("tempdir");
         let signed = sign_and_store(dir.path(), artifact()).expect("sign");
+        // Found by probing: verifying in a state directory without a key wrote one, then
+        // blamed the artifact for being signed by another key.
+        assert!(matches!(
+            verify_artifact(other.path(), &signed.path),
+            Err(ArtifactError::NoKey { .. })
+        ));
+        assert!(!other.path().join(KEY_FILE).exists(), "verify wrote no key");
+        sign_and_store(other.path(), artifact()).expect("sign elsewhere");
         assert!(matches!(
             verify_artifact(other.path(), &signed.path),
             Err(ArtifactError::OtherKey { .. })
