@@ -66,7 +66,15 @@ pub enum LedgerError {
         #[source]
         source: io::Error,
     },
-    #[error("{path}:{line}: {message}")]
+    #[error("cannot read the ledger {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(
+        "{path}:{line}: {message}; the ledger is hash-chained, so it cannot be mended in place: restore it, or move it aside (the next recorded outcome starts a new one)"
+    )]
     Broken {
         path: PathBuf,
         line: usize,
@@ -80,17 +88,49 @@ fn entry_hash(entry: &LedgerEntry) -> String {
     digest::sha256_hex(serde_json::to_vec(&unsigned).unwrap_or_default())
 }
 
+/// The ledger's text and the length of its complete part: a last line without its line break
+/// that is not an entry is an append a crash cut short, never acknowledged, so it is not part
+/// of the chain (and the next append cuts it off).
+fn read_ledger(path: &Path) -> Result<(String, usize), LedgerError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((String::new(), 0)),
+        Err(source) => {
+            return Err(LedgerError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        LedgerError::Broken {
+            path: path.to_path_buf(),
+            line: valid.iter().filter(|&&b| b == b'\n').count() + 1,
+            message: "not UTF-8 text".into(),
+        }
+    })?;
+    let complete = match text.rfind('\n') {
+        _ if text.ends_with('\n') => text.len(),
+        cut => {
+            let start = cut.map_or(0, |n| n + 1);
+            if serde_json::from_str::<LedgerEntry>(&text[start..]).is_ok() {
+                text.len()
+            } else {
+                start
+            }
+        }
+    };
+    Ok((text, complete))
+}
+
 /// Reads and checks the whole chain; returns its entries.
 pub fn verify_chain(state_dir: &Path) -> Result<Vec<LedgerEntry>, LedgerError> {
     let path = state_dir.join(LEDGER_FILE);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => return Err(LedgerError::Io { path, source }),
-    };
+    let (text, complete) = read_ledger(&path)?;
     let mut previous = GENESIS.to_string();
     let mut entries = Vec::new();
-    for (i, line) in text.lines().enumerate() {
+    for (i, line) in text[..complete].lines().enumerate() {
         let broken = |message: String| LedgerError::Broken {
             path: path.clone(),
             line: i + 1,
@@ -143,6 +183,14 @@ pub fn append(
     };
     let held = crate::state::append::lock(&path).map_err(io_error)?;
     let existing = verify_chain(state_dir)?;
+    let (text, complete) = read_ledger(&path)?;
+    if complete < text.len() {
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|file| file.set_len(complete as u64))
+            .map_err(io_error)?;
+    }
     let previous = existing
         .last()
         .map_or(GENESIS.to_string(), |e| e.entry_sha256.clone());
@@ -233,6 +281,46 @@ mod tests {
             verify_chain(dir.path()),
             Err(LedgerError::Broken { line: 1, .. })
         ));
+    }
+
+    /// Found by probing: an append cut short by a crash (a last line without its line break)
+    /// made every reader (`svc gaps`, `learning update`, `dream`, `record-outcome`) fail for
+    /// good; and text that is not UTF-8 was reported as "cannot write".
+    #[test]
+    fn an_append_cut_short_is_not_part_of_the_chain_and_the_next_append_removes_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (layer, result) = supported_run(dir.path());
+        let signal = OutcomeSignal {
+            name: "user_accepted".to_string(),
+            value: 1.0,
+            detail: None,
+        };
+        for _ in 0..2 {
+            layer
+                .record_verified_outcome(&result, &signal)
+                .expect("append");
+        }
+        let path = dir.path().join(LEDGER_FILE);
+        let whole = fs::read(&path).expect("read");
+        fs::write(&path, &whole[..whole.len() - 10]).expect("tear");
+        assert_eq!(verify_chain(dir.path()).expect("chain").len(), 1);
+        let third = layer
+            .record_verified_outcome(&result, &signal)
+            .expect("append after the tear");
+        assert_eq!(third.sequence, 1);
+        assert_eq!(verify_chain(dir.path()).expect("chain").len(), 2);
+        // A complete last line that lost only its line break is still an entry.
+        let whole = fs::read(&path).expect("read");
+        fs::write(&path, &whole[..whole.len() - 1]).expect("cut the break");
+        assert_eq!(verify_chain(dir.path()).expect("chain").len(), 2);
+
+        fs::write(&path, b"\xff\xfe garbage").expect("garbage");
+        let message = verify_chain(dir.path()).expect_err("garbage").to_string();
+        assert!(
+            message.contains("world-model.jsonl:1: not UTF-8 text")
+                && message.contains("move it aside"),
+            "{message}"
+        );
     }
 
     #[test]
