@@ -449,11 +449,18 @@ fn load(dir: &Path) -> Result<PackIndex, StateError> {
         index.packs.push((pack_path.clone(), index_path.clone()));
         // The bytes after the last newline are a line torn by a crash: its entry was never
         // acknowledged, so it is skipped silently.
+        // An index with no complete line (a pack created just now, or by a writer killed before
+        // its first batch) names nothing; it is not one empty line to warn about.
         let complete = bytes
             .iter()
             .rposition(|&b| b == b'\n')
             .map_or(&bytes[..0], |end| &bytes[..end]);
-        for (number, line) in complete.split(|&b| b == b'\n').enumerate() {
+        let lines = bytes
+            .contains(&b'\n')
+            .then(|| complete.split(|&b| b == b'\n'))
+            .into_iter()
+            .flatten();
+        for (number, line) in lines.enumerate() {
             let skip = |reason: String| {
                 format!("{}:{}: skipped: {reason}", index_path.display(), number + 1)
             };
@@ -560,6 +567,21 @@ mod tests {
             "{skipped:?}"
         );
         assert!(skipped[1].contains(":2: skipped") && skipped[1].contains("numbers"));
+
+        // Found by probing: an empty index, or one holding only a torn first line (a writer
+        // killed before its first batch, or a full disk), warned of an empty line 1 on every
+        // read.
+        for leftover in ["", "0 3 to"] {
+            fs::write(dir.path().join("packs/pack-AAAAAAAAAAAA.idx"), leftover).expect("idx");
+            fs::write(dir.path().join("packs/pack-AAAAAAAAAAAA.pack"), "").expect("pack");
+            fs::write(&index_path, &good).expect("restore");
+            let packs = Packs::new(dir.path());
+            assert_eq!(
+                packs.read(&kept).expect("read"),
+                Some(b"kept bytes".to_vec())
+            );
+            assert!(packs.skipped().is_empty(), "{:?}", packs.skipped());
+        }
     }
 
     #[test]
