@@ -164,9 +164,23 @@ pub enum CommitError {
         near: String,
     },
     #[error(
-        "chunk {chunk_id} of {ctx_id} does not match its receipt fingerprint: the stored bytes changed after the commit"
+        "chunk {chunk_id} of {ctx_id} does not match its receipt fingerprint: the bytes its recovery bundle ({bundle}) names (blob {hash}) are not the committed bytes, so the bundle or that blob changed after the commit"
     )]
-    FingerprintMismatch { ctx_id: String, chunk_id: String },
+    FingerprintMismatch {
+        ctx_id: String,
+        chunk_id: String,
+        bundle: PathBuf,
+        hash: String,
+    },
+    #[error(
+        "chunk {chunk_id} of {ctx_id}: its recovery bundle ({bundle}) names blob {hash}, which is not in the store: the bundle changed after the commit, or the state directory was pruned"
+    )]
+    BlobNotFound {
+        ctx_id: String,
+        chunk_id: String,
+        bundle: PathBuf,
+        hash: String,
+    },
     #[error("duplicate chunk id {chunk_id} in one commit")]
     DuplicateChunk { chunk_id: String },
     #[error("cannot read {path}: {source}")]
@@ -444,10 +458,14 @@ impl CommitStore {
     /// what svc wrote, and it lists exactly the receipt's chunks.
     pub fn bundle(&self, ctx_id: &str) -> Result<RecoveryBundle, CommitError> {
         let receipt = self.receipt(ctx_id)?;
-        self.checked_bundle(&receipt)
+        Ok(self.checked_bundle(&receipt)?.0)
     }
 
-    fn checked_bundle(&self, receipt: &ContextReceipt) -> Result<RecoveryBundle, CommitError> {
+    /// The bundle and where it was read (its file, or the pack holding it).
+    fn checked_bundle(
+        &self,
+        receipt: &ContextReceipt,
+    ) -> Result<(RecoveryBundle, PathBuf), CommitError> {
         let ctx_id = receipt.ctx_id.as_str();
         let path = self.dir_of(ctx_id)?.join("bundle.json");
         let (bundle, holder): (RecoveryBundle, _) = read_json(&path, ctx_id, &self.packs)?;
@@ -470,14 +488,58 @@ impl CommitStore {
                 "its chunks are not the receipt's chunks".to_string(),
             ));
         }
-        Ok(bundle)
+        // A damaged digest is the bundle's fault, found for every chunk of the commit rather
+        // than blamed on a blob when that one chunk is recovered.
+        if let Some(entry) = bundle
+            .entries
+            .iter()
+            .find(|e| !digest::is_sha256_hex(&e.content_hash))
+        {
+            return Err(tampered(format!(
+                "the content_hash of {} is {:?}, not a SHA-256 hex digest",
+                entry.chunk_id, entry.content_hash
+            )));
+        }
+        Ok((bundle, holder))
+    }
+
+    /// The exact bytes of `chunk` through its bundle entry, checked against the receipt's
+    /// fingerprint; a missing or wrong blob names the bundle as a possible cause.
+    fn exact_bytes(
+        &self,
+        ctx_id: &str,
+        chunk: &ReceiptChunk,
+        entry: &BundleEntry,
+        bundle: &Path,
+    ) -> Result<Vec<u8>, CommitError> {
+        let bytes = match self.blobs.get(&entry.content_hash) {
+            Ok(bytes) => bytes,
+            Err(StoreError::Missing { .. }) => {
+                return Err(CommitError::BlobNotFound {
+                    ctx_id: ctx_id.to_string(),
+                    chunk_id: chunk.chunk_id.clone(),
+                    bundle: bundle.to_path_buf(),
+                    hash: entry.content_hash.clone(),
+                });
+            }
+            Err(other) => return Err(other.into()),
+        };
+        if fingerprint(&chunk.chunk_id, &bytes) != chunk.fingerprint {
+            return Err(CommitError::FingerprintMismatch {
+                ctx_id: ctx_id.to_string(),
+                chunk_id: chunk.chunk_id.clone(),
+                bundle: bundle.to_path_buf(),
+                hash: entry.content_hash.clone(),
+            });
+        }
+        Ok(bytes)
     }
 
     /// The exact bytes of one chunk, verified against the bundle's content hash and the
     /// receipt's fingerprint.
     pub fn recover(&self, ctx_id: &str, chunk_id: &str) -> Result<String, CommitError> {
         let receipt = self.receipt(ctx_id)?;
-        let bundle = self.checked_bundle(&receipt)?;
+        let (bundle, bundle_path) = self.checked_bundle(&receipt)?;
         // The receipt may be packed (no file to point at): name the chunks of the same source.
         let unknown = || {
             let source = chunk_id
@@ -529,13 +591,7 @@ impl CommitStore {
             .iter()
             .find(|e| e.chunk_id == chunk_id)
             .ok_or_else(unknown)?;
-        let bytes = self.blobs.get(&entry.content_hash)?;
-        if fingerprint(chunk_id, &bytes) != receipt_chunk.fingerprint {
-            return Err(CommitError::FingerprintMismatch {
-                ctx_id: ctx_id.to_string(),
-                chunk_id: chunk_id.to_string(),
-            });
-        }
+        let bytes = self.exact_bytes(ctx_id, receipt_chunk, entry, &bundle_path)?;
         String::from_utf8(bytes).map_err(|_| CommitError::NotText {
             chunk_id: chunk_id.to_string(),
         })
@@ -552,7 +608,7 @@ impl CommitStore {
         receipt: &ContextReceipt,
     ) -> Result<Vec<(String, String)>, CommitError> {
         let ctx_id = receipt.ctx_id.as_str();
-        let bundle = self.checked_bundle(receipt)?;
+        let (bundle, bundle_path) = self.checked_bundle(receipt)?;
         let mut by_source: std::collections::BTreeMap<&str, Vec<(usize, usize, String)>> =
             std::collections::BTreeMap::new();
         for (chunk, entry) in receipt.chunks.iter().zip(&bundle.entries) {
@@ -561,13 +617,7 @@ impl CommitStore {
                     ctx_id: ctx_id.to_string(),
                     chunk_id: chunk.chunk_id.clone(),
                 })?;
-            let bytes = self.blobs.get(&entry.content_hash)?;
-            if fingerprint(&chunk.chunk_id, &bytes) != chunk.fingerprint {
-                return Err(CommitError::FingerprintMismatch {
-                    ctx_id: ctx_id.to_string(),
-                    chunk_id: chunk.chunk_id.clone(),
-                });
-            }
+            let bytes = self.exact_bytes(ctx_id, chunk, entry, &bundle_path)?;
             let text = String::from_utf8(bytes).map_err(|_| CommitError::NotText {
                 chunk_id: chunk.chunk_id.clone(),
             })?;

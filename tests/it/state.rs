@@ -130,6 +130,84 @@ fn every_single_byte_flip_of_a_packed_commit_is_detected() {
     flips_are_detected(true);
 }
 
+/// Found by probing: a damaged content_hash in bundle.json was blamed on a blob ("not a SHA-256
+/// hex digest", "the state directory was pruned", "the stored bytes changed") and only for the
+/// one chunk; now the bundle is named, and a digest that is no digest fails every chunk.
+#[test]
+fn a_damaged_bundle_digest_names_the_bundle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    let store = CommitStore::new(home);
+    let chunks = chunks();
+    let receipt = store
+        .commit(
+            &chunks,
+            serde_json::json!({"query": "a", "budget": 10}),
+            "fn a() {\n    1\n}\n",
+            &Tokenizer::new(Encoding::O200kBase),
+        )
+        .expect("commit");
+    let ctx_id = receipt.ctx_id;
+    let path = home.join("commits").join(&ctx_id).join("bundle.json");
+    let original = fs::read_to_string(&path).expect("bundle");
+    let bundle: serde_json::Value = serde_json::from_str(&original).expect("json");
+    let hash = |i: usize| {
+        bundle["entries"][i]["content_hash"]
+            .as_str()
+            .expect("hash")
+            .to_string()
+    };
+    let (first, second) = (hash(0), hash(1));
+    let recover_all = || -> Vec<String> {
+        let store = CommitStore::new(home);
+        chunks
+            .iter()
+            .map(|c| {
+                store
+                    .recover(&ctx_id, &c.chunk_id)
+                    .map_or_else(|e| e.to_string(), |_| "ok".into())
+            })
+            .collect()
+    };
+    fs::write(
+        &path,
+        original.replacen(&first, &format!("Z{}", &first[1..]), 1),
+    )
+    .expect("damage");
+    for message in recover_all() {
+        assert!(
+            message.contains("bundle.json does not belong to")
+                && message.contains("not a SHA-256 hex digest"),
+            "{message}"
+        );
+    }
+    let other = if first.starts_with('0') { "1" } else { "0" };
+    fs::write(
+        &path,
+        original.replacen(&first, &format!("{other}{}", &first[1..]), 1),
+    )
+    .expect("damage");
+    let messages = recover_all();
+    assert!(
+        messages[0].contains("its recovery bundle (")
+            && messages[0].contains("bundle.json) names blob")
+            && messages[0].contains("not in the store"),
+        "{messages:?}"
+    );
+    assert!(messages[1..].iter().all(|m| m == "ok"), "{messages:?}");
+    let swapped = original
+        .replacen(&first, "FIRST", 1)
+        .replacen(&second, &first, 1)
+        .replacen("FIRST", &second, 1);
+    fs::write(&path, swapped).expect("swap");
+    let messages = recover_all();
+    assert!(
+        messages[0].contains("does not match its receipt fingerprint")
+            && messages[0].contains("bundle.json) names"),
+        "{messages:?}"
+    );
+}
+
 /// Issue 10: a receipt's token count could be edited and recovery went on as if nothing
 /// happened; the CLI now names the file.
 #[test]
