@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -151,9 +150,7 @@ pub fn run_skills(args: SkillsArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
-    if !(args.deliver_timeout.is_finite() && args.deliver_timeout >= 0.0) {
-        anyhow::bail!("--deliver-timeout must be a number of seconds >= 0");
-    }
+    let deliver_timeout = super::seconds("--deliver-timeout", args.deliver_timeout, true)?;
     let home = state::home()?;
     let notify = NotifySettings::from_env().map_err(anyhow::Error::msg)?;
     let report = evolution::dream(
@@ -175,10 +172,7 @@ pub fn run_dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
             for event in &report.events {
                 notifier.emit(event.clone());
             }
-            if !notifier
-                .flush(Duration::from_secs_f64(args.deliver_timeout))
-                .await
-            {
+            if !notifier.flush(deliver_timeout).await {
                 eprintln!("svc: warning: some notifications were still pending at exit");
             }
         });

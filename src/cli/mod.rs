@@ -155,6 +155,26 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// The longest wait a seconds flag takes: a year. Far beyond it a deadline overflows the clock
+/// (`Instant + Duration` panics), and no wait that long is meant.
+const MAX_WAIT_SECONDS: f64 = 365.0 * 86_400.0;
+
+/// A `--…-seconds` flag as a duration: a finite number of seconds, positive (or zero when
+/// `zero_ok`), at most a year.
+pub(crate) fn seconds(
+    flag: &str,
+    value: f64,
+    zero_ok: bool,
+) -> anyhow::Result<std::time::Duration> {
+    let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
+    anyhow::ensure!(
+        value.is_finite() && low_ok && value <= MAX_WAIT_SECONDS,
+        "{flag} must be a number of seconds from {} to {MAX_WAIT_SECONDS} (a year), got {value}",
+        if zero_ok { "0" } else { "just above 0" }
+    );
+    Ok(std::time::Duration::from_secs_f64(value))
+}
+
 /// Parses the command line and runs the command.
 pub fn run() -> anyhow::Result<ExitCode> {
     let cli = Cli::parse();

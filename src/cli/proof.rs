@@ -8,7 +8,6 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
@@ -193,14 +192,12 @@ fn protocol() -> anyhow::Result<Protocol> {
 
 fn advance(args: AdvanceArgs) -> anyhow::Result<ExitCode> {
     let draft = super::read_text_file(&args.output_file, "draft")?;
-    anyhow::ensure!(
-        args.lock_wait_seconds.is_finite() && args.lock_wait_seconds >= 0.0,
-        "--lock-wait-seconds takes a number of seconds >= 0, got {}",
-        args.lock_wait_seconds
-    );
-    let response = protocol()?
-        .with_lock_wait(std::time::Duration::from_secs_f64(args.lock_wait_seconds))
-        .advance(&args.session, &draft, args.idempotency_key.as_deref())?;
+    let wait = super::seconds("--lock-wait-seconds", args.lock_wait_seconds, true)?;
+    let response = protocol()?.with_lock_wait(wait).advance(
+        &args.session,
+        &draft,
+        args.idempotency_key.as_deref(),
+    )?;
     print!("{response}");
     Ok(ExitCode::SUCCESS)
 }
@@ -239,11 +236,7 @@ fn inspect(args: InspectArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn run_loop(args: RunArgs) -> anyhow::Result<ExitCode> {
-    anyhow::ensure!(
-        args.timeout_seconds.is_finite() && args.timeout_seconds > 0.0,
-        "--timeout-seconds must be a positive number of seconds, got {}",
-        args.timeout_seconds
-    );
+    let timeout = super::seconds("--timeout-seconds", args.timeout_seconds, false)?;
     let (program, rest) = args
         .model_command
         .split_first()
@@ -251,7 +244,7 @@ fn run_loop(args: RunArgs) -> anyhow::Result<ExitCode> {
     let command = ModelCommand {
         program: PathBuf::from(program),
         args: rest.to_vec(),
-        timeout: Duration::from_secs_f64(args.timeout_seconds),
+        timeout,
     };
     let sources = read_sources(&args.source.path)?;
     let layer = args.source.layer()?;
@@ -328,7 +321,11 @@ fn verify_artifact(args: VerifyArtifactArgs) -> anyhow::Result<ExitCode> {
             );
             Ok(ExitCode::SUCCESS)
         }
-        Err(error @ (ArtifactError::BadSignature { .. } | ArtifactError::OtherKey { .. })) => {
+        Err(
+            error @ (ArtifactError::BadSignature { .. }
+            | ArtifactError::Altered { .. }
+            | ArtifactError::OtherKey { .. }),
+        ) => {
             println!("invalid: {error}");
             Ok(ExitCode::from(1))
         }

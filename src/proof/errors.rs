@@ -23,6 +23,8 @@ use crate::state;
 pub const ARTIFACT_FORMAT: &str = "svc.proof-failure.v1";
 /// Key file, relative to the state directory.
 pub const KEY_FILE: &str = "proof/artifact.key";
+/// The one signature algorithm an artifact names.
+const ALGORITHM: &str = "hmac-sha256";
 /// Directory of failure artifacts, relative to the state directory.
 pub const FAILURE_DIR: &str = "proof/failures";
 const KEY_BYTES: usize = 32;
@@ -94,11 +96,11 @@ pub enum ArtifactError {
     )]
     BadKey { path: PathBuf, found: usize },
     #[error(
-        "the signing key {path} does not exist, so nothing can be verified here: verify the artifact with the state directory that wrote it (--state-dir / SVC_HOME); if the key was removed, its artifacts can no longer be verified"
+        "the signing key {path} does not exist, so nothing can be verified here: verify the artifact with the state directory that wrote it (SVC_HOME); if the key was removed, its artifacts can no longer be verified"
     )]
     NoKey { path: PathBuf },
     #[error(
-        "{path} was signed by key {signed_by}, but this state directory's key is {ours}: verify it with the state directory that wrote it (--state-dir / SVC_HOME)"
+        "{path} was signed by key {signed_by}, but this state directory's key is {ours}: verify it with the state directory that wrote it (SVC_HOME)"
     )]
     OtherKey {
         path: PathBuf,
@@ -109,6 +111,8 @@ pub enum ArtifactError {
         "{path}: the signature does not match the artifact: it was changed after it was signed"
     )]
     BadSignature { path: PathBuf },
+    #[error("{path}: {reason}: it was changed after it was signed")]
+    Altered { path: PathBuf, reason: String },
     #[error(transparent)]
     State(#[from] state::StateError),
 }
@@ -201,7 +205,7 @@ pub fn sign_and_store(
         .join(format!("{}.json", artifact.artifact_id));
     let mut signed = SignedArtifact {
         artifact,
-        algorithm: "hmac-sha256".to_string(),
+        algorithm: ALGORITHM.to_string(),
         key_id: key_id(&key),
         signature,
         path: PathBuf::new(),
@@ -219,11 +223,27 @@ pub fn verify_artifact(state_dir: &Path, path: &Path) -> Result<SignedArtifact, 
         path: path.to_path_buf(),
         source,
     })?;
-    let mut signed: SignedArtifact =
-        serde_json::from_slice(&bytes).map_err(|source| ArtifactError::Parse {
+    // JSON of another shape (a field removed, renamed or added) is an artifact that was
+    // changed; only text that is not JSON at all is not an artifact.
+    let mut signed: SignedArtifact = serde_json::from_slice(&bytes).map_err(|source| {
+        if source.classify() == serde_json::error::Category::Data {
+            ArtifactError::Altered {
+                path: path.to_path_buf(),
+                reason: format!("its fields are not a signed artifact's ({source})"),
+            }
+        } else {
+            ArtifactError::Parse {
+                path: path.to_path_buf(),
+                source,
+            }
+        }
+    })?;
+    if signed.algorithm != ALGORITHM {
+        return Err(ArtifactError::Altered {
             path: path.to_path_buf(),
-            source,
-        })?;
+            reason: format!("its algorithm is {:?}, not {ALGORITHM:?}", signed.algorithm),
+        });
+    }
     // Verifying never makes a key: a new one could only say "another key signed this".
     let key = existing_key(state_dir)?.ok_or_else(|| ArtifactError::NoKey {
         path: state_dir.join(KEY_FILE),
@@ -236,9 +256,13 @@ pub fn verify_artifact(state_dir: &Path, path: &Path) -> Result<SignedArtifact, 
             ours,
         });
     }
-    let tag = hex_bytes(&signed.signature).ok_or_else(|| ArtifactError::BadSignature {
-        path: path.to_path_buf(),
-    })?;
+    // Written as 64 lowercase hex digits; any other spelling is an edit.
+    let tag = digest::is_sha256_hex(&signed.signature)
+        .then(|| hex_bytes(&signed.signature))
+        .flatten()
+        .ok_or_else(|| ArtifactError::BadSignature {
+            path: path.to_path_buf(),
+        })?;
     let mut mac = mac(&key);
     mac.update(&signed_bytes(&signed.artifact));
     mac.verify_slice(&tag)
@@ -367,6 +391,35 @@ mod tests {
             Err(ArtifactError::NoKey { .. })
         ));
         assert!(!other.path().join(KEY_FILE).exists(), "verify wrote no key");
+        // Found by probing: an edited algorithm or an upper-cased signature verified, and a
+        // removed signature was "not an artifact" (exit 2) rather than changed.
+        let text = fs::read_to_string(&signed.path).expect("read");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("json");
+        type Edit = fn(&mut serde_json::Value);
+        let edits: [(&str, Edit); 4] = [
+            ("algorithm", |v| v["algorithm"] = "none".into()),
+            ("upper case", |v| {
+                let upper = v["signature"].as_str().expect("sig").to_uppercase();
+                v["signature"] = upper.into();
+            }),
+            ("no signature", |v| {
+                v.as_object_mut().expect("object").remove("signature");
+            }),
+            ("extra field", |v| v["note"] = "hi".into()),
+        ];
+        for (what, edit) in edits {
+            let mut edited = value.clone();
+            edit(&mut edited);
+            fs::write(&signed.path, edited.to_string()).expect("write");
+            assert!(
+                matches!(
+                    verify_artifact(dir.path(), &signed.path),
+                    Err(ArtifactError::BadSignature { .. } | ArtifactError::Altered { .. })
+                ),
+                "{what}"
+            );
+        }
+        fs::write(&signed.path, text).expect("restore");
         sign_and_store(other.path(), artifact()).expect("sign elsewhere");
         assert!(matches!(
             verify_artifact(other.path(), &signed.path),

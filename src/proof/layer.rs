@@ -260,7 +260,7 @@ impl VerifiedEfficiencyLayer {
             let called =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| model_call(&request)));
             let draft = match called {
-                Ok(Ok(draft)) if draft.trim().is_empty() => {
+                Ok(Ok(draft)) if crate::text::is_blank(&draft) => {
                     return Err(state.model_failure(
                         self,
                         prepared,

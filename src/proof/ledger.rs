@@ -102,13 +102,10 @@ fn read_ledger(path: &Path) -> Result<(String, usize), LedgerError> {
             });
         }
     };
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        LedgerError::Broken {
-            path: path.to_path_buf(),
-            line: valid.iter().filter(|&&b| b == b'\n').count() + 1,
-            message: "not UTF-8 text".into(),
-        }
+    let text = String::from_utf8(bytes).map_err(|e| LedgerError::Broken {
+        path: path.to_path_buf(),
+        line: crate::text::utf8_error_position(&e).0,
+        message: "not UTF-8 text".into(),
     })?;
     let complete = match text.rfind('\n') {
         _ if text.ends_with('\n') => text.len(),

@@ -273,7 +273,7 @@ impl Protocol {
         }
         // An empty draft finished the session as `no_verifiable_claims`, for good: it is a
         // client's mistake (an empty file, a failed call), refused with the session unchanged.
-        if draft.trim().is_empty() {
+        if crate::text::is_blank(draft) {
             return Err(SessionError::EmptyDraft {
                 id: session_id.to_string(),
             }

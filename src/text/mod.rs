@@ -27,8 +27,23 @@ pub fn utf8_error_position(error: &std::string::FromUtf8Error) -> (usize, usize)
     (line, column)
 }
 
+/// Whether `text` shows nothing: only white space and invisible format characters (zero-width
+/// space and joiners, word joiner, byte-order mark), which `str::trim` keeps.
+pub fn is_blank(text: &str) -> bool {
+    text.chars().all(|c| {
+        c.is_whitespace() || matches!(c, '\u{200B}'..='\u{200D}' | '\u{2060}' | '\u{FEFF}')
+    })
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn blank_text_includes_invisible_format_characters() {
+        assert!(super::is_blank(" \t\u{a0}\n"));
+        assert!(super::is_blank("\u{200b}\n\u{feff}"));
+        assert!(!super::is_blank("\u{200b}a"));
+    }
+
     #[test]
     fn utf8_errors_are_placed_by_line_and_character_column() {
         let at = |bytes: &[u8]| {

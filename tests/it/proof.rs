@@ -101,6 +101,24 @@ fn proof_run_model_command_failures_are_typed_errors_with_signed_artifacts() {
         bad.stdout
     );
 
+    // Found by probing: a timeout past what the clock holds panicked (exit 101), and 1e19
+    // panicked after the model answered, losing the draft.
+    for huge in ["1e30", "1e19"] {
+        let out = run(svc(state.path()).args(run_args(&[
+            "--timeout-seconds",
+            huge,
+            "--model-command",
+            "/bin/true",
+        ])));
+        assert_eq!(out.code, 2, "{}", out.stderr);
+        assert!(
+            out.stderr
+                .contains("--timeout-seconds must be a number of seconds from just above 0 to"),
+            "{}",
+            out.stderr
+        );
+    }
+
     let out = run(svc(state.path()).args(run_args(&[
         "--timeout-seconds",
         "0.3",
@@ -278,20 +296,23 @@ fn an_empty_draft_is_refused_and_the_session_is_unchanged() {
     let (id, _) = prepare(state.path(), None);
     let work = tempfile::tempdir().expect("work");
     let empty = work.path().join("empty.txt");
-    std::fs::write(&empty, " \n").expect("write");
-    let out = run(svc(state.path()).args([
-        "proof",
-        "advance",
-        &id,
-        "--output-file",
-        empty.to_str().expect("utf-8"),
-    ]));
-    assert_eq!(out.code, 2, "{}", out.stdout);
-    assert!(
-        out.stderr.contains("is empty: there is nothing to verify"),
-        "{}",
-        out.stderr
-    );
+    // Found by probing: a zero-width space alone (which `trim` keeps) finished the session.
+    for blank in [" \n", "\u{200b}\n"] {
+        std::fs::write(&empty, blank).expect("write");
+        let out = run(svc(state.path()).args([
+            "proof",
+            "advance",
+            &id,
+            "--output-file",
+            empty.to_str().expect("utf-8"),
+        ]));
+        assert_eq!(out.code, 2, "{blank:?}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("is empty: there is nothing to verify"),
+            "{}",
+            out.stderr
+        );
+    }
     let view = inspect(state.path(), &id);
     assert_eq!(view["state"], "awaiting_draft");
     assert_eq!(view["revision"], 0);

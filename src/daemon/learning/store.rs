@@ -184,9 +184,7 @@ pub fn load(home: &Path) -> Result<Option<WeightsFile>, StoreError> {
     // Bytes that are not UTF-8 are damage like bad JSON (and `reset` repairs both), not a
     // failure to read.
     let text = String::from_utf8(bytes).map_err(|e| {
-        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        let column = valid.len() - valid.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1) + 1;
+        let (line, column) = crate::text::utf8_error_position(&e);
         StoreError::Corrupt {
             path: path.clone(),
             line,
