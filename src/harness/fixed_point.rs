@@ -88,6 +88,9 @@ pub struct LoopTrial {
     /// The merged reply of every call and their summed latency; `None` when no call was made.
     pub reply: Option<(Result<ModelReply, RunnerError>, f64)>,
     pub notes: Vec<(&'static str, String)>,
+    /// When the loop failed after calls that answered: their context tokens and merged usage,
+    /// which the error record still bills (they were spent).
+    pub spent: Option<(usize, ModelReply)>,
 }
 
 impl LoopTrial {
@@ -104,7 +107,26 @@ impl LoopTrial {
             }),
             reply: None,
             notes: Vec::new(),
+            spent: None,
         }
+    }
+}
+
+impl Calls {
+    /// The usage of every call that answered, merged into one reply carrying `text`; `None`
+    /// when none answered.
+    fn merged(&self, text: String) -> Option<ModelReply> {
+        let last = self.last.as_ref()?;
+        Some(ModelReply {
+            text,
+            provider_request_id: last.provider_request_id.clone(),
+            input_tokens: self.input_tokens.filter(|_| self.all_reported_input),
+            cached_input_tokens: self.cached_input_tokens,
+            cache_write_tokens: self.cache_write_tokens,
+            output_tokens: self.output_tokens,
+            reasoning_tokens: self.reasoning_tokens,
+            usage_source: last.usage_source,
+        })
     }
 }
 
@@ -298,9 +320,12 @@ impl<'a> TrialLoop<'a> {
                 Some(ctx_id),
             );
         };
+        let spent = calls
+            .merged(String::new())
+            .map(|reply| (calls.context_tokens, reply));
         match outcome {
             Ok(result) => {
-                let Some(last) = calls.last else {
+                let Some(reply) = calls.merged(result.final_output.output.clone()) else {
                     return LoopTrial::failed(
                         "fixed_point_error",
                         "the loop ended without a model call".into(),
@@ -318,20 +343,11 @@ impl<'a> TrialLoop<'a> {
                     "first_draft": result.rounds.first().map(|r| r.output.as_str()),
                     "setting": self.setting.to_string(),
                 });
-                let reply = ModelReply {
-                    text: result.final_output.output,
-                    provider_request_id: last.provider_request_id,
-                    input_tokens: calls.input_tokens.filter(|_| calls.all_reported_input),
-                    cached_input_tokens: calls.cached_input_tokens,
-                    cache_write_tokens: calls.cache_write_tokens,
-                    output_tokens: calls.output_tokens,
-                    reasoning_tokens: calls.reasoning_tokens,
-                    usage_source: last.usage_source,
-                };
                 LoopTrial {
                     built: Ok(built),
                     reply: Some((Ok(reply), calls.latency_ms)),
                     notes: vec![("fixed_point", detail.to_string())],
+                    spent: None,
                 }
             }
             Err(ProofError::Model(error)) => {
@@ -343,9 +359,13 @@ impl<'a> TrialLoop<'a> {
                     built: Ok(built),
                     reply: Some((Err(runner_error), calls.latency_ms)),
                     notes: vec![("fixed_point_model_error", error.to_string())],
+                    spent,
                 }
             }
-            Err(error) => LoopTrial::failed("fixed_point_error", error.to_string(), Some(ctx_id)),
+            Err(error) => LoopTrial {
+                spent,
+                ..LoopTrial::failed("fixed_point_error", error.to_string(), Some(ctx_id))
+            },
         }
     }
 }

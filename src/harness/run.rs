@@ -993,7 +993,18 @@ impl TrialContext<'_> {
     ) -> Finished {
         shaped.built = trial.built;
         shaped.notes.extend(trial.notes);
-        self.finish(shaped, trial.reply, calls, judged)
+        let mut finished = self.finish(shaped, trial.reply, calls, judged);
+        // A loop that failed in a later round still spent its earlier calls: the error record
+        // bills them, as the record of a finished loop sums every call.
+        if let (Some((context_tokens, spent)), Some(record)) = (trial.spent, &mut finished.record)
+            && record.outcome == Outcome::Error
+        {
+            record.context_tokens = record.context_tokens.max(context_tokens as u64);
+            record.output_tokens = spent.output_tokens;
+            record.reasoning_tokens = spent.reasoning_tokens;
+            record.billed_cost_usd = self.settings.runner.cost_usd(&spent);
+        }
+        finished
     }
 
     /// Turns a staged trial and the model's reply (None when the model was not called) into a

@@ -18,7 +18,8 @@ const OUTPUT_TOKENS: u64 = 12;
 
 /// An OpenAI-compatible fake that answers like `fixtures/proof/reader.sh` and keeps every
 /// prompt it was sent. Usage: a prompt token per 4 bytes, [`OUTPUT_TOKENS`] output tokens.
-fn fake_model() -> (String, Arc<Mutex<Vec<String>>>) {
+/// With `fail_with_evidence`, a prompt holding the recovered evidence gets a 500.
+fn fake_model(fail_with_evidence: bool) -> (String, Arc<Mutex<Vec<String>>>) {
     let prompts = Arc::new(Mutex::new(Vec::new()));
     let seen = prompts.clone();
     let handler = move |body: String| {
@@ -40,12 +41,15 @@ fn fake_model() -> (String, Arc<Mutex<Vec<String>>>) {
                 seen.push(prompt.clone());
                 seen.len()
             };
+            if fail_with_evidence && prompt.contains(PARK) {
+                return (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "down".into());
+            }
             let reply = serde_json::json!({
                 "id": format!("chatcmpl-{n}"),
                 "choices": [{"message": {"role": "assistant", "content": answer}}],
                 "usage": {"prompt_tokens": prompt.len() / 4, "completion_tokens": OUTPUT_TOKENS}
             });
-            reply.to_string()
+            (axum::http::StatusCode::OK, reply.to_string())
         }
     };
     let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(handler));
@@ -106,7 +110,7 @@ fn svc_run(state: &Path, runner: &Path, out: &Path, extra: &[&str]) {
 #[test]
 fn fixed_point_with_an_http_runner_recovers_the_evidence_and_adds_up_the_calls() {
     let state = tempfile::tempdir().expect("state");
-    let (base, prompts) = fake_model();
+    let (base, prompts) = fake_model(false);
     let runner = runner_file(state.path(), &base);
 
     // Without the loop: one call, the founding year is guessed, an unsupported claim.
@@ -239,4 +243,27 @@ fn fixed_point_with_an_http_runner_recovers_the_evidence_and_adds_up_the_calls()
             && row.contains(&format!("{:.1} → ", plain.context_tokens as f64)),
         "unsupported rate to 0 at one more call per trial: {row}"
     );
+}
+
+/// Found by probing: when a later round's call failed, the error record dropped the output
+/// tokens (and cost) of the rounds that had answered.
+#[test]
+fn a_loop_that_fails_in_a_later_round_still_bills_the_calls_that_answered() {
+    let state = tempfile::tempdir().expect("state");
+    let (base, prompts) = fake_model(true);
+    let runner = runner_file(state.path(), &base);
+    let out = state.path().join("run");
+    svc_run(state.path(), &runner, &out, &["--fixed-point", "3,1024"]);
+    assert_eq!(
+        prompts.lock().expect("lock").len(),
+        2,
+        "round 0, then the failing round 1"
+    );
+    let record = only_record(&out);
+    assert_eq!(record.outcome, Outcome::Error, "{record:?}");
+    assert_eq!(
+        record.output_tokens, OUTPUT_TOKENS,
+        "round 0's output: {record:?}"
+    );
+    assert!(record.context_tokens > 0, "{record:?}");
 }
