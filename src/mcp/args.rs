@@ -84,6 +84,7 @@ pub struct CompressArgs {
     /// The content to compress: source code, JSON, logs or prose.
     pub content: String,
     /// Token budget of the output (o200k_base tokens), at least 1.
+    #[schemars(range(min = 1))]
     pub budget: usize,
     #[serde(default)]
     #[schemars(schema_with = "content_kind_schema")]
@@ -104,6 +105,7 @@ pub struct CompressMessagesArgs {
     #[schemars(schema_with = "messages_schema")]
     pub messages: Vec<Value>,
     /// Token budget of the compressed conversation (o200k_base tokens), at least 1.
+    #[schemars(range(min = 1))]
     pub budget: usize,
 }
 
@@ -117,6 +119,7 @@ pub struct SelectContextArgs {
     /// What the context is for: a question, a task, a commit message.
     pub query: String,
     /// Token budget of the rendered context (o200k_base tokens), at least 1.
+    #[schemars(range(min = 1))]
     pub budget: usize,
     /// Keep these in full: chunk ids (`src/lib.rs#L10-42`), paths, or directory prefixes ending
     /// in `/`.
@@ -187,15 +190,18 @@ pub struct PrepareArgs {
     /// What the answer is for.
     pub query: String,
     /// Token budget of the committed context (o200k_base tokens), at least 1.
+    #[schemars(range(min = 1))]
     pub budget: usize,
     /// Hard bound on model calls (default 3).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_rounds: Option<usize>,
     /// Total receipt tokens that may be recovered over the run (default 2000).
     #[serde(default)]
     pub recovery_token_budget: Option<usize>,
     /// Chunks recovered per round at most (default 4).
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub max_chunks_per_round: Option<usize>,
     #[serde(default)]
     #[schemars(schema_with = "risk_mode_schema")]

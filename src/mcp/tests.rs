@@ -101,6 +101,26 @@ fn schemas_require_exactly_the_fields_without_a_default_and_list_the_wire_values
     assert_eq!(kinds, &json!(["code", "json", "logs", "prose"]));
     let risk = &schema("prepare_proof_guided_context")["properties"]["mode"]["enum"];
     assert_eq!(risk, &json!(["audit", "strict"]));
+    // Found by probing: the schemas offered 0 where the tools refuse it.
+    for (tool, field) in [
+        ("compress", "budget"),
+        ("compress_messages", "budget"),
+        ("select_context", "budget"),
+        ("prepare_proof_guided_context", "budget"),
+        ("prepare_proof_guided_context", "max_rounds"),
+        ("prepare_proof_guided_context", "max_chunks_per_round"),
+    ] {
+        assert_eq!(
+            schema(tool)["properties"][field]["minimum"],
+            json!(1),
+            "{tool}.{field}"
+        );
+    }
+    assert_eq!(
+        schema("prepare_proof_guided_context")["properties"]["recovery_token_budget"]["minimum"],
+        json!(0),
+        "a recovery budget of 0 is a valid setting"
+    );
 }
 
 #[test]

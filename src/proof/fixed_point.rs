@@ -115,7 +115,15 @@ impl LoopState {
         prepared: &Prepared,
         message: &str,
     ) -> ProofError {
-        match self.artifact(layer, prepared, FailureKind::Model, "model_call", message) {
+        let round = self.rounds.len();
+        match self.artifact(
+            layer,
+            prepared,
+            FailureKind::Model,
+            "model_call",
+            round,
+            message,
+        ) {
             Ok(artifact) => FixedPointModelError { artifact }.into(),
             Err(e) => e,
         }
@@ -127,6 +135,7 @@ impl LoopState {
         prepared: &Prepared,
         kind: FailureKind,
         stage: &str,
+        round: usize,
         message: &str,
     ) -> Result<Box<errors::SignedArtifact>, ProofError> {
         let now = std::time::SystemTime::now();
@@ -136,15 +145,12 @@ impl LoopState {
                 "pgf_{}",
                 &sha(&format!(
                     "{}\n{}\n{}\n{stage}\n{message}\n{:?}",
-                    prepared.ctx_id,
-                    prepared.query,
-                    self.rounds.len(),
-                    now
+                    prepared.ctx_id, prepared.query, round, now
                 ))[..24]
             ),
             kind,
             stage: stage.to_string(),
-            round: self.rounds.len(),
+            round,
             message: message.to_string(),
             ctx_id: prepared.ctx_id.clone(),
             query: prepared.query.clone(),
@@ -181,7 +187,14 @@ impl LoopState {
         let round = self.rounds.len();
         let request = self.request(prepared);
         let verification_error = |state: &Self, stage: &str, message: String| -> ProofError {
-            match state.artifact(layer, prepared, FailureKind::Verification, stage, &message) {
+            match state.artifact(
+                layer,
+                prepared,
+                FailureKind::Verification,
+                stage,
+                round,
+                &message,
+            ) {
                 Ok(artifact) => FixedPointVerificationError { artifact }.into(),
                 Err(e) => e,
             }
@@ -281,10 +294,17 @@ impl LoopState {
             record.decision = format!("all {verifiable} verifiable claims are supported");
             Some(FixedPointStatus::Supported)
         } else if unrecovered.is_empty() {
-            record.decision = format!(
-                "{} claims are open and every omitted chunk is already recovered",
-                record.obligations.len()
-            );
+            record.decision = if prepared.omitted.is_empty() {
+                format!(
+                    "{} claims are open and the selection omitted nothing: there is no evidence to recover",
+                    record.obligations.len()
+                )
+            } else {
+                format!(
+                    "{} claims are open and every omitted chunk is already recovered",
+                    record.obligations.len()
+                )
+            };
             Some(FixedPointStatus::NoOmittedEvidence)
         } else {
             let plan = planner::plan(
@@ -366,11 +386,13 @@ impl LoopState {
                     let mut failed = self.clone();
                     failed.rounds.push(record);
                     return Err(
+                        // The failure is in this round, whose record the artifact keeps.
                         match failed.artifact(
                             layer,
                             prepared,
                             FailureKind::Recovery,
                             "recovery",
+                            round,
                             &message,
                         ) {
                             Ok(artifact) => FixedPointRecoveryError { artifact }.into(),

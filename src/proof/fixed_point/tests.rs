@@ -287,6 +287,14 @@ fn status_precedence_when_several_conditions_hold() {
     let model = Scripted::new(&["Zebras graze quietly on Jupiter."]);
     let result = run(&big, &model, 1, 0, 2).expect("run");
     assert_eq!(result.status, FixedPointStatus::NoOmittedEvidence);
+    // Found by probing: with nothing omitted it said "every omitted chunk is already recovered".
+    assert!(
+        result.rounds[0]
+            .decision
+            .contains("the selection omitted nothing"),
+        "{}",
+        result.rounds[0].decision
+    );
     // The order is the documented one.
     assert_eq!(FixedPointStatus::PRECEDENCE[0], FixedPointStatus::Supported);
     assert_eq!(
@@ -356,6 +364,9 @@ fn a_tampered_blob_raises_a_recovery_error_with_a_signed_artifact() {
         1,
         "the round that was called"
     );
+    // Found by probing: the artifact said round 1, the round after the one that failed.
+    assert_eq!(artifact.round, 0, "the round whose recovery failed");
+    assert!(error.to_string().contains("failed in round 0"), "{error}");
     assert!(
         artifact.message.contains("city.md#L5-7"),
         "{}",
