@@ -28,7 +28,8 @@ pub enum ContextRiskMode {
     /// Keep every claim; mark unsupported ones inline (`[unverified: …]`).
     #[default]
     Audit,
-    /// Remove unsupported claims (the witness's strict mode, failing closed); a draft left with
+    /// Remove unsupported claims (the witness's strict mode, but failing closed under every
+    /// profile: the warn-only profiles' unknown claims are removed too); a draft left with
     /// nothing supported becomes the witness's withheld notice.
     Strict,
 }
