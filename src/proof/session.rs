@@ -271,9 +271,11 @@ fn describe_holder(file: &mut fs::File) -> String {
 
 /// Path of a session's file.
 pub fn path_of(state_dir: &Path, id: &str) -> Result<PathBuf, SessionError> {
-    let valid = id
-        .strip_prefix("pgs_")
-        .is_some_and(|rest| !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_hexdigit()));
+    // svc makes 24 hex digits; at most 64 keeps a typo from reaching the file system as a
+    // name it refuses ("File name too long") rather than as an id that is not one.
+    let valid = id.strip_prefix("pgs_").is_some_and(|rest| {
+        (1..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_hexdigit())
+    });
     if !valid {
         return Err(SessionError::BadId { id: id.to_string() });
     }

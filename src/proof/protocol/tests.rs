@@ -144,6 +144,17 @@ fn corrupted_unknown_and_malformed_sessions_are_refused() {
         protocol.inspect("../etc/passwd"),
         Err(ProofError::Session(SessionError::BadId { .. }))
     ));
+    // Found by probing: a 300-digit id reached the file system ("File name too long") on
+    // inspect and was "unknown" on advance.
+    let long = format!("pgs_{}", "a".repeat(300));
+    assert!(matches!(
+        protocol.inspect(&long),
+        Err(ProofError::Session(SessionError::BadId { .. }))
+    ));
+    assert!(matches!(
+        protocol.advance(&long, NEEDS_PARK, None),
+        Err(ProofError::Session(SessionError::BadId { .. }))
+    ));
 }
 
 #[test]
