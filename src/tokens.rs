@@ -82,17 +82,24 @@ impl Tokenizer {
         self.encoding
     }
 
-    /// Exact number of tokens in `text`.
+    /// Exact number of tokens in `text` (see [`MAX_SPACE_RUN`] for the one exception).
     pub fn count(&self, text: &str) -> usize {
         if text.is_empty() {
             return 0;
         }
-        self.bpe().encode_ordinary(text).len()
+        segments(text)
+            .iter()
+            .map(|segment| self.bpe().encode_ordinary(segment).len())
+            .sum()
     }
 
     /// Token ids of `text`.
     pub fn encode(&self, text: &str) -> Vec<u32> {
-        self.bpe().encode_ordinary(text)
+        let mut ids = Vec::new();
+        for segment in segments(text) {
+            ids.extend(self.bpe().encode_ordinary(segment));
+        }
+        ids
     }
 
     /// The longest prefix of `text`, cut at a char boundary, whose token count is at most
@@ -126,6 +133,38 @@ impl Tokenizer {
             }
         }
     }
+}
+
+/// The longest run of white space handed to the tokenizer at once. tiktoken's pattern matches a
+/// run of white space not followed by text by backtracking (`\s+(?!\S)`), and a run of about a
+/// million characters overflows its regex engine (a panic inside tiktoken-rs that took down
+/// `compress`, `batch` and indexing on one padded file). Longer runs are cut into runs of this
+/// length, each encoded alone: exact for all other text, and for such a run off by at most a
+/// token or two per cut (one cut per 65,536 characters of white space).
+pub const MAX_SPACE_RUN: usize = 1 << 16;
+
+/// `text` cut inside every run of white space longer than [`MAX_SPACE_RUN`] characters.
+fn segments(text: &str) -> Vec<&str> {
+    // A text this short cannot hold a run that long.
+    if text.len() <= MAX_SPACE_RUN {
+        return vec![text];
+    }
+    let mut out = Vec::new();
+    let (mut start, mut run) = (0, 0);
+    for (at, c) in text.char_indices() {
+        if !c.is_whitespace() {
+            run = 0;
+            continue;
+        }
+        if run == MAX_SPACE_RUN {
+            out.push(&text[start..at]);
+            start = at;
+            run = 0;
+        }
+        run += 1;
+    }
+    out.push(&text[start..]);
+    out
 }
 
 /// Whether the tokens of `left + right` are exactly the tokens of `left` followed by those of
@@ -186,6 +225,31 @@ mod tests {
         let a = Tokenizer::new(Encoding::O200kBase).count(code);
         let b = Tokenizer::new(Encoding::Cl100kBase).count(code);
         assert!(a > 5 && b > 5);
+    }
+
+    /// Found by probing: a run of about a million spaces (a padded file) panicked inside
+    /// tiktoken-rs (`RuntimeError(StackOverflow)`).
+    #[test]
+    fn a_huge_run_of_white_space_is_counted_not_a_crash() {
+        let tokenizer = Tokenizer::default();
+        for text in [
+            " ".repeat(1_000_000),
+            format!("hello world.\n{}", " ".repeat(1_000_000)),
+            format!("a{}b", "\t".repeat(1_500_000)),
+        ] {
+            let count = tokenizer.count(&text);
+            assert!(count > 0 && count < text.len(), "{count}");
+            assert_eq!(tokenizer.encode(&text).len(), count);
+            let (prefix, used) = tokenizer.truncate(&text, 10);
+            assert!(used <= 10 && !prefix.is_empty());
+        }
+        // Text without such a run is cut nowhere: its count is the tokenizer's own.
+        let prose = "word ".repeat(40_000);
+        assert_eq!(segments(&prose).len(), 1);
+        assert_eq!(
+            tokenizer.count(&prose),
+            tokenizer.bpe().encode_ordinary(&prose).len()
+        );
     }
 
     #[test]
