@@ -266,14 +266,17 @@ pub fn outline(language: Language, name: &str, text: &str) -> Result<Outline, Sk
         .collect();
     all_bodies.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
     all_bodies.dedup();
+    let mut docs = docs;
+    docs.sort_by_key(|r| (r.start, r.end));
     let elisions = outermost(bodies, labelled, &docs, text);
     // A docstring outside any elided body (a class docstring) reads like a comment run: only
-    // its first line survives.
+    // its first line survives. Elisions are sorted and disjoint, so the one that can hold a
+    // docstring is the last that starts at or before it (a scan per docstring made files of
+    // many documented functions quadratic).
     for doc in &docs {
-        if !elisions
-            .iter()
-            .any(|e| e.range.start <= doc.start && e.range.end >= doc.end)
-        {
+        let before = elisions.partition_point(|e| e.range.start <= doc.start);
+        let inside = before > 0 && elisions[before - 1].range.end >= doc.end;
+        if !inside {
             comments.push(doc.clone());
         }
     }
@@ -587,10 +590,17 @@ fn outermost(
         if out.last().is_some_and(|last| range.start < last.range.end) {
             continue;
         }
-        let doc = docs
-            .iter()
-            .find(|d| label.is_none() && d.start >= range.start && d.end <= range.end)
-            .cloned();
+        // `docs` is sorted by start: the first inside the region is among those starting in it.
+        let doc = label
+            .is_none()
+            .then(|| {
+                docs[docs.partition_point(|d| d.start < range.start)..]
+                    .iter()
+                    .take_while(|d| d.start <= range.end)
+                    .find(|d| d.end <= range.end)
+                    .cloned()
+            })
+            .flatten();
         out.push(Elision {
             range,
             doc,

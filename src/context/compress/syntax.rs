@@ -131,11 +131,21 @@ fn rank(source: &str, units: &[Unit], outline: &Outline) -> Vec<usize> {
     // first line of a container, or the whole item when it has no body (a one-line const, a
     // signature in a trait). Type definitions keep their first line here; their fields and
     // variants are other declarations.
+    // Bodies by start, so an item's own body is found by bisection (a scan per item made
+    // files of many small functions quadratic).
+    let mut by_start: Vec<usize> = (0..outline.bodies.len()).collect();
+    by_start.sort_by_key(|&b| (outline.bodies[b].start, b));
+    // Where the items that end before a given offset end, for the glued-lines walk below.
+    let mut ends: Vec<usize> = outline.items.iter().map(|i| i.range.end).collect();
+    ends.sort_unstable();
     for item in &outline.items {
-        let body = outline
-            .bodies
+        let from = by_start.partition_point(|&b| outline.bodies[b].start < item.range.start);
+        let body = by_start[from..]
             .iter()
-            .position(|b| b.start >= item.range.start && b.end <= item.range.end);
+            .take_while(|&&b| outline.bodies[b].start <= item.range.end)
+            .filter(|&&b| outline.bodies[b].end <= item.range.end)
+            .min()
+            .copied();
         let header_end = match item.kind {
             ItemKind::Class
             | ItemKind::Impl
@@ -152,10 +162,18 @@ fn rank(source: &str, units: &[Unit], outline: &Outline) -> Vec<usize> {
         // What is glued above the item (attributes, decorators, a doc comment) belongs to it;
         // only the first line of a comment run is a header line.
         let first = touched(units, &(item.range.start..item.range.start + 1)).start;
+        // The walk stops at the item before: its lines are not glued to this one (walking on
+        // through them made a file of one-line functions quadratic).
+        let before = ends[..ends.partition_point(|&e| e <= item.range.start)]
+            .last()
+            .copied();
         let mut u = first;
         while u > 0 {
             u -= 1;
-            if depth[u] > 0 || content(source, &units[u]).is_none() {
+            if depth[u] > 0
+                || before.is_some_and(|end| units[u].end <= end)
+                || content(source, &units[u]).is_none()
+            {
                 break;
             }
             let text = source[units[u].start..units[u].end].trim_start();
