@@ -82,7 +82,7 @@ impl Tokenizer {
         self.encoding
     }
 
-    /// Exact number of tokens in `text` (see [`MAX_SPACE_RUN`] for the one exception).
+    /// Exact number of tokens in `text` (see [`MAX_RUN`] for the one exception).
     pub fn count(&self, text: &str) -> usize {
         if text.is_empty() {
             return 0;
@@ -135,28 +135,32 @@ impl Tokenizer {
     }
 }
 
-/// The longest run of white space handed to the tokenizer at once. tiktoken's pattern matches a
-/// run of white space not followed by text by backtracking (`\s+(?!\S)`), and a run of about a
-/// million characters overflows its regex engine (a panic inside tiktoken-rs that took down
-/// `compress`, `batch` and indexing on one padded file). Longer runs are cut into runs of this
+/// The longest run of white space, or of characters that are not white space, handed to the
+/// tokenizer at once. tiktoken's pattern matches a run of white space not followed by text by
+/// backtracking (`\s+(?!\S)`), and a run of about a million characters overflows its regex
+/// engine (a panic inside tiktoken-rs that took down `compress`, `batch` and indexing on one
+/// padded file); a word of millions of characters (a long string in JSON) is merged by a heap
+/// of about 100 bytes per byte (2.2 GB for 20 MB). Longer runs are cut into runs of this
 /// length, each encoded alone: exact for all other text, and for such a run off by at most a
-/// token or two per cut (one cut per 65,536 characters of white space).
-pub const MAX_SPACE_RUN: usize = 1 << 16;
+/// token or two per cut (one cut per 65,536 characters).
+pub const MAX_RUN: usize = 1 << 16;
 
-/// `text` cut inside every run of white space longer than [`MAX_SPACE_RUN`] characters.
+/// `text` cut inside every run longer than [`MAX_RUN`] characters of white space, or of
+/// characters that are not.
 fn segments(text: &str) -> Vec<&str> {
     // A text this short cannot hold a run that long.
-    if text.len() <= MAX_SPACE_RUN {
+    if text.len() <= MAX_RUN {
         return vec![text];
     }
     let mut out = Vec::new();
-    let (mut start, mut run) = (0, 0);
+    let (mut start, mut run, mut space) = (0, 0, false);
     for (at, c) in text.char_indices() {
-        if !c.is_whitespace() {
+        let is_space = c.is_whitespace();
+        if is_space != space {
+            space = is_space;
             run = 0;
-            continue;
         }
-        if run == MAX_SPACE_RUN {
+        if run == MAX_RUN {
             out.push(&text[start..at]);
             start = at;
             run = 0;
@@ -228,14 +232,15 @@ mod tests {
     }
 
     /// Found by probing: a run of about a million spaces (a padded file) panicked inside
-    /// tiktoken-rs (`RuntimeError(StackOverflow)`).
+    /// tiktoken-rs (`RuntimeError(StackOverflow)`), and a 20 MB word took 2.2 GB.
     #[test]
-    fn a_huge_run_of_white_space_is_counted_not_a_crash() {
+    fn a_huge_run_is_counted_in_pieces_not_a_crash() {
         let tokenizer = Tokenizer::default();
         for text in [
             " ".repeat(1_000_000),
             format!("hello world.\n{}", " ".repeat(1_000_000)),
             format!("a{}b", "\t".repeat(1_500_000)),
+            format!("{{\"s\": \"{}\"}}", "x".repeat(300_000)),
         ] {
             let count = tokenizer.count(&text);
             assert!(count > 0 && count < text.len(), "{count}");
