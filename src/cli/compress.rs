@@ -242,7 +242,10 @@ struct Summary {
 pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
     check_budget(args.budget)?;
     let tokenizer = Tokenizer::new(args.encoding);
-    let store = store()?;
+    // Group-committed: each job's files go to a pack, made durable in batches, instead of a
+    // file and two fsyncs each (12,000 tiny files took 40 s, 27 of them in the kernel, and left
+    // 36,000 files in the state directory).
+    let store = CommitStore::grouped(&state::home()?);
     let mut records: Vec<BatchRecord> = Vec::new();
     let jobs: Vec<BatchJob> = if args.input.is_dir() {
         let found = batch::jobs_from_dir(&args.input)?;
@@ -296,8 +299,12 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         &store,
         &tokenizer,
         &progress,
-    ));
+    )?);
     progress.finish_and_clear();
+    // No ctx id is printed before its commit is durable.
+    store
+        .sync()
+        .context("making the batch's commits durable (nothing was printed; run it again)")?;
     // Bad lines first were collected before the jobs; show everything in input order.
     records.sort_by_key(|r| location_key(&r.location));
     let count = |status| records.iter().filter(|r| r.status == status).count();
@@ -378,15 +385,20 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
 
 /// Runs the jobs on all cores (jobs are independent; commits are content-addressed and
 /// written atomically, so concurrent commits are safe). Records come back in job order.
+/// Jobs between two syncs of the group-committed store: what is staged in memory stays
+/// bounded on a large tree.
+const SYNC_EVERY: usize = 512;
+
 fn run_parallel(
     jobs: &[BatchJob],
     budget: usize,
     store: &CommitStore,
     tokenizer: &Tokenizer,
     progress: &indicatif::ProgressBar,
-) -> Vec<BatchRecord> {
+) -> anyhow::Result<Vec<BatchRecord>> {
     use std::sync::Mutex;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    let failed_sync: Mutex<Option<String>> = Mutex::new(None);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
         .min(jobs.len().max(1));
@@ -401,6 +413,14 @@ fn run_parallel(
                     progress.set_message(job.id.clone());
                     let record = batch::run_job(job, budget, store, tokenizer);
                     progress.inc(1);
+                    if (index + 1).is_multiple_of(SYNC_EVERY)
+                        && let Err(error) = store.sync()
+                    {
+                        failed_sync
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(error.to_string());
+                    }
                     // A poisoned lock means another worker panicked; its panic propagates from
                     // the scope anyway, so keep going with the data.
                     results
@@ -411,9 +431,14 @@ fn run_parallel(
             });
         }
     });
+    if let Some(error) = failed_sync.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        anyhow::bail!(
+            "making the batch's commits durable: {error} (nothing was printed; run it again)"
+        );
+    }
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by_key(|(index, _)| *index);
-    results.into_iter().map(|(_, record)| record).collect()
+    Ok(results.into_iter().map(|(_, record)| record).collect())
 }
 
 /// Sorts `file:line` locations by line number, plain paths by name.
