@@ -220,6 +220,13 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
             "the two record sets share no task (of the same workload, budget and model): --compare-runs needs two runs of the same tasks"
         )));
     }
+    if args.compare_runs.is_some() && report.comparisons.is_empty() {
+        // An empty (or wholly invalid) second set pairs nothing either; its first set alone
+        // made every unit "complete" and the run exit 0.
+        return Ok(usage_error(anyhow::anyhow!(
+            "no condition of the second record set pairs with the first (is it empty, or of other conditions?): --compare-runs needs two runs of the same tasks and conditions"
+        )));
+    }
     let written = render::write_all(&report, &args.out)?;
     print!("{}", render::comparison_table(&report));
     if let Some(sets) = &args.compare_runs

@@ -535,8 +535,45 @@ pub fn load_sets(sets: &[Vec<PathBuf>]) -> Result<Dataset, ReportError> {
     let mut dataset = absorber.dataset;
     dataset.workloads = absorber.workloads.names;
     dataset.models = absorber.models.names;
+    split_versions(&mut dataset);
     canonical_order(&mut dataset);
     Ok(dataset)
+}
+
+/// A workload recorded in several versions is summarised per version (`name@version`): its
+/// pooled rows were the mean of neither version, and nothing said two were mixed. (Tasks and
+/// pairs were already kept apart by version.)
+fn split_versions(dataset: &mut Dataset) {
+    let mut versions: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for cell in &dataset.cells {
+        versions
+            .entry(cell.workload.as_str())
+            .or_default()
+            .insert(cell.workload_version.as_str());
+    }
+    let mixed: std::collections::BTreeSet<String> = versions
+        .into_iter()
+        .filter(|(_, v)| v.len() > 1)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    if mixed.is_empty() {
+        return;
+    }
+    let mut index: std::collections::HashMap<String, u32> = std::collections::HashMap::new();
+    let mut names: Vec<String> = Vec::new();
+    for row in &mut dataset.rows {
+        let cell = &dataset.cells[row.cell as usize];
+        let name = if mixed.contains(&cell.workload) {
+            format!("{}@{}", cell.workload, cell.workload_version)
+        } else {
+            cell.workload.clone()
+        };
+        row.workload = *index.entry(name.clone()).or_insert_with(|| {
+            names.push(name);
+            (names.len() - 1) as u32
+        });
+    }
+    dataset.workloads = names;
 }
 
 /// Numbers tasks, workloads and models in sorted order rather than in the order records were

@@ -697,6 +697,36 @@ fn report_compares_with_a_stored_summary() {
     read_summary(&out2);
 }
 
+/// Found by probing: records of two versions of one workload were pooled into one summary row,
+/// the mean of neither, without a word.
+#[test]
+fn two_versions_of_a_workload_are_summarised_apart() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let text = fs::read_to_string(fixture("paired.jsonl")).expect("paired");
+    let qa = lines_where(&text, |l| l.contains("\"workload\":\"qa-distractor\""));
+    let version_two = qa.replace("\"workload_version\":\"1\"", "\"workload_version\":\"2\"");
+    assert_ne!(qa, version_two);
+    let mixed = state.path().join("mixed.jsonl");
+    fs::write(&mixed, format!("{qa}{version_two}")).expect("write");
+    let out = state.path().join("out");
+    let result = run(svc(state.path())
+        .args(["report", "--resamples", "50"])
+        .arg(&mixed)
+        .arg("--out")
+        .arg(&out));
+    assert_eq!(result.code, 0, "{}", result.stderr);
+    let summary = read_summary(&out);
+    let mut workloads: Vec<String> = summary["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter_map(|g| g["workload"].as_str().map(str::to_string))
+        .collect();
+    workloads.sort();
+    workloads.dedup();
+    assert_eq!(workloads, ["qa-distractor@1", "qa-distractor@2"]);
+}
+
 #[test]
 fn generated_records_are_valid_for_records_validate() {
     let state = tempfile::tempdir().expect("tempdir");
@@ -748,6 +778,24 @@ fn compare_runs_pairs_two_record_sets_and_states_what_differs() {
         disjoint.stderr.contains("share no task"),
         "{}",
         disjoint.stderr
+    );
+    // Found by probing: an empty second set exited 0 with "(no paired comparisons)", its first
+    // set alone making every unit "complete".
+    let empty = state.path().join("empty.jsonl");
+    fs::write(&empty, "").expect("write");
+    let against_empty = run(svc(state.path())
+        .args(["report", "--resamples", "50", "--compare-runs"])
+        .arg(&qa)
+        .arg(&empty)
+        .arg("--out")
+        .arg(state.path().join("against-empty")));
+    assert_eq!(against_empty.code, 2, "{}", against_empty.stdout);
+    assert!(
+        against_empty
+            .stderr
+            .contains("no condition of the second record set pairs with the first"),
+        "{}",
+        against_empty.stderr
     );
     assert!(
         markdown.contains(
