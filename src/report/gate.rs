@@ -157,11 +157,16 @@ impl std::fmt::Display for Check {
                 ),
             ),
         };
+        // Growth from a zero baseline is no percentage: it is said in words.
+        let growth = |value: f64| {
+            if value.is_infinite() {
+                "from a zero baseline".to_string()
+            } else {
+                super::svg::without_negative_zero(format!("{:+.1}%", value * 100.0))
+            }
+        };
         let (change, bound) = match self.rule {
-            Rule::Growth => (
-                format!("{:+.1}%", self.change * 100.0),
-                format!("{:+.1}%", self.bound * 100.0),
-            ),
+            Rule::Growth => (growth(self.change), growth(self.bound)),
             _ => (
                 format!("{:+.4}", self.change),
                 format!("{:+.4}", self.bound),
@@ -407,6 +412,29 @@ mod tests {
             resamples: 400,
             ..ReportOptions::default()
         }
+    }
+
+    /// Found by probing: growth from a zero baseline was printed `+inf%`.
+    #[test]
+    fn growth_from_a_zero_baseline_is_said_in_words() {
+        let check = Check {
+            unit: unit("qa", Condition::Svc),
+            metric: Metric::BilledCostUsd,
+            rule: Rule::Growth,
+            threshold: 0.05,
+            tasks: 3,
+            baseline_mean: 0.0,
+            current_mean: 2.0,
+            change: f64::INFINITY,
+            bound: f64::INFINITY,
+            breached: true,
+        };
+        let text = check.to_string();
+        assert!(
+            text.contains("(from a zero baseline; lower bound from a zero baseline >")
+                && !text.contains("inf"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -276,6 +276,15 @@ fn check_options(options: &ReportOptions) -> Result<(), ReportError> {
             "confidence must be between 0 and 1".into(),
         ));
     }
+    // A percentile interval needs a draw in each tail: with fewer, it is the extreme draws (or
+    // one draw), and can leave out its own estimate (found by probing at 1 and 3 resamples).
+    let least = (2.0 / (1.0 - options.confidence) - 1e-9).ceil() as usize;
+    if options.resamples < least {
+        return Err(ReportError::Options(format!(
+            "resamples must be at least {least} at confidence {} (each tail of a percentile interval needs a draw), got {}",
+            options.confidence, options.resamples
+        )));
+    }
     if !(options.tolerance >= 0.0 && options.tolerance.is_finite()) {
         return Err(ReportError::Options("tolerance must be >= 0".into()));
     }

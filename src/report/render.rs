@@ -67,7 +67,7 @@ fn number(metric: Metric, value: f64) -> String {
 }
 
 fn signed(metric: Metric, value: f64) -> String {
-    let text = number(metric, value);
+    let text = svg::without_negative_zero(number(metric, value));
     if value >= 0.0 && value.is_finite() {
         format!("+{text}")
     } else {
@@ -83,8 +83,14 @@ fn p_value(p: f64) -> String {
     }
 }
 
+/// Text from the records (a workload, a model, a file name) made safe for a Markdown table
+/// cell or heading: a `|` split the row into more columns and a line break split the row.
+fn md(text: &str) -> String {
+    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+}
+
 fn percent(value: f64) -> String {
-    format!("{:.1}%", value * 100.0)
+    svg::without_negative_zero(format!("{:.1}%", value * 100.0))
 }
 
 fn budget(value: Option<u64>) -> String {
@@ -116,9 +122,9 @@ fn summary_row(out: &mut String, group: &GroupSummary, detailed: bool, pricing: 
         let _ = write!(
             out,
             "| {} | {} | {} ",
-            group.workload.as_deref().unwrap_or("-"),
+            md(group.workload.as_deref().unwrap_or("-")),
             budget(group.budget),
-            group.model.as_deref().unwrap_or("-")
+            md(group.model.as_deref().unwrap_or("-"))
         );
     }
     let _ = write!(
@@ -169,12 +175,15 @@ fn summary_table(out: &mut String, groups: &[GroupSummary], detailed: bool, pric
 }
 
 fn comparison_section(out: &mut String, comparison: &Comparison, report: &Report) {
-    let (c, b) = (comparison.condition_label(), comparison.baseline_label());
+    let (c, b) = (
+        md(&comparison.condition_label()),
+        md(&comparison.baseline_label()),
+    );
     let confidence = percent(report.settings.confidence);
     let _ = writeln!(
         out,
         "### {c} vs {b}: {} (n = {} tasks, {} pairs)\n",
-        comparison.scope(),
+        md(&comparison.scope()),
         comparison.tasks,
         comparison.pairs
     );
@@ -399,7 +408,7 @@ pub fn markdown(report: &Report) -> String {
     }
     if report.comparisons.is_empty() {
         out.push_str(
-            "No comparisons: the records hold no `raw` condition (or only one condition).\n\n",
+            "No comparisons: the records hold no `raw` condition (or only one condition), so there are no plots either (they draw the comparisons).\n\n",
         );
     }
     for comparison in &report.comparisons {
@@ -428,7 +437,7 @@ pub fn markdown(report: &Report) -> String {
         }
     }
     for example in &pairing.incomplete_examples {
-        let _ = writeln!(out, "- {example}");
+        let _ = writeln!(out, "- {}", md(example));
     }
     out.push('\n');
     if let Some(baseline) = &report.baseline_comparison {
@@ -459,7 +468,7 @@ pub fn markdown(report: &Report) -> String {
 /// The table of manifest fields that differ. A value joined from several manifests holds " | ",
 /// which is escaped so the table keeps three columns.
 fn differences_table(out: &mut String, differences: &[super::compare::ManifestDifference]) {
-    let cell = |value: Option<&str>| value.unwrap_or("(absent)").replace('|', "\\|");
+    let cell = |value: Option<&str>| md(value.unwrap_or("(absent)"));
     out.push_str("What differs in the run manifests:\n\n| field | A | B |\n|---|---|---|\n");
     for d in differences {
         let _ = writeln!(
@@ -876,6 +885,19 @@ mod tests {
             ..ReportOptions::default()
         };
         build_report(&["fixtures/report/paired.jsonl".into()], &options).expect("report")
+    }
+
+    /// Found by probing: a `|` in a workload name shifted every column of its row, and a line
+    /// break split the row.
+    #[test]
+    fn record_text_in_markdown_tables_is_escaped() {
+        let mut report = fixture_report();
+        for group in &mut report.groups {
+            group.workload = Some("qa|pipe\nnext".into());
+        }
+        let markdown = markdown(&report);
+        assert!(markdown.contains("| qa\\|pipe next |"), "{markdown}");
+        assert!(!markdown.contains("qa|pipe"));
     }
 
     #[test]

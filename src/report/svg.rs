@@ -70,15 +70,29 @@ fn range(values: impl Iterator<Item = f64>) -> (f64, f64) {
     (low - pad, high + pad)
 }
 
+/// `text` without the sign of a value that rounded to zero: `-0.000` and `-0.0%` read as a loss
+/// where there is none.
+pub(super) fn without_negative_zero(text: String) -> String {
+    match text.strip_prefix('-') {
+        Some(rest)
+            if rest.chars().any(|c| c.is_ascii_digit())
+                && rest.chars().all(|c| matches!(c, '0' | '.' | '%')) =>
+        {
+            rest.to_string()
+        }
+        _ => text,
+    }
+}
+
 fn tick_label(value: f64) -> String {
     let magnitude = value.abs();
-    if magnitude >= 1000.0 {
+    without_negative_zero(if magnitude >= 1000.0 {
         format!("{value:.0}")
     } else if magnitude >= 10.0 {
         format!("{value:.1}")
     } else {
         format!("{value:.3}")
-    }
+    })
 }
 
 /// A fraction as a percentage, with as many decimals as the axis span needs to tell ticks apart.
@@ -91,7 +105,7 @@ fn percent_tick(value: f64, span: f64) -> String {
     } else {
         2
     };
-    format!("{:.*}%", decimals, value * 100.0)
+    without_negative_zero(format!("{:.*}%", decimals, value * 100.0))
 }
 
 fn text_style(size: u32) -> TextStyle<'static> {
@@ -385,6 +399,17 @@ pub fn budget_curves(
 
 #[cfg(test)]
 pub(crate) mod tests {
+    /// Found by probing: values that rounded to zero were printed `-0.000` and `-0.0%`.
+    #[test]
+    fn a_value_rounded_to_zero_has_no_sign() {
+        assert_eq!(super::without_negative_zero("-0.000".into()), "0.000");
+        assert_eq!(super::without_negative_zero("-0.0%".into()), "0.0%");
+        assert_eq!(super::without_negative_zero("-0.001".into()), "-0.001");
+        assert_eq!(super::without_negative_zero("-".into()), "-");
+        assert_eq!(super::tick_label(-0.0001), "0.000");
+        assert_eq!(super::percent_tick(-0.00001, 0.5), "0%");
+    }
+
     use super::*;
 
     /// Checks that every tag is closed in order and text holds no bare `<` or `&`: enough to

@@ -697,6 +697,26 @@ fn report_compares_with_a_stored_summary() {
     read_summary(&out2);
 }
 
+/// Found by probing: 1 or 3 resamples gave intervals that left out their own estimate, and the
+/// verdicts were printed from them.
+#[test]
+fn too_few_resamples_for_the_confidence_are_refused() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let result = run(svc(state.path())
+        .args(["report", "--resamples", "3"])
+        .arg(fixture("paired.jsonl"))
+        .arg("--out")
+        .arg(state.path().join("out")));
+    assert_eq!(result.code, 2, "{}", result.stdout);
+    assert!(
+        result
+            .stderr
+            .contains("resamples must be at least 40 at confidence 0.95"),
+        "{}",
+        result.stderr
+    );
+}
+
 /// Found by probing: records of two versions of one workload were pooled into one summary row,
 /// the mean of neither, without a word.
 #[test]
