@@ -134,16 +134,25 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
+                // Chunks skipped and records that could not be read are two counts: one "0
+                // skipped" beside lines saying "skipped session …" read as a contradiction.
                 println!(
-                    "read {} outcomes; {} recovered chunks moved the weights, {} skipped; v{} → v{}",
+                    "read {} outcomes; {} recovered chunks moved the weights, {} recovered chunks skipped; {} unreadable record(s); v{} → v{}",
                     report.outcomes_read,
                     report.recovered_chunks_used,
                     report.recovered_chunks_skipped,
+                    report.skipped.len(),
                     report.version_before,
                     report.version_after
                 );
                 for line in report.skipped.iter().take(10) {
-                    eprintln!("skipped: {line}");
+                    eprintln!("svc: warning: {line}");
+                }
+                if report.skipped.len() > 10 {
+                    eprintln!(
+                        "svc: warning: … and {} more unreadable record(s)",
+                        report.skipped.len() - 10
+                    );
                 }
                 for feature in Feature::ALL {
                     let (before, after) = (

@@ -45,6 +45,17 @@ fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         (None, None) => EventLog::in_state_dir(&svc::state::home()?),
     };
     let read = log.read()?;
+    // A log of which not one line reads is not "no events": it is the wrong file, or damaged.
+    if read.entries.is_empty() && !read.warnings.is_empty() {
+        for warning in read.warnings.iter().take(3) {
+            eprintln!("warning: {warning}");
+        }
+        anyhow::bail!(
+            "none of the {} line(s) of {} is a RAVS event: is it the right file (--log)? Move a damaged log away; the proxy starts a new one",
+            read.warnings.len(),
+            log.path().display()
+        );
+    }
     for warning in &read.warnings {
         eprintln!("warning: {warning}");
     }

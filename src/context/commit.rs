@@ -203,6 +203,10 @@ pub enum CommitError {
         path: PathBuf,
         reason: String,
     },
+    #[error(
+        "the recovery bundle {path} of {ctx_id} is missing although its receipt is there: it was deleted after the commit (recover from a copy of the state, or commit the selection again)"
+    )]
+    MissingBundle { ctx_id: String, path: PathBuf },
     #[error("recovered bytes of {chunk_id} are not UTF-8")]
     NotText { chunk_id: String },
     #[error("chunk {chunk_id} of {ctx_id} is not a line range of a file (path#Lfirst-last)")]
@@ -468,7 +472,15 @@ impl CommitStore {
     ) -> Result<(RecoveryBundle, PathBuf), CommitError> {
         let ctx_id = receipt.ctx_id.as_str();
         let path = self.dir_of(ctx_id)?.join("bundle.json");
-        let (bundle, holder): (RecoveryBundle, _) = read_json(&path, ctx_id, &self.packs)?;
+        let (bundle, holder): (RecoveryBundle, _) =
+            read_json(&path, ctx_id, &self.packs).map_err(|error| match error {
+                // The receipt was read: the commit is known, its bundle is what is gone.
+                CommitError::UnknownCommit { .. } => CommitError::MissingBundle {
+                    ctx_id: ctx_id.to_string(),
+                    path: path.clone(),
+                },
+                other => other,
+            })?;
         let tampered = |reason: String| CommitError::Tampered {
             ctx_id: ctx_id.to_string(),
             path: holder.clone(),

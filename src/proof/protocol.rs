@@ -179,7 +179,7 @@ impl Protocol {
             && let Ok(bytes) = std::fs::read(path)
         {
             let stored: PrepareKeyRecord =
-                serde_json::from_slice(&bytes).map_err(|source| SessionError::Parse {
+                serde_json::from_slice(&bytes).map_err(|source| SessionError::KeyRecord {
                     path: path.clone(),
                     source,
                 })?;

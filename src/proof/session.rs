@@ -134,6 +134,14 @@ pub enum SessionError {
         source: serde_json::Error,
     },
     #[error(
+        "{path} is not a valid idempotency record: {source}; move it away (a prepare with its key then runs anew)"
+    )]
+    KeyRecord {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error(
         "{path} is corrupted: its body does not hash to body_sha256 (edited or damaged); it will not be resumed"
     )]
     HashMismatch { path: PathBuf },

@@ -200,8 +200,9 @@ impl Store {
     pub fn get(&self, id: &str) -> Result<Certificate, StoreError> {
         check_id(id)?;
         let path = self.certificate_path(id);
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
+        // Bytes, not text: a file that is not UTF-8 is damage to move away, like bad JSON.
+        let bytes = match fs::read(&path) {
+            Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return Err(StoreError::NotFound {
                     id: id.to_string(),
@@ -210,7 +211,7 @@ impl Store {
             }
             Err(source) => return Err(StoreError::Read { path, source }),
         };
-        serde_json::from_str(&text).map_err(|source| StoreError::Corrupt {
+        serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt {
             path,
             what: "certificate",
             source,
@@ -374,8 +375,8 @@ fn check_id(id: &str) -> Result<(), StoreError> {
 }
 
 fn read_feedback(path: &Path) -> Result<Vec<Feedback>, StoreError> {
-    match fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|source| StoreError::Corrupt {
+    match fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| StoreError::Corrupt {
             path: path.to_path_buf(),
             what: "feedback list",
             source,
@@ -498,6 +499,17 @@ mod tests {
         assert_eq!(page.items.len(), 1);
         assert_eq!(page.skipped.len(), 1);
         assert!(page.skipped[0].contains(damaged), "{:?}", page.skipped);
+        // Found by probing: bytes that are not UTF-8 were "cannot read" with no remedy.
+        std::fs::write(
+            store.certificates().join(format!("{damaged}.json")),
+            b"{\"id\": \"\xff\"}",
+        )
+        .expect("write");
+        let message = store.get(damaged).expect_err("damaged").to_string();
+        assert!(
+            message.contains("is not a valid certificate") && message.contains("move it away"),
+            "{message}"
+        );
     }
 
     #[test]

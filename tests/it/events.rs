@@ -606,6 +606,28 @@ fn gaps_dream_and_skills_export_from_the_command_line() {
     let again = run(svc(state.path()).args(["learning", "update", "--json"]));
     let again: Value = serde_json::from_str(&again.stdout).expect("learning JSON");
     assert_eq!(again["outcomes_read"], 0, "each session is read once");
+    // Found by probing: the text summary said "0 skipped" (recovered chunks) beside lines
+    // saying "skipped: skipped session …"; the two counts are now named apart.
+    let sessions = state.path().join("proof/sessions");
+    let session = std::fs::read_dir(&sessions)
+        .expect("sessions")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("a session");
+    std::fs::write(
+        session.with_file_name("pgs_00000000000000000000beef.json"),
+        "{",
+    )
+    .expect("write");
+    let text = run(svc(state.path()).args(["learning", "update"]));
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert!(
+        text.stdout
+            .contains("recovered chunks skipped; 1 unreadable record(s)"),
+        "{}",
+        text.stdout
+    );
+    assert!(text.stderr.contains("svc: warning: "), "{}", text.stderr);
 
     // Found by probing: a threshold of 0 was accepted (every file of every run a gap), and so
     // was an autotune of 0 tasks.

@@ -793,6 +793,19 @@ mod report {
             "{}",
             table.stdout
         );
+        // Found by probing: a file of which no line is an event said "No RAVS events" (exit 0).
+        let wrong = home.path().join("not-ravs.jsonl");
+        std::fs::write(&wrong, "{not json\nnor this\n").expect("write");
+        let refused = run(svc(home.path())
+            .args(["ravs", "report", "--log"])
+            .arg(&wrong));
+        assert_eq!(refused.code, 2, "{}", refused.stdout);
+        assert!(
+            refused.stderr.contains("none of the 2 line(s) of")
+                && refused.stderr.contains("is a RAVS event"),
+            "{}",
+            refused.stderr
+        );
 
         let json = run(svc(home.path()).args(["ravs", "report", "--since", "12h", "--json"]));
         assert_eq!(json.code, 0, "{}", json.stderr);

@@ -206,6 +206,15 @@ fn a_damaged_bundle_digest_names_the_bundle() {
             && messages[0].contains("bundle.json) names"),
         "{messages:?}"
     );
+    // A deleted bundle beside its receipt was an "unknown context commit".
+    fs::remove_file(&path).expect("delete the bundle");
+    for message in recover_all() {
+        assert!(
+            message.contains("bundle.json of")
+                && message.contains("is missing although its receipt is there"),
+            "{message}"
+        );
+    }
 }
 
 /// Issue 10: a receipt's token count could be edited and recovery went on as if nothing

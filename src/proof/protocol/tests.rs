@@ -117,6 +117,21 @@ fn an_idempotency_key_replays_its_response_and_rejects_other_text() {
             SessionError::IdempotencyConflict { .. }
         ))
     ));
+    // Found by probing: a damaged prepare-key record was "not a valid session file".
+    for entry in std::fs::read_dir(dir.path().join(IDEMPOTENCY_DIR)).expect("keys") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "json") {
+            std::fs::write(&path, "{").expect("damage");
+        }
+    }
+    let message = protocol
+        .prepare(&docs(), QUERY, 30, Bounds::default(), Some("p1"))
+        .expect_err("damaged")
+        .to_string();
+    assert!(
+        message.contains("is not a valid idempotency record") && message.contains("move it away"),
+        "{message}"
+    );
 }
 
 #[test]
