@@ -126,6 +126,16 @@ pub fn create_dir_durable(dir: &Path) -> io::Result<()> {
             Ok(()) => {}
             // Another writer made it meanwhile; it synced its own parent.
             Err(error) if error.kind() == io::ErrorKind::AlreadyExists && path.is_dir() => {}
+            // "File exists" named only the file to be written; name what is in its way.
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} is in the way: it exists and is not a directory (move it away)",
+                        path.display()
+                    ),
+                ));
+            }
             Err(error) => return Err(error),
         }
         match path.parent() {
@@ -159,6 +169,21 @@ mod tests {
             .expect("list")
             .count();
         assert_eq!(leftovers, 1, "no temporary files are left behind");
+    }
+
+    /// Found by probing: a file where a state directory goes gave "File exists" about the file
+    /// to be written.
+    #[test]
+    fn a_file_in_the_way_of_a_directory_is_named() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        fs::write(dir.path().join("index"), "x").expect("write");
+        let error =
+            atomic_write(&dir.path().join("index/key.json"), b"{}").expect_err("in the way");
+        let message = error.to_string();
+        assert!(
+            message.contains("index is in the way: it exists and is not a directory"),
+            "{message}"
+        );
     }
 
     #[test]
