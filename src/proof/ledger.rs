@@ -182,11 +182,7 @@ pub fn append(
     let existing = verify_chain(state_dir)?;
     let (text, complete) = read_ledger(&path)?;
     if complete < text.len() {
-        fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .and_then(|file| file.set_len(complete as u64))
-            .map_err(io_error)?;
+        crate::state::append::cut_to(&path, complete as u64).map_err(io_error)?;
     }
     let previous = existing
         .last()

@@ -39,6 +39,12 @@ pub fn append(_held: &AppendLock, log: &Path, bytes: &[u8], durable: bool) -> io
     append_to(&open(log)?, bytes, durable)
 }
 
+/// Cuts `log` back to its first `len` bytes: a torn last line (an append a crash cut short)
+/// goes before the next append, so it is never left in the middle of the log.
+pub fn cut_to(log: &Path, len: u64) -> io::Result<()> {
+    OpenOptions::new().write(true).open(log)?.set_len(len)
+}
+
 /// Opens (creating it private to the user) `log` for [`append_to`], for a writer that keeps it
 /// open across appends.
 pub fn open(log: &Path) -> io::Result<File> {

@@ -33,6 +33,18 @@ fn chunks() -> Vec<ChunkInput> {
         .collect()
 }
 
+/// `chunks` committed to `store` (with the same parameters and context every test uses).
+fn commit(store: &CommitStore, chunks: &[ChunkInput]) -> svc::context::commit::ContextReceipt {
+    store
+        .commit(
+            chunks,
+            serde_json::json!({"query": "a", "budget": 10}),
+            "fn a() {\n    1\n}\n",
+            &Tokenizer::new(Encoding::O200kBase),
+        )
+        .expect("commit")
+}
+
 fn files_below(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in fs::read_dir(dir).expect("list") {
         let path = entry.expect("entry").path();
@@ -63,21 +75,13 @@ fn read_back(home: &Path, ctx_id: &str, expected: &[ChunkInput]) -> Result<(), S
 fn flips_are_detected(grouped: bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let home = dir.path();
-    let tokenizer = Tokenizer::new(Encoding::O200kBase);
     let store = if grouped {
         CommitStore::grouped(home)
     } else {
         CommitStore::new(home)
     };
     let chunks = chunks();
-    let receipt = store
-        .commit(
-            &chunks,
-            serde_json::json!({"query": "a", "budget": 10}),
-            "fn a() {\n    1\n}\n",
-            &tokenizer,
-        )
-        .expect("commit");
+    let receipt = commit(&store, &chunks);
     store.sync().expect("sync");
     let ctx_id = receipt.ctx_id;
     read_back(home, &ctx_id, &chunks).expect("an intact commit reads back");
@@ -139,14 +143,7 @@ fn a_damaged_bundle_digest_names_the_bundle() {
     let home = dir.path();
     let store = CommitStore::new(home);
     let chunks = chunks();
-    let receipt = store
-        .commit(
-            &chunks,
-            serde_json::json!({"query": "a", "budget": 10}),
-            "fn a() {\n    1\n}\n",
-            &Tokenizer::new(Encoding::O200kBase),
-        )
-        .expect("commit");
+    let receipt = commit(&store, &chunks);
     let ctx_id = receipt.ctx_id;
     let path = home.join("commits").join(&ctx_id).join("bundle.json");
     let original = fs::read_to_string(&path).expect("bundle");

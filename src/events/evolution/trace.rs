@@ -216,11 +216,7 @@ impl CycleTrace {
                 // A torn tail (see [`read`]) is cut before appending, not left in the middle.
                 let complete = text.rfind('\n').map_or(0, |end| end + 1);
                 if complete < text.len() {
-                    fs::OpenOptions::new()
-                        .write(true)
-                        .open(&path)
-                        .and_then(|file| file.set_len(complete as u64))
-                        .map_err(io_error)?;
+                    crate::state::append::cut_to(&path, complete as u64).map_err(io_error)?;
                 }
                 text[..complete]
                     .lines()

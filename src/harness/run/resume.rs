@@ -78,18 +78,10 @@ pub(super) fn existing_keys(path: &Path) -> Result<Existing, RunError> {
     };
     if complete < bytes.len() {
         // An interrupted write left part of a line: drop it, the trial runs again.
-        let file = fs::OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(|source| RunError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
-        file.set_len(complete as u64)
-            .map_err(|source| RunError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        state::append::cut_to(path, complete as u64).map_err(|source| RunError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
     }
     let text = String::from_utf8_lossy(&bytes[..complete]);
     for (index, line) in text.lines().enumerate() {
