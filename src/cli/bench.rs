@@ -52,7 +52,7 @@ pub struct BenchArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     group: Vec<Group>,
     /// Answers verified per evidence text in the witness benchmark (4 verifiable claims each).
-    #[arg(long, default_value_t = 400)]
+    #[arg(long, default_value_t = 400, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     witness_answers: usize,
     /// Git repository (a directory, or a `.bundle` file cloned to a temporary directory) whose
     /// history the file-localisation figures are mined from; repeat it for several [default:

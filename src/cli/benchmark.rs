@@ -60,7 +60,7 @@ pub struct BenchmarkArgs {
     #[arg(long = "budget", value_delimiter = ',', num_args = 1.., default_values_t = vec![512usize])]
     budgets: Vec<usize>,
     /// Replicates of every (task, condition, budget).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=super::MAX_REPLICATES))]
     replicates: u64,
     /// How the native_compaction baseline compacts (`deterministic` or `model-summary`).
     #[arg(long, value_enum, default_value_t)]
@@ -77,7 +77,7 @@ pub struct BenchmarkArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Bootstrap resamples of the paired statistics.
-    #[arg(long, default_value_t = ReportOptions::default().resamples)]
+    #[arg(long, default_value_t = ReportOptions::default().resamples, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=super::MAX_RESAMPLES))]
     resamples: usize,
     /// Selector settings to run the `svc` condition under besides the context engine
     /// [default with --compare-baseline: bm25-topk; else none].
@@ -119,7 +119,18 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("loading the stored baseline {}", path.display()))
         })
         .transpose()?;
-    let out = args.out.clone().unwrap_or_else(default_out);
+    // The report's options are checked before any trial runs: a bad --resamples failed only
+    // after every trial had been paid for.
+    report::check_options(&ReportOptions {
+        seed: args.seed,
+        resamples: args.resamples,
+        ..ReportOptions::default()
+    })
+    .context("--resamples")?;
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => default_out()?,
+    };
     let selectors: Vec<SelectorName> = if args.selectors.is_empty() {
         match (&args.compare_baseline, stored_baseline) {
             (Some(_), None) => vec![SelectorName::Bm25Topk],
@@ -194,8 +205,9 @@ fn run_reader(
     budgets.sort_unstable();
     budgets.dedup();
 
-    let mut run_dirs = Vec::new();
-    let mut arm_dirs: Vec<Vec<PathBuf>> = Vec::new();
+    // Every workload is loaded before the first trial: a misspelt name failed only after the
+    // workloads before it had run.
+    let mut workloads = Vec::new();
     for name in &names {
         let loaded = workload::load(
             &workloads_root(),
@@ -204,17 +216,20 @@ fn run_reader(
                 cache_dir: state_home.join("cache"),
             },
         );
-        let loaded = match loaded {
-            Ok(loaded) => loaded,
+        match loaded {
+            Ok(loaded) => workloads.push((name, loaded)),
             // The suite's external-data workload is optional; a named one is not.
             Err(error) if !explicit && name == "halueval-distractor" => {
                 eprintln!("benchmark: skipping {name}: {error}");
-                continue;
             }
             Err(error) => {
                 return Err(anyhow::Error::from(error).context(format!("loading workload {name}")));
             }
-        };
+        }
+    }
+    let mut run_dirs = Vec::new();
+    let mut arm_dirs: Vec<Vec<PathBuf>> = Vec::new();
+    for (name, loaded) in workloads {
         let workload = Arc::new(loaded);
         let settings = RunSettings {
             scorer: workload.scorer(),
@@ -436,7 +451,9 @@ fn reader_agreement(runs: &[ReaderRun]) -> String {
     out
 }
 
-fn default_out() -> PathBuf {
+/// A new folder of its own, `reports/out/benchmark-<UTC timestamp>`, made now: two runs
+/// started in the same second shared (and resumed into) one folder. The second gets `-2`.
+fn default_out() -> anyhow::Result<PathBuf> {
     let stamp = svc::clock::rfc3339(std::time::SystemTime::now());
     // 2026-11-21T13:47:39Z -> 20261121-134739
     let compact: String = stamp
@@ -445,7 +462,52 @@ fn default_out() -> PathBuf {
         .filter(|c| c.is_ascii_digit() || *c == 'T')
         .map(|c| if c == 'T' { '-' } else { c })
         .collect();
-    Path::new("reports")
-        .join("out")
-        .join(format!("benchmark-{compact}"))
+    fresh_folder(
+        &Path::new("reports").join("out"),
+        &format!("benchmark-{compact}"),
+    )
+}
+
+/// `parent/stem`, or `parent/stem-2`, `-3`, … when taken: a folder made now, for this run only.
+fn fresh_folder(parent: &Path, stem: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    for attempt in 1..1000 {
+        let name = match attempt {
+            1 => stem.to_string(),
+            n => format!("{stem}-{n}"),
+        };
+        let out = parent.join(name);
+        // create_dir, not create_dir_all: taking the name is atomic between two runs.
+        match std::fs::create_dir(&out) {
+            Ok(()) => return Ok(out),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => {
+                return Err(error).with_context(|| format!("creating {}", out.display()));
+            }
+        }
+    }
+    anyhow::bail!(
+        "no free benchmark folder name under {}; pass --out",
+        parent.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by probing: two benchmarks started in the same second shared one folder, and the
+    /// second resumed into the first's records.
+    #[test]
+    fn each_run_gets_a_folder_of_its_own() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let first = fresh_folder(dir.path(), "benchmark-20261125-131954").expect("first");
+        let second = fresh_folder(dir.path(), "benchmark-20261125-131954").expect("second");
+        assert_ne!(first, second);
+        assert!(first.is_dir() && second.is_dir());
+        assert!(
+            second.ends_with("benchmark-20261125-131954-2"),
+            "{second:?}"
+        );
+    }
 }

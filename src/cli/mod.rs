@@ -155,6 +155,12 @@ fn quiet_on_closed_stdout() {
     }));
 }
 
+/// Most bootstrap resamples a report takes: far more than any interval needs (the default is
+/// 2,000), and a bound before a huge count exhausts memory.
+pub(crate) const MAX_RESAMPLES: u64 = 1_000_000;
+/// Most replicates a run takes: a bound before a matrix of billions of trials exhausts memory.
+pub(crate) const MAX_REPLICATES: u64 = 1_000;
+
 /// The longest wait a seconds flag takes: a year. Far beyond it a deadline overflows the clock
 /// (`Instant + Duration` panics), and no wait that long is meant.
 const MAX_WAIT_SECONDS: f64 = 365.0 * 86_400.0;

@@ -28,7 +28,7 @@ pub struct StatisticsArgs {
     #[arg(long, default_value_t = ReportOptions::default().seed)]
     seed: u64,
     /// Bootstrap resamples.
-    #[arg(long, default_value_t = ReportOptions::default().resamples)]
+    #[arg(long, default_value_t = ReportOptions::default().resamples, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=super::MAX_RESAMPLES))]
     resamples: usize,
     /// Confidence level of the intervals.
     #[arg(long, default_value_t = ReportOptions::default().confidence)]

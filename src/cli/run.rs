@@ -50,7 +50,7 @@ pub struct RunArgs {
     #[arg(long = "budget", value_delimiter = ',', num_args = 1.., default_values_t = vec![512usize])]
     budgets: Vec<usize>,
     /// Replicates of every (task, condition, budget).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=super::MAX_REPLICATES))]
     replicates: u64,
     /// Run one shard K/N of the tasks (1-based), or `auto/N` to take the index from
     /// JOB_COMPLETION_INDEX (Kubernetes Indexed Job, 0-based) or SLURM_ARRAY_TASK_ID (minus

@@ -267,7 +267,9 @@ impl Report {
     }
 }
 
-fn check_options(options: &ReportOptions) -> Result<(), ReportError> {
+/// Whether `options` can make a report (resamples, confidence, tolerance in range), before
+/// any record is read.
+pub fn check_options(options: &ReportOptions) -> Result<(), ReportError> {
     if options.resamples == 0 {
         return Err(ReportError::Options("resamples must be >= 1".into()));
     }
@@ -285,8 +287,11 @@ fn check_options(options: &ReportOptions) -> Result<(), ReportError> {
             options.confidence, options.resamples
         )));
     }
-    if !(options.tolerance >= 0.0 && options.tolerance.is_finite()) {
-        return Err(ReportError::Options("tolerance must be >= 0".into()));
+    // Scores are in [0, 1]: a tolerance above 1 would call any loss non-inferior.
+    if !(0.0..=1.0).contains(&options.tolerance) {
+        return Err(ReportError::Options(
+            "tolerance must be from 0 to 1 (scores are in [0, 1])".into(),
+        ));
     }
     Ok(())
 }

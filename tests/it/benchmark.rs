@@ -123,8 +123,15 @@ fn stored_baseline_and_bad_input_are_clear() {
         !out.path().join("runs").exists(),
         "fails before running trials"
     );
+    // Found by probing: a misspelt second workload, or a bad --resamples, failed only after
+    // every trial before it had run.
     let unknown = run(svc(state.path())
-        .args(["benchmark", "--workload", "no-such-workload", "--out"])
+        .args([
+            "benchmark",
+            "--workload",
+            "qa-builtin,no-such-workload",
+            "--out",
+        ])
         .arg(out.path()));
     assert_eq!(unknown.code, 2);
     assert!(
@@ -132,6 +139,22 @@ fn stored_baseline_and_bad_input_are_clear() {
         "{}",
         unknown.stderr
     );
+    assert!(!out.path().join("runs").exists(), "no trial ran");
+    for resamples in ["1", "18446744073709551615"] {
+        let bad = run(svc(state.path())
+            .args([
+                "benchmark",
+                "--workload",
+                "qa-builtin",
+                "--resamples",
+                resamples,
+                "--out",
+            ])
+            .arg(out.path()));
+        assert_eq!(bad.code, 2, "{resamples}: {}", bad.stderr);
+        assert!(bad.stderr.contains("resamples"), "{}", bad.stderr);
+        assert!(!out.path().join("runs").exists(), "no trial ran");
+    }
 }
 
 /// Found by probing: `svc bench --group harness` outside the repository said only "unknown
