@@ -82,17 +82,28 @@ pub struct GoArgs {
     daemon: DaemonArgs,
 }
 
-fn default_run_roots(given: Vec<PathBuf>) -> Vec<PathBuf> {
-    if given.is_empty() {
+/// The folders the Runs pages list: those given (each must be a directory, as `svc view`
+/// demands; the dashboard and daemon had started on a typo and listed nothing), else `runs`
+/// and `reports/out`.
+fn run_roots(given: Vec<PathBuf>) -> anyhow::Result<Vec<PathBuf>> {
+    for path in &given {
+        if !path.is_dir() {
+            anyhow::bail!(
+                "{} is not a directory; pass run directories (runs/<id>) or folders holding them",
+                path.display()
+            );
+        }
+    }
+    Ok(if given.is_empty() {
         vec![PathBuf::from("runs"), PathBuf::from("reports/out")]
     } else {
         given
-    }
+    })
 }
 
 fn state_home(flag: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     match flag {
-        Some(dir) => Ok(dir.clone()),
+        Some(dir) => Ok(svc::state::checked_home(dir.clone()).context("--state-dir")?),
         None => Ok(svc::state::home()?),
     }
 }
@@ -142,7 +153,7 @@ fn serve_alone(
 
 pub fn run_dashboard(args: DashboardArgs) -> anyhow::Result<ExitCode> {
     let mut settings = DashboardSettings::new(Role::Dashboard, state_home(&args.state_dir)?);
-    settings.run_roots = default_run_roots(args.run_roots);
+    settings.run_roots = run_roots(args.run_roots)?;
     serve_alone(settings, args.port, false, |url| {
         eprintln!(
             "svc dashboard: {url}/ (controls {url}/controls, runs {url}/runs, API {url}/api/openapi.json); no proxy in this process: `svc daemon` runs both"
@@ -151,16 +162,9 @@ pub fn run_dashboard(args: DashboardArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub fn run_view(args: ViewArgs) -> anyhow::Result<ExitCode> {
-    for path in &args.runs {
-        if !path.is_dir() {
-            anyhow::bail!(
-                "{} is not a directory; pass run directories (runs/<id>) or folders holding them",
-                path.display()
-            );
-        }
-    }
+    let roots = run_roots(args.runs)?;
     let mut settings = DashboardSettings::new(Role::Viewer, state_home(&args.state_dir)?);
-    settings.run_roots = default_run_roots(args.runs);
+    settings.run_roots = roots;
     let roots = settings.run_roots.clone();
     serve_alone(settings, args.port, args.open, |url| {
         let found = dashboard::runs::discover(&roots).len();
@@ -201,7 +205,7 @@ fn daemon_settings(args: &DaemonArgs) -> anyhow::Result<DaemonSettings> {
         mcp_port: (!args.no_mcp).then_some(args.mcp_port),
         quality: args.quality,
         repos,
-        run_roots: default_run_roots(args.run_roots.clone()),
+        run_roots: run_roots(args.run_roots.clone())?,
     })
 }
 

@@ -68,7 +68,7 @@ fn resolve(flag: Option<String>, env: &str, default: &str) -> String {
 
 pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
     let state_home = match &args.state_dir {
-        Some(dir) => dir.clone(),
+        Some(dir) => svc::state::checked_home(dir.clone()).context("--state-dir")?,
         None => svc::state::home()?,
     };
     if args.budget == 0 {

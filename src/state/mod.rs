@@ -57,11 +57,17 @@ pub fn home() -> Result<PathBuf, StateError> {
             .map(|home| PathBuf::from(home).join(".svc"))
             .ok_or(StateError::NoHome)?,
     };
-    // A file in its place failed every write with "File exists (os error 17)", several times.
-    if home.exists() && !home.is_dir() {
-        return Err(StateError::HomeNotADirectory { path: home });
+    checked_home(home)
+}
+
+/// `dir` as a state directory (`SVC_HOME`, or a `--state-dir` flag): refused when a file is in
+/// its place, which failed every write with "File exists (os error 17)", several times (and a
+/// proxy started on one served answers without their witness headers).
+pub fn checked_home(dir: PathBuf) -> Result<PathBuf, StateError> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(StateError::HomeNotADirectory { path: dir });
     }
-    Ok(home)
+    Ok(dir)
 }
 
 /// Write `bytes` to `path` atomically: a temporary file in the same directory is written,

@@ -1022,3 +1022,31 @@ async fn go_indexes_the_project_starts_the_daemon_and_prints_the_agent_lines() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Found by probing: `svc dashboard --runs /nonexist` (and `svc daemon`) started and listed
+/// nothing, where `svc view /nonexist` is a usage error.
+#[test]
+fn a_runs_folder_that_does_not_exist_is_a_usage_error() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let missing = home.path().join("no-such-runs");
+    for command in [
+        &["dashboard", "--port", "0"][..],
+        &[
+            "daemon",
+            "--port",
+            "0",
+            "--dashboard-port",
+            "0",
+            "--mcp-port",
+            "0",
+        ][..],
+    ] {
+        let out = run(svc(home.path()).args(command).arg("--runs").arg(&missing));
+        assert_eq!(out.code, 2, "{command:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("is not a directory"),
+            "{command:?}: {}",
+            out.stderr
+        );
+    }
+}

@@ -1137,6 +1137,12 @@ fn svc_proxy_rejects_bad_flags_with_usage_errors() {
             "has a query",
         ),
         (&["--max-body-bytes", "0"][..], "at least 1"),
+        // Found by probing: a file as the state directory started a proxy that answered
+        // without its witness headers.
+        (
+            &["--witness", "audit", "--state-dir", "Cargo.toml"][..],
+            "is not a directory",
+        ),
     ] {
         let run = crate::harness::run(crate::harness::svc(state.path()).arg("proxy").args(args));
         assert_eq!(run.code, 2, "{args:?}");
