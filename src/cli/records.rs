@@ -143,6 +143,24 @@ struct Summary<'a> {
 }
 
 fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    // Its output cut short by its reader (`| head -1`) is how a pipe ends: exit quietly as a
+    // shell's SIGPIPE would, as every other command does. (Only stdout is written here, so a
+    // broken pipe is always that one.)
+    match validate_to_stdout(args) {
+        Err(error)
+            if error.chain().any(|cause| {
+                cause
+                    .downcast_ref::<io::Error>()
+                    .is_some_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+            }) =>
+        {
+            Ok(ExitCode::from(141))
+        }
+        other => other,
+    }
+}
+
+fn validate_to_stdout(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let validator = RecordValidator::new()?;
     let stdout = io::stdout();
     let mut out = io::BufWriter::new(stdout.lock());

@@ -330,3 +330,25 @@ fn issue_10_integral_floats_count_in_validate_and_report() {
     assert_eq!(summary["inputs"]["valid_records"], 1, "{summary}");
     assert_eq!(summary["inputs"]["invalid_records"], 0, "{summary}");
 }
+
+/// Found by probing: `svc records validate bad.jsonl | head -1` printed "svc: error: Broken
+/// pipe (os error 32)" and exited 2, where every other command ends quietly.
+#[test]
+fn validate_ends_quietly_when_its_reader_goes_away() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let bad = state.path().join("bad.jsonl");
+    fs::write(&bad, "{}\n".repeat(5_000)).expect("write");
+    let mut child = svc(state.path())
+        .args(["records", "validate"])
+        .arg(&bad)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // The reader goes away before reading anything: every write fails with a broken pipe.
+    drop(child.stdout.take());
+    let output = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("Broken pipe"), "{stderr}");
+}
