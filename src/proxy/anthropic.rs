@@ -167,18 +167,23 @@ pub fn answer(response: &Value) -> Answer {
 
 /// The answer of a streamed Messages response (`content_block_delta` text deltas).
 pub fn stream_answer(events: &[Value]) -> Answer {
-    let mut text = String::new();
+    // Text per content block: several text blocks are audited only, as in a whole response
+    // (strict had folded the second block into the first).
+    let mut texts: std::collections::BTreeMap<u64, String> = std::collections::BTreeMap::new();
     let mut structured = false;
     for event in events {
         match event.get("type").and_then(Value::as_str) {
             Some("content_block_delta") => {
                 match event.pointer("/delta/type").and_then(Value::as_str) {
-                    Some("text_delta") => text.push_str(
-                        event
-                            .pointer("/delta/text")
-                            .and_then(Value::as_str)
-                            .unwrap_or(""),
-                    ),
+                    Some("text_delta") => texts
+                        .entry(event.get("index").and_then(Value::as_u64).unwrap_or(0))
+                        .or_default()
+                        .push_str(
+                            event
+                                .pointer("/delta/text")
+                                .and_then(Value::as_str)
+                                .unwrap_or(""),
+                        ),
                     Some("input_json_delta") => structured = true,
                     _ => {}
                 }
@@ -192,11 +197,7 @@ pub fn stream_answer(events: &[Value]) -> Answer {
             _ => {}
         }
     }
-    Answer {
-        text,
-        single_part: None,
-        structured,
-    }
+    Answer::from_streamed(texts.into_values().collect(), structured)
 }
 
 #[cfg(test)]

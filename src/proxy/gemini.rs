@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::optimize::{Role, Unit, mark_kept};
 use super::provider::Answer;
-use super::spans::{Seg, key};
+use super::spans::{self, Seg, key};
 
 fn shape(problem: &str) -> String {
     format!("unrecognised_shape ({problem})")
@@ -86,35 +86,67 @@ pub fn units(request: &Value) -> Result<Vec<Unit>, String> {
 /// The answer of a response (or of one streamed chunk): `candidates[0].content.parts[].text`;
 /// a `functionCall` part makes it structured.
 pub fn answer(response: &Value) -> Answer {
+    let (parts, structured) = candidate_parts(response);
+    Answer::from_parts(
+        parts
+            .into_iter()
+            .map(|(path, _, text)| (path, text))
+            .collect(),
+        structured,
+    )
+}
+
+/// The text parts of every candidate (path, candidate index, text), and whether any part is
+/// not text. Every candidate: the second was never checked, and passed strict unseen.
+fn candidate_parts(response: &Value) -> (Vec<(spans::Path, u64, String)>, bool) {
     let mut parts = Vec::new();
     let mut structured = false;
-    for (p, part) in response
-        .pointer("/candidates/0/content/parts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if part.get("thought").and_then(Value::as_bool) == Some(true) {
-            continue;
-        }
-        if let Some(text) = part.get("text").and_then(Value::as_str) {
-            parts.push((
-                vec![
-                    key("candidates"),
-                    Seg::Index(0),
-                    key("content"),
-                    key("parts"),
-                    Seg::Index(p),
-                    key("text"),
-                ],
-                text.to_string(),
-            ));
-        } else {
-            structured = true;
+    let candidates = response.get("candidates").and_then(Value::as_array);
+    for (c, candidate) in candidates.into_iter().flatten().enumerate() {
+        let index = candidate
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(c as u64);
+        let content = candidate
+            .pointer("/content/parts")
+            .and_then(Value::as_array);
+        for (p, part) in content.into_iter().flatten().enumerate() {
+            if part.get("thought").and_then(Value::as_bool) == Some(true) {
+                continue;
+            }
+            if let Some(text) = part.get("text").and_then(Value::as_str) {
+                parts.push((
+                    vec![
+                        key("candidates"),
+                        Seg::Index(c),
+                        key("content"),
+                        key("parts"),
+                        Seg::Index(p),
+                        key("text"),
+                    ],
+                    index,
+                    text.to_string(),
+                ));
+            } else {
+                structured = true;
+            }
         }
     }
-    Answer::from_parts(parts, structured)
+    (parts, structured)
+}
+
+/// The answer of a streamed response: each event's candidates, text gathered per candidate.
+pub fn stream_answer(events: &[Value]) -> Answer {
+    let mut texts: std::collections::BTreeMap<u64, String> = std::collections::BTreeMap::new();
+    let mut structured = false;
+    for event in events {
+        let (parts, any_structured) = candidate_parts(event);
+        structured |= any_structured;
+        for (_, index, text) in parts {
+            texts.entry(index).or_default().push_str(&text);
+        }
+    }
+    Answer::from_streamed(texts.into_values().collect(), structured)
 }
 
 /// JSON mode (`generationConfig.responseMimeType` other than text).

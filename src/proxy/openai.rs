@@ -161,27 +161,33 @@ pub fn responses_units(request: &Value) -> Result<Vec<Unit>, String> {
 /// The answer of a Chat Completions response: `choices[0].message.content`; tool calls or a
 /// JSON response format make it structured.
 pub fn chat_answer(response: &Value) -> Answer {
-    let Some(message) = response.pointer("/choices/0/message") else {
-        return Answer::default();
-    };
-    let structured = message
-        .get("tool_calls")
-        .is_some_and(|calls| calls.as_array().is_some_and(|c| !c.is_empty()))
-        || message
-            .get("function_call")
-            .is_some_and(|call| !call.is_null());
-    let parts = match message.get("content") {
-        Some(Value::String(text)) => vec![(
-            vec![
-                key("choices"),
-                Seg::Index(0),
-                key("message"),
-                key("content"),
-            ],
-            text.clone(),
-        )],
-        _ => Vec::new(),
-    };
+    // Every choice (`n` > 1): the second was never checked, and passed strict unseen. Several
+    // choices are several parts, audited only.
+    let mut parts = Vec::new();
+    let mut structured = false;
+    let choices = response.get("choices").and_then(Value::as_array);
+    for (c, choice) in choices.into_iter().flatten().enumerate() {
+        let Some(message) = choice.get("message") else {
+            continue;
+        };
+        structured |= message
+            .get("tool_calls")
+            .is_some_and(|calls| calls.as_array().is_some_and(|c| !c.is_empty()))
+            || message
+                .get("function_call")
+                .is_some_and(|call| !call.is_null());
+        if let Some(Value::String(text)) = message.get("content") {
+            parts.push((
+                vec![
+                    key("choices"),
+                    Seg::Index(c),
+                    key("message"),
+                    key("content"),
+                ],
+                text.clone(),
+            ));
+        }
+    }
     Answer::from_parts(parts, structured)
 }
 
@@ -231,22 +237,26 @@ pub fn responses_answer(response: &Value) -> Answer {
 
 /// The answer of a streamed Chat Completions response (`choices[0].delta.content`).
 pub fn chat_stream_answer(events: &[Value]) -> Answer {
-    let mut answer = Answer::default();
+    // Text per choice `index` (`n` > 1 interleaves the choices' events): read as one text, the
+    // choices were mixed, and strict moved one choice's words into the other.
+    let mut texts: std::collections::BTreeMap<u64, String> = std::collections::BTreeMap::new();
+    let mut structured = false;
     for event in events {
-        if let Some(text) = event
-            .pointer("/choices/0/delta/content")
-            .and_then(Value::as_str)
-        {
-            answer.text.push_str(text);
-        }
-        if event
-            .pointer("/choices/0/delta/tool_calls")
-            .is_some_and(|calls| !calls.is_null())
-        {
-            answer.structured = true;
+        let choices = event.get("choices").and_then(Value::as_array);
+        for choice in choices.into_iter().flatten() {
+            let index = choice.get("index").and_then(Value::as_u64).unwrap_or(0);
+            if let Some(text) = choice.pointer("/delta/content").and_then(Value::as_str) {
+                texts.entry(index).or_default().push_str(text);
+            }
+            if choice
+                .pointer("/delta/tool_calls")
+                .is_some_and(|calls| !calls.is_null())
+            {
+                structured = true;
+            }
         }
     }
-    answer
+    Answer::from_streamed(texts.into_values().collect(), structured)
 }
 
 /// The answer of a streamed Responses response (`response.output_text.delta` events).
@@ -283,6 +293,27 @@ pub fn wants_json(request: &Value) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Found by probing: only the first of `n` choices was checked; the others passed strict
+    /// unseen. Several choices are several parts: audited, never rewritten.
+    #[test]
+    fn every_choice_is_read_and_several_are_audited_only() {
+        let response = json!({"choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "First."}},
+            {"index": 1, "message": {"role": "assistant", "content": "Second."}}
+        ]});
+        let answer = chat_answer(&response);
+        assert_eq!(answer.text, "First.\nSecond.");
+        assert_eq!(answer.single_part, None);
+        let events = vec![
+            json!({"choices": [{"index": 0, "delta": {"content": "A "}}]}),
+            json!({"choices": [{"index": 1, "delta": {"content": "B "}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "a."}}]}),
+        ];
+        let streamed = chat_stream_answer(&events);
+        assert_eq!(streamed.text, "A a.\nB ");
+        assert!(streamed.several);
+    }
 
     #[test]
     fn chat_units_keep_system_and_latest_user() {

@@ -85,15 +85,7 @@ impl Route {
             Route::AnthropicMessages => anthropic::stream_answer(events),
             Route::OpenaiChat => openai::chat_stream_answer(events),
             Route::OpenaiResponses => openai::responses_stream_answer(events),
-            Route::GeminiGenerate => {
-                let mut answer = Answer::default();
-                for event in events {
-                    let part = gemini::answer(event);
-                    answer.text.push_str(&part.text);
-                    answer.structured |= part.structured;
-                }
-                answer
-            }
+            Route::GeminiGenerate => gemini::stream_answer(events),
             Route::Passthrough(_) => Answer::default(),
         }
     }
@@ -108,9 +100,22 @@ pub struct Answer {
     pub single_part: Option<Path>,
     /// Tool calls, JSON mode or structured output: audited only, never rewritten.
     pub structured: bool,
+    /// A streamed answer whose text spans several choices, candidates or content blocks:
+    /// which one a removed claim came from is not knowable, so it is audited only.
+    pub several: bool,
 }
 
 impl Answer {
+    /// A streamed answer from the text of each choice, candidate or block, in order.
+    pub fn from_streamed(texts: Vec<String>, structured: bool) -> Answer {
+        Answer {
+            several: texts.len() > 1,
+            text: texts.join("\n"),
+            single_part: None,
+            structured,
+        }
+    }
+
     /// Collects text parts: one part is rewritable, several are audited only.
     pub fn from_parts(parts: Vec<(Path, String)>, structured: bool) -> Answer {
         let single_part = (parts.len() == 1).then(|| parts[0].0.clone());
@@ -122,6 +127,7 @@ impl Answer {
                 .join("\n"),
             single_part,
             structured,
+            several: false,
         }
     }
 }

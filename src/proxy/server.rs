@@ -758,7 +758,16 @@ async fn verified_stream(
     let events = sse::split(&text);
     let is_sse = !text.trim_start().starts_with('[');
     let answer = route.stream_answer(&check::stream_events(&bytes));
-    let body = match check::run(settings, &state.witness_store, evidence, &answer, is_sse).await {
+    let rewritable = is_sse && !answer.several;
+    let body = match check::run(
+        settings,
+        &state.witness_store,
+        evidence,
+        &answer,
+        rewritable,
+    )
+    .await
+    {
         Ok((certificate, mode, output)) => {
             if let Some(plan) = plan {
                 record(state, vec![plan.verdict_entry(&certificate)]).await;

@@ -255,3 +255,67 @@ async fn an_encoded_answer_is_withheld_in_strict_mode_and_passed_on_unchecked_ot
     assert_eq!(header(&response, "x-svc-witness-status"), "", "not checked");
     assert_eq!(&response.bytes().await.expect("body")[..], encoded);
 }
+
+/// A whole HTTP response carrying `events` as a chunked event stream.
+fn event_stream(events: &[String]) -> Vec<u8> {
+    let mut answer =
+        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
+            .to_vec();
+    for event in events {
+        answer.extend(format!("{:x}\r\n{event}\r\n", event.len()).into_bytes());
+    }
+    answer.extend(b"0\r\n\r\n");
+    answer
+}
+
+/// Found by probing: a stream of two choices (`n: 2`), or two Anthropic text blocks, was read
+/// as one text, and strict moved one choice's words into the other (and emptied it). Several
+/// texts are audited only and come back byte-identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_of_several_choices_or_blocks_is_audited_and_returned_as_sent() {
+    let evidence = "The Halden Observatory was founded in 1921 by Ingrid Solberg.";
+    let request = format!(
+        r#"{{"stream":true,"messages":[{{"role":"system","content":"{evidence}"}},{{"role":"user","content":"Tell me about it."}}]}}"#
+    );
+    let mut events = Vec::new();
+    for text in [
+        "The Halden Observatory was founded ",
+        "in 1850 by Per Anker. ",
+    ] {
+        for index in 0..2 {
+            events.push(format!(
+                "data: {{\"choices\":[{{\"index\":{index},\"delta\":{{\"content\":\"{text}\"}}}}]}}\n\n"
+            ));
+        }
+    }
+    events.push("data: [DONE]\n\n".to_string());
+    let upstream = raw_upstream(event_stream(&events)).await;
+    let proxy = Proxy::start(&upstream, witness(Mode::Strict, false)).await;
+    let response = proxy.post("/v1/chat/completions", request.clone()).await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "x-svc-witness-mode"), "audit");
+    let body = response.bytes().await.expect("body");
+    assert_eq!(String::from_utf8_lossy(&body), events.concat());
+
+    let mut blocks = Vec::new();
+    for (index, text) in [(0, evidence), (1, "It was built on the moon in 1850.")] {
+        blocks.push(format!(
+            "event: content_block_delta\ndata: {{\"type\":\"content_block_delta\",\"index\":{index},\"delta\":{{\"type\":\"text_delta\",\"text\":\"{text}\"}}}}\n\n"
+        ));
+    }
+    blocks.push("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n".to_string());
+    let upstream = raw_upstream(event_stream(&blocks)).await;
+    let proxy = Proxy::start(&upstream, witness(Mode::Strict, false)).await;
+    let response = proxy
+        .post(
+            "/v1/messages",
+            format!(
+                r#"{{"stream":true,"max_tokens":50,"system":"{evidence}","messages":[{{"role":"user","content":"Tell me about it."}}]}}"#
+            ),
+        )
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "x-svc-witness-mode"), "audit");
+    let body = response.bytes().await.expect("body");
+    assert_eq!(String::from_utf8_lossy(&body), blocks.concat());
+}
