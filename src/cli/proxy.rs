@@ -143,7 +143,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    runtime.block_on(async move {
+    let outcome = runtime.block_on(async move {
         let state = ProxyState::new(settings, logger)?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", args.port))
             .await
@@ -166,8 +166,10 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         for skipped in &state.routing.skipped_at_start {
             eprintln!("svc proxy: warning: RAVS log {skipped}");
         }
-        let served = axum::serve(listener, make_service(state.clone()))
-            .with_graceful_shutdown(async {
+        let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+        let graceful = axum::serve(listener, make_service(state.clone())).with_graceful_shutdown({
+            let signalled = signalled.clone();
+            async move {
                 // Ctrl-C, or a service manager's SIGTERM: both end with the RAVS flush below.
                 let terminate = async {
                     match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -182,13 +184,35 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                     _ = tokio::signal::ctrl_c() => {}
                     () = terminate => {}
                 }
-            })
-            .await
-            .context("serving the proxy");
+                signalled.notify_one();
+            }
+        });
+        // Open requests get a grace period, not forever: a strict check of a multi-megabyte
+        // answer kept the proxy from stopping on SIGTERM for minutes.
+        let served = tokio::select! {
+            served = graceful => served.context("serving the proxy"),
+            () = async {
+                signalled.notified().await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            } => {
+                eprintln!(
+                    "svc proxy: stopping with requests still open after {} s",
+                    SHUTDOWN_GRACE.as_secs()
+                );
+                Ok(())
+            }
+        };
         // The RAVS log is written in the background: its last lines before the process exits.
         state.routing.flush();
         served?;
         anyhow::Ok(())
-    })?;
+    });
+    // Verification still running on a blocking thread is not waited for: it answers a request
+    // that is gone.
+    runtime.shutdown_background();
+    outcome?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// How long open requests may finish after Ctrl-C or SIGTERM (as the daemon's servers).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(5);

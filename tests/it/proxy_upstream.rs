@@ -319,3 +319,58 @@ async fn a_stream_of_several_choices_or_blocks_is_audited_and_returned_as_sent()
     let body = response.bytes().await.expect("body");
     assert_eq!(String::from_utf8_lossy(&body), blocks.concat());
 }
+
+/// Found by probing: SIGTERM (then SIGINT) left the proxy running for minutes while a request
+/// was open (a strict check of a multi-megabyte answer). Open requests get a grace period.
+#[test]
+fn a_signal_stops_the_proxy_while_a_request_is_still_open() {
+    use std::io::{BufRead, BufReader, Write};
+    let upstream = crate::serve_on_thread(axum::Router::new().fallback(|| async {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        "late"
+    }));
+    let state = tempfile::tempdir().expect("state");
+    let mut child = crate::harness::svc(state.path())
+        .args(["proxy", "--port", "0", "--upstream-openai"])
+        .arg(format!("http://{upstream}"))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("the listening line");
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("an address")
+        .to_string();
+    let body = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+    let mut client = std::net::TcpStream::connect(&address).expect("connect");
+    write!(
+        client,
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    std::thread::sleep(Duration::from_millis(500));
+    let killed = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    // The upstream answers in ten minutes; the proxy must be gone long before.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the proxy did not stop with a request open"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(client);
+}
