@@ -307,7 +307,14 @@ pub fn reset(home: &Path) -> Result<WeightsFile, StoreError> {
         Ok(file) => file.unwrap_or_default(),
         Err(StoreError::Corrupt { .. } | StoreError::Format { .. }) => {
             let path = path_of(home);
-            let broken = path.with_extension("json.broken");
+            // An earlier broken file is kept too: `.broken`, then `.broken.2`, `.broken.3`, …
+            let broken = (1..)
+                .map(|n| match n {
+                    1 => path.with_extension("json.broken"),
+                    n => path.with_extension(format!("json.broken.{n}")),
+                })
+                .find(|candidate| !candidate.exists())
+                .unwrap_or_else(|| path.with_extension("json.broken"));
             std::fs::rename(&path, &broken).map_err(|source| StoreError::Read {
                 path: path.clone(),
                 source,
@@ -438,8 +445,13 @@ mod tests {
             "{message}"
         );
         reset(dir.path()).expect("reset repairs it");
+        // Found by probing: a second broken file overwrote the first one kept.
+        assert!(
+            path.with_extension("json.broken").exists(),
+            "the first kept"
+        );
         assert_eq!(
-            std::fs::read(path.with_extension("json.broken")).expect("kept"),
+            std::fs::read(path.with_extension("json.broken.2")).expect("kept"),
             b"{\n  \"format\": \xff\xfe }"
         );
 
