@@ -182,6 +182,13 @@ pub fn run_view(args: ViewArgs) -> anyhow::Result<ExitCode> {
 fn daemon_settings(args: &DaemonArgs) -> anyhow::Result<DaemonSettings> {
     let state_home = state_home(&args.proxy.state_dir)?;
     let proxy = if args.no_proxy {
+        // The witness runs in the proxy: asked for without one, it was dropped in silence.
+        if let Some(mode) = args.proxy.witness {
+            anyhow::bail!(
+                "--witness {} needs the proxy, which --no-proxy leaves out; drop one of them",
+                mode.as_str()
+            );
+        }
         None
     } else {
         Some(proxy::settings(&args.proxy)?)

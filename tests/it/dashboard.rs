@@ -1049,4 +1049,22 @@ fn a_runs_folder_that_does_not_exist_is_a_usage_error() {
             out.stderr
         );
     }
+    // Found by probing too: `--no-proxy --witness strict` dropped the witness in silence.
+    let out = run(svc(home.path()).args([
+        "daemon",
+        "--no-proxy",
+        "--witness",
+        "strict",
+        "--dashboard-port",
+        "0",
+        "--mcp-port",
+        "0",
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("needs the proxy, which --no-proxy leaves out"),
+        "{}",
+        out.stderr
+    );
 }
