@@ -178,6 +178,13 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         Ok(options) => options,
         Err(error) => return Ok(usage_error(error)),
     };
+    // Ignored in silence before: with --compare-runs each condition of B is compared with the
+    // same condition of A, never with another condition.
+    if args.compare_runs.is_some() && options.baseline_condition.is_some() {
+        return Ok(usage_error(anyhow::anyhow!(
+            "--baseline-condition has no effect with --compare-runs, which compares each condition of the second set with the same condition of the first; drop one of them"
+        )));
+    }
     // `-` reads records from stdin, as `svc records validate -` does: spooled to a file named
     // stdin.jsonl, which is what the report's input list then names.
     let mut runs = args.runs.clone();

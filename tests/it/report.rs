@@ -799,6 +799,27 @@ fn compare_runs_pairs_two_record_sets_and_states_what_differs() {
         "{}",
         disjoint.stderr
     );
+    // Found by probing: --baseline-condition was ignored in silence with --compare-runs.
+    let both = run(svc(state.path())
+        .args([
+            "report",
+            "--resamples",
+            "50",
+            "--baseline-condition",
+            "svc",
+            "--compare-runs",
+        ])
+        .arg(&qa)
+        .arg(&qa)
+        .arg("--out")
+        .arg(state.path().join("both")));
+    assert_eq!(both.code, 2, "{}", both.stdout);
+    assert!(
+        both.stderr
+            .contains("--baseline-condition has no effect with --compare-runs"),
+        "{}",
+        both.stderr
+    );
     // Found by probing: an empty second set exited 0 with "(no paired comparisons)", its first
     // set alone making every unit "complete".
     let empty = state.path().join("empty.jsonl");
