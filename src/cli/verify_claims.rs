@@ -98,10 +98,19 @@ fn render(report: &VerificationReport) -> String {
         .iter()
         .filter(|c| c.status == ClaimStatus::Fail)
         .count();
-    out.push_str(&if failed == 0 {
-        "all claims hold\n".to_string()
-    } else {
-        format!("{failed} claim(s) failed\n")
+    let skipped = report
+        .claims
+        .iter()
+        .filter(|c| c.status == ClaimStatus::Skipped)
+        .count();
+    // "all claims hold" over a repository where most were skipped overstated what was checked.
+    out.push_str(&match (failed, skipped) {
+        (0, 0) => "all claims hold\n".to_string(),
+        (0, skipped) => format!(
+            "the claims checked hold; {skipped} of {} skipped (see their detail)\n",
+            report.claims.len()
+        ),
+        (failed, _) => format!("{failed} claim(s) failed\n"),
     });
     out
 }

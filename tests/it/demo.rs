@@ -177,3 +177,37 @@ fn relative_links_of_the_docs_resolve() {
     }
     assert!(broken.is_empty(), "broken links: {broken:#?}");
 }
+
+/// Found by probing: on a two-file folder `verify-claims` printed "all claims hold" with 3 of
+/// its 4 claims skipped.
+#[test]
+fn verify_claims_says_how_many_it_skipped() {
+    let state = tempfile::tempdir().expect("state");
+    let repo = tempfile::tempdir().expect("repo");
+    std::fs::write(repo.path().join("a.rs"), "fn main() {}\n").expect("write");
+    std::fs::write(
+        repo.path().join("doc.md"),
+        "Paris is the capital of France.\n",
+    )
+    .expect("write");
+    let mut command: Command = svc(state.path());
+    command.current_dir(repo.path()).arg("verify-claims");
+    let out = run(&mut command);
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join(".svc_verification.json")).expect("report"),
+    )
+    .expect("JSON");
+    let skipped = report["claims"]
+        .as_array()
+        .expect("claims")
+        .iter()
+        .filter(|c| c["status"] == "skipped")
+        .count();
+    assert!(skipped > 0, "{report}");
+    assert!(!out.stdout.contains("all claims hold"), "{}", out.stdout);
+    assert!(
+        out.stdout.contains(&format!("{skipped} of ")) && out.stdout.contains("skipped"),
+        "{}",
+        out.stdout
+    );
+}
