@@ -40,10 +40,10 @@ pub struct AutotuneArgs {
     #[arg(long, default_value_t = 60, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(2..))]
     max_tasks: usize,
     /// Budgets each weight vector is measured at.
-    #[arg(long, value_delimiter = ',', default_value = "4000,8000")]
+    #[arg(long, value_delimiter = ',', default_value = "4000,8000", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     budgets: Vec<usize>,
-    /// Bound on objective evaluations of the search.
-    #[arg(long, default_value_t = 40)]
+    /// Bound on objective evaluations of the search (at least 1).
+    #[arg(long, default_value_t = 40, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     max_evaluations: usize,
     /// Non-inferiority margin of the held-out comparison (objective share).
     #[arg(long, default_value_t = 0.01)]
@@ -171,6 +171,13 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn run_autotune(home: &std::path::Path, args: AutotuneArgs) -> anyhow::Result<ExitCode> {
+    // Checked before minutes of mining and indexing: NaN, a negative or a whole-objective
+    // margin ran to the end with a comparison that could not mean anything.
+    anyhow::ensure!(
+        (0.0..1.0).contains(&args.margin),
+        "--margin must be a share of the objective from 0 to just below 1, got {}",
+        args.margin
+    );
     let own = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     let mut prepared: Vec<PreparedTask> = Vec::new();
     for repo in &args.repos {

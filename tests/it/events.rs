@@ -635,10 +635,36 @@ fn gaps_dream_and_skills_export_from_the_command_line() {
         &["gaps", "--threshold", "0"][..],
         &["dream", "--threshold", "0"][..],
         &["learning", "autotune", "--repo", ".", "--max-tasks", "1"][..],
+        // Found by probing: 0 evaluations became 1 and a budget of 0 failed after mining.
+        &[
+            "learning",
+            "autotune",
+            "--repo",
+            ".",
+            "--max-evaluations",
+            "0",
+        ][..],
+        &["learning", "autotune", "--repo", ".", "--budgets", "4000,0"][..],
     ] {
         let refused = run(svc(state.path()).args(args));
         assert_eq!(refused.code, 2, "{args:?}: {}", refused.stdout);
         assert!(refused.stderr.contains("is not in"), "{}", refused.stderr);
+    }
+    // A margin that cannot mean anything (NaN, negative, the whole objective) ran to the end.
+    for margin in ["NaN", "-1", "5"] {
+        let refused = run(svc(state.path()).args([
+            "learning",
+            "autotune",
+            "--repo",
+            ".",
+            &format!("--margin={margin}"),
+        ]));
+        assert_eq!(refused.code, 2, "{margin}: {}", refused.stdout);
+        assert!(
+            refused.stderr.contains("--margin must be a share"),
+            "{margin}: {}",
+            refused.stderr
+        );
     }
     let out = run(svc(state.path()).args(["gaps"]));
     assert_eq!(out.code, 0, "{}", out.stderr);
