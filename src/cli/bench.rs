@@ -13,17 +13,17 @@ use super::Format;
 #[derive(Debug, Args)]
 pub struct BenchArgs {
     /// Records generated for the validation benchmark.
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     records: usize,
     /// Source tree for the token-counting benchmark [default: the Rust crate sources under
     /// $CARGO_HOME/registry/src, else ./src].
     #[arg(long)]
     corpus: Option<PathBuf>,
     /// Megabytes of source text for the token-counting benchmark.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 8, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     corpus_mb: usize,
     /// Megabytes of generated log and of generated JSON for the compression benchmark.
-    #[arg(long, default_value_t = 16)]
+    #[arg(long, default_value_t = 16, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     compress_mb: usize,
     /// A directory holding clones of requests, flask and fd (see
     /// `fixtures/compress/kind-truth.tsv`): the compress group then reports kind detection on
@@ -38,13 +38,13 @@ pub struct BenchArgs {
     #[arg(long, default_value = "halueval-distractor")]
     harness_workload: String,
     /// Context budget of the harness throughput figure.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     harness_budget: usize,
     /// Replicates of the harness throughput run.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..))]
     harness_replicates: u64,
     /// Runs of the harness throughput figure (the median is reported).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     harness_repeats: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
@@ -61,7 +61,7 @@ pub struct BenchArgs {
     localize_repo: Vec<PathBuf>,
     /// Tasks mined per repository for the file-localisation figures (newest first; split into
     /// tune and held-out parts by commit id).
-    #[arg(long, default_value_t = 40)]
+    #[arg(long, default_value_t = 40, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     localize_tasks: usize,
     /// Run only the tasks of one part (`tune` while tuning; the other part is then never looked
     /// at).
@@ -80,38 +80,38 @@ pub struct BenchArgs {
     #[arg(long, hide = true)]
     context_part: Option<ContextPart>,
     /// Records generated for the report benchmark (aggregate + paired stats).
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     report_records: usize,
     /// Generated planner rounds of the proof benchmark (the median is reported).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     proof_rounds: usize,
     /// Requests of the proxy pass-through load run.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     proxy_requests: usize,
     /// Concurrent clients of the proxy load run.
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = 64, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     proxy_clients: usize,
     /// Tokens of the generated repository the daemon benchmark watches.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     daemon_repo_tokens: usize,
     /// Trial records of the generated run the viewer benchmark opens.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     viewer_records: usize,
     /// Repository of the MCP round-trip figures [default: about 1M tokens of crate sources
     /// copied from the corpus directory].
     #[arg(long)]
     mcp_repo: Option<PathBuf>,
     /// Warm select_context calls of the MCP round-trip figure.
-    #[arg(long, default_value_t = 60)]
+    #[arg(long, default_value_t = 60, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     mcp_calls: usize,
     /// Requests of the simulated routing stream.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = 10_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     routing_requests: usize,
     /// Seed of the reported routing run.
     #[arg(long, default_value_t = svc::routing::simulate::DEFAULT_SEED)]
     routing_seed: u64,
     /// Other seeds the routing targets are checked on (seeds 1..=N).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..))]
     routing_seeds: u64,
     /// The gate's shadow_observations in the routing simulation (0: no shadow trials).
     #[arg(long, default_value_t = 0)]

@@ -174,3 +174,24 @@ fn bench_harness_outside_the_repository_says_how_to_name_a_workload() {
         out.stderr
     );
 }
+
+/// Found by probing: `svc bench --proxy-clients 0` reported "70 requests from 0 clients", and
+/// `--records 0`, `--harness-repeats 0` and `--routing-seeds 0` printed 0.0 figures, exit 0.
+#[test]
+fn bench_counts_of_zero_are_usage_errors() {
+    let state = tempfile::tempdir().expect("state");
+    for flag in [
+        "--proxy-clients",
+        "--records",
+        "--harness-repeats",
+        "--routing-seeds",
+    ] {
+        let out = run(svc(state.path()).args(["bench", flag, "0"]));
+        assert_eq!(out.code, 2, "{flag}: {}", out.stdout);
+        assert!(
+            out.stderr.contains("is not in 1.."),
+            "{flag}: {}",
+            out.stderr
+        );
+    }
+}
