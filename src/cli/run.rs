@@ -93,8 +93,8 @@ pub struct RunArgs {
     /// llama.cpp's server takes it). Recorded in the manifest and the run id.
     #[arg(long)]
     cache_neutral: bool,
-    /// Worker threads for local work [default: all cores].
-    #[arg(long)]
+    /// Worker threads for local work, at least 1 [default: all cores].
+    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     threads: Option<usize>,
     /// Call upstream for every HTTP request: neither read nor write the response cache.
     #[arg(long, conflicts_with = "cache")]

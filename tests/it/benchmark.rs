@@ -194,4 +194,8 @@ fn bench_counts_of_zero_are_usage_errors() {
             out.stderr
         );
     }
+    // `svc run --threads 0` was accepted too (0 worker threads).
+    let out = run(svc(state.path()).args(["run", "--workload", "qa-builtin", "--threads", "0"]));
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(out.stderr.contains("is not in 1.."), "{}", out.stderr);
 }
