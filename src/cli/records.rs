@@ -77,19 +77,41 @@ pub fn run(command: RecordsCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
-    let files = svc::report::input::resolve_inputs(&args.inputs)?;
-    let mut records: Vec<TrialRecord> = Vec::new();
-    for path in &files {
-        let name = path.display().to_string();
-        let raw: Vec<RawRecord> = if parquet::is_parquet(path) {
-            let bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
-            parquet::raw_records(&bytes).with_context(|| format!("reading {name}"))?
+    // `-` is standard input, as for `validate` and `report` (it was "No such file").
+    let mut files: Vec<Option<PathBuf>> = Vec::new();
+    for input in &args.inputs {
+        if input.as_os_str() == "-" {
+            files.push(None);
         } else {
-            let file = File::open(path).with_context(|| format!("reading {name}"))?;
-            RecordReader::new(Box::new(BufReader::new(file)), Some(&name))
-                .with_context(|| format!("reading {name}"))?
-                .collect::<io::Result<Vec<_>>>()
-                .with_context(|| format!("reading {name}"))?
+            files.extend(
+                svc::report::input::resolve_inputs(std::slice::from_ref(input))?
+                    .into_iter()
+                    .map(Some),
+            );
+        }
+    }
+    let mut records: Vec<TrialRecord> = Vec::new();
+    for file in &files {
+        let name = file
+            .as_ref()
+            .map_or_else(|| "stdin".to_string(), |path| path.display().to_string());
+        let raw: Vec<RawRecord> = match file {
+            Some(path) if parquet::is_parquet(path) => {
+                let bytes = std::fs::read(path).with_context(|| format!("reading {name}"))?;
+                parquet::raw_records(&bytes).with_context(|| format!("reading {name}"))?
+            }
+            _ => {
+                let reader: Box<dyn io::Read> = match file {
+                    Some(path) => {
+                        Box::new(File::open(path).with_context(|| format!("reading {name}"))?)
+                    }
+                    None => Box::new(io::stdin()),
+                };
+                RecordReader::new(Box::new(BufReader::new(reader)), Some(&name))
+                    .with_context(|| format!("reading {name}"))?
+                    .collect::<io::Result<Vec<_>>>()
+                    .with_context(|| format!("reading {name}"))?
+            }
         };
         for item in raw {
             let parsed = item

@@ -352,3 +352,48 @@ fn validate_ends_quietly_when_its_reader_goes_away() {
     assert_eq!(output.status.code(), Some(141), "{stderr}");
     assert!(!stderr.contains("Broken pipe"), "{stderr}");
 }
+
+/// Found by probing: `svc records export --parquet OUT -` said "-: No such file or directory",
+/// where `validate -` and `report -` read standard input.
+#[test]
+fn export_reads_standard_input_as_dash() {
+    use std::io::Write;
+    let state = tempfile::tempdir().expect("tempdir");
+    let out = state.path().join("out.parquet");
+    let input = fs::read(root().join("fixtures/report/paired.jsonl")).expect("fixture");
+    let mut child = svc(state.path())
+        .args(["records", "export", "--parquet"])
+        .arg(&out)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(&input)
+        .expect("write");
+    let output = child.wait_with_output().expect("wait");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let lines = input
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count();
+    let validated = run(svc(state.path()).args(["records", "validate"]).arg(&out));
+    assert_eq!(validated.code, 0, "{}", validated.stderr);
+    assert!(
+        validated
+            .stdout
+            .contains(&format!("{lines} valid, 0 invalid")),
+        "{}",
+        validated.stdout
+    );
+}
