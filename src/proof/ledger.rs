@@ -125,11 +125,17 @@ fn read_ledger(path: &Path) -> Result<(String, usize), LedgerError> {
 pub fn verify_chain(state_dir: &Path) -> Result<Vec<LedgerEntry>, LedgerError> {
     let path = state_dir.join(LEDGER_FILE);
     let (text, complete) = read_ledger(&path)?;
+    checked_entries(&path, &text[..complete])
+}
+
+/// The entries of the ledger text `complete` (its complete lines), each checked against the
+/// one before.
+fn checked_entries(path: &Path, complete: &str) -> Result<Vec<LedgerEntry>, LedgerError> {
     let mut previous = GENESIS.to_string();
     let mut entries = Vec::new();
-    for (i, line) in text[..complete].lines().enumerate() {
+    for (i, line) in complete.lines().enumerate() {
         let broken = |message: String| LedgerError::Broken {
-            path: path.clone(),
+            path: path.to_path_buf(),
             line: i + 1,
             message,
         };
@@ -179,8 +185,9 @@ pub fn append(
         source,
     };
     let held = crate::state::append::lock(&path).map_err(io_error)?;
-    let existing = verify_chain(state_dir)?;
+    // One read: the chain is checked from the same text whose torn tail is cut.
     let (text, complete) = read_ledger(&path)?;
+    let existing = checked_entries(&path, &text[..complete])?;
     if complete < text.len() {
         crate::state::append::cut_to(&path, complete as u64).map_err(io_error)?;
     }
@@ -242,15 +249,20 @@ mod tests {
         (layer, result)
     }
 
+    /// The signal the tests record: the user accepted the output.
+    fn accepted() -> OutcomeSignal {
+        OutcomeSignal {
+            name: "user_accepted".to_string(),
+            value: 1.0,
+            detail: None,
+        }
+    }
+
     #[test]
     fn outcomes_are_hash_chained_and_edits_are_detected() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layer, result) = supported_run(dir.path());
-        let signal = OutcomeSignal {
-            name: "user_accepted".to_string(),
-            value: 1.0,
-            detail: None,
-        };
+        let signal = accepted();
         let first = layer
             .record_verified_outcome(&result, &signal)
             .expect("append");
@@ -283,11 +295,7 @@ mod tests {
     fn an_append_cut_short_is_not_part_of_the_chain_and_the_next_append_removes_it() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (layer, result) = supported_run(dir.path());
-        let signal = OutcomeSignal {
-            name: "user_accepted".to_string(),
-            value: 1.0,
-            detail: None,
-        };
+        let signal = accepted();
         for _ in 0..2 {
             layer
                 .record_verified_outcome(&result, &signal)
