@@ -10,7 +10,8 @@ use axum::http::{HeaderMap, HeaderValue};
 use serde_json::Value;
 
 use super::provider::{Answer, Route};
-use super::spans;
+use super::stream_end::StreamEnd;
+use super::{logprobs, spans};
 use crate::witness::nli::NliSettings;
 use crate::witness::store::Store;
 use crate::witness::{self, Certificate, Mode, Profile, WitnessInput};
@@ -24,6 +25,9 @@ pub const HEADER_STATUS: &str = "x-svc-witness-status";
 pub const HEADER_MODE: &str = "x-svc-witness-mode";
 pub const HEADER_FLAGGED: &str = "x-svc-witness-flagged";
 pub const HEADER_REWRITTEN: &str = "x-svc-witness-rewritten";
+/// How a stream the witness read whole ended: `complete`, `error` (an error event) or `cut`
+/// (no end marker); only a complete stream is a whole answer.
+pub const HEADER_STREAM_END: &str = "x-svc-witness-stream-end";
 
 /// How the proxy runs the witness.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,6 +86,16 @@ pub fn certificate_headers(
     set(HEADER_MODE, mode.as_str().to_string());
     set(HEADER_FLAGGED, certificate.flagged_claims.len().to_string());
     set(HEADER_REWRITTEN, rewritten.to_string());
+}
+
+/// Sets [`HEADER_STREAM_END`].
+pub fn stream_end_header(headers: &mut HeaderMap, end: &StreamEnd) {
+    let value = match end {
+        StreamEnd::Complete => "complete",
+        StreamEnd::Error(_) => "error",
+        StreamEnd::Cut => "cut",
+    };
+    headers.insert(HEADER_STREAM_END, HeaderValue::from_static(value));
 }
 
 /// The certificate's status as its wire value.
@@ -182,7 +196,8 @@ pub async fn check_json(
     {
         let spans = spans::string_spans(body).map_err(|error| error.to_string())?;
         if let Some(range) = spans.get(path) {
-            new_body = Some(spans::splice(body, vec![(range.clone(), output)]));
+            let spliced = spans::splice(body, vec![(range.clone(), output)]);
+            new_body = Some(logprobs::clear_in_text(&spliced).map_err(|error| error.to_string())?);
             rewritten = true;
         }
     }

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -18,19 +18,18 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, post};
-use futures_util::StreamExt;
 use serde_json::Value;
 
 use super::check::{self, Evidence, WitnessSettings};
 use super::local_only::Peer;
 use super::optimize::{self, Outcome, Unchanged};
 use super::provider::{ErrorKind, Provider, ProxyError, Route};
+use super::relay::{self, Pending};
 use super::stats::{Counters, RequestLog};
 use super::upstream::{self, Upstreams};
-use super::{gemini, openai, proof_sidecar, sidecar, sse};
+use super::{gemini, openai, proof_sidecar, routed, sidecar, sse, stream_end};
 use crate::context::CommitStore;
-use crate::ravs::Entry;
-use crate::routing::{self, Plan, Routing};
+use crate::routing::{Plan, Routing};
 use crate::tokens::Tokenizer;
 use crate::witness::Mode;
 use crate::witness::store::Store;
@@ -50,10 +49,6 @@ pub const DEFAULT_PORT: u16 = 9377;
 pub const DEFAULT_BUDGET: usize = 32_000;
 /// Largest request body accepted (a 250K-token message is about 1 MB).
 pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
-/// Most bytes of a streamed answer kept for the witness; past it the stream still passes
-/// through but is not checked.
-const MAX_WITNESS_STREAM_BYTES: usize = 8 * 1024 * 1024;
-
 /// Resolved settings of one proxy.
 #[derive(Debug, Clone)]
 pub struct ProxySettings {
@@ -84,7 +79,7 @@ impl ProxySettings {
 #[derive(Debug)]
 pub struct ProxyState {
     pub settings: ProxySettings,
-    client: reqwest::Client,
+    pub(super) client: reqwest::Client,
     commits: CommitStore,
     pub witness_store: Store,
     tokenizer: Tokenizer,
@@ -93,7 +88,7 @@ pub struct ProxyState {
     /// API's quality switch while the proxy runs.
     budget: AtomicUsize,
     pub counters: Counters,
-    logger: Option<Logger>,
+    pub(super) logger: Option<Logger>,
     /// Fail-closed routing and the RAVS log (`routing.toml`, `ravs/events.jsonl` under the
     /// state directory).
     pub routing: Routing,
@@ -531,19 +526,19 @@ fn optimisation_headers(outcome: &Outcome, headers: &mut HeaderMap) {
 }
 
 async fn handle(state: Arc<ProxyState>, route: Route, request: Request) -> Response {
-    let mut pending = Pending {
-        state: &state,
-        log: RequestLog::new(route),
-        started: Instant::now(),
-        done: false,
-    };
-    let response = match forward(&state, route, request, &mut pending.log).await {
+    let mut pending = Pending::new(state.clone(), route);
+    let response = match forward(&state, route, request, &mut pending).await {
         Ok(response) => response,
         Err(error) => {
             pending.log.error = Some(error.message.clone());
             let mut response = error.into_response();
             if let Some(outcome) = &pending.log.outcome {
                 optimisation_headers(outcome, response.headers_mut());
+            }
+            if let (Some(route_header), Some(class)) =
+                (&pending.log.routing, &pending.log.routing_class)
+            {
+                routed::set_headers(route_header, class, response.headers_mut());
             }
             response
         }
@@ -552,45 +547,14 @@ async fn handle(state: Arc<ProxyState>, route: Route, request: Request) -> Respo
     response
 }
 
-/// A request's log line, written when its answer is ready, or, when the client goes away first
-/// (the server drops the handler), then: status 499 (nginx's "client closed request"), so the
-/// counters and the log still show a request the upstream may have been paid for. Such requests
-/// left no line at all.
-struct Pending<'a> {
-    state: &'a ProxyState,
-    log: RequestLog,
-    started: Instant,
-    done: bool,
-}
-
-impl Pending<'_> {
-    fn finish(&mut self, status: u16) {
-        self.done = true;
-        self.log.status = status;
-        self.log.latency = self.started.elapsed();
-        self.state.counters.record(&self.log);
-        if let Some(logger) = &self.state.logger {
-            (logger.0)(&self.log);
-        }
-    }
-}
-
-impl Drop for Pending<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            self.log.error = Some("the client went away before the answer".into());
-            self.finish(499);
-        }
-    }
-}
-
 async fn forward(
     state: &Arc<ProxyState>,
     route: Route,
     request: Request,
-    log: &mut RequestLog,
+    pending: &mut Pending,
 ) -> Result<Response, ProxyError> {
     let provider = route.provider();
+    let log = &mut pending.log;
     if has_dot_segment(request.uri().path()) {
         // The upstream URL is the configured root plus the path as received; a `..` (also
         // written `%2e%2e`, which URL parsers resolve) climbed out of the root's path and sent
@@ -612,14 +576,27 @@ async fn forward(
         |pq| pq.as_str().to_string(),
     );
     let url = state.settings.upstreams.url(provider, &path_and_query);
-    let upstream = send_routed(state, route, &parts, &path_and_query, &mut prepared).await?;
+    let outgoing = routed::Outgoing {
+        route,
+        parts: &parts,
+        path_and_query: &path_and_query,
+        body: &prepared.body,
+        evidence: &prepared.evidence,
+        stream: prepared.stream,
+    };
+    let sent = routed::send(state, &outgoing, prepared.plan.as_mut()).await;
+    if let Some(plan) = &prepared.plan {
+        // Also on an error answer, which carries the route headers too.
+        log.routing = Some(plan.header());
+        log.routing_class = Some(plan.class_id.clone());
+    }
+    let upstream = sent?;
     let status =
         StatusCode::from_u16(upstream.status().as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
     let mut headers = upstream::response_headers(upstream.headers());
     optimisation_headers(&prepared.outcome, &mut headers);
     if let Some(plan) = &prepared.plan {
-        routing_headers(plan, &mut headers);
-        log.routing = Some(plan.header());
+        routed::set_headers(&plan.header(), &plan.class_id, &mut headers);
     }
     let event_stream = headers
         .get(header::CONTENT_TYPE)
@@ -668,19 +645,21 @@ async fn forward(
             )
             .await;
         }
+        if witness.is_some() {
+            pending.log.witness = Some("deferred".into());
+        }
+        let body_entry = pending.hand_over(status.as_u16());
         let body = match witness {
-            Some(settings) => {
-                log.witness = Some("deferred".into());
-                tee_for_witness(
-                    state.clone(),
-                    route,
-                    settings,
-                    prepared.evidence,
-                    prepared.plan,
-                    upstream,
-                )
-            }
-            None => passthrough(upstream),
+            Some(settings) => relay::tee_for_witness(
+                state.clone(),
+                route,
+                settings,
+                prepared.evidence,
+                prepared.plan,
+                upstream,
+                body_entry,
+            ),
+            None => relay::passthrough(upstream, Some(body_entry)),
         };
         let mut response = Response::new(body);
         *response.status_mut() = status;
@@ -688,7 +667,7 @@ async fn forward(
         return Ok(response);
     }
     let Some(settings) = witness else {
-        let mut response = Response::new(passthrough(upstream));
+        let mut response = Response::new(relay::passthrough(upstream, None));
         *response.status_mut() = status;
         *response.headers_mut() = headers;
         return Ok(response);
@@ -711,7 +690,7 @@ async fn forward(
         Ok(checked) => {
             checked.headers(&mut headers);
             if let Some(plan) = &prepared.plan {
-                record(state, vec![plan.verdict_entry(&checked.certificate)]).await;
+                routed::record(state, vec![plan.verdict_entry(&checked.certificate)]).await;
             }
             log.witness = Some(format!(
                 "{} ({} flagged)",
@@ -757,7 +736,11 @@ async fn verified_stream(
     let text = String::from_utf8_lossy(&bytes);
     let events = sse::split(&text);
     let is_sse = !text.trim_start().starts_with('[');
-    let answer = route.stream_answer(&check::stream_events(&bytes));
+    let payloads = check::stream_events(&bytes);
+    // A stream that did not end whole is part of an answer: still checked (strict still cuts
+    // what it cannot support), never counted as the model's verdict, and said so.
+    let end = stream_end::of(route, &payloads, stream_end::has_done_marker(&bytes));
+    let answer = route.stream_answer(&payloads);
     let rewritable = is_sse && !answer.several;
     let body = match check::run(
         settings,
@@ -769,17 +752,21 @@ async fn verified_stream(
     .await
     {
         Ok((certificate, mode, output)) => {
-            if let Some(plan) = plan {
-                record(state, vec![plan.verdict_entry(&certificate)]).await;
+            if let Some(plan) = plan.filter(|_| end.is_complete()) {
+                routed::record(state, vec![plan.verdict_entry(&certificate)]).await;
             }
             let replaced = (output != answer.text)
                 .then(|| sse::rewrite(route, &events, &output))
                 .flatten();
             check::certificate_headers(&mut headers, &certificate, mode, replaced.is_some());
+            check::stream_end_header(&mut headers, &end);
             log.witness = Some(format!(
-                "{} ({} flagged)",
+                "{} ({} flagged){}",
                 check::status_str(&certificate),
-                certificate.flagged_claims.len()
+                certificate.flagged_claims.len(),
+                end.problem()
+                    .map(|problem| format!("; a partial answer: {problem}"))
+                    .unwrap_or_default()
             ));
             replaced.map_or(bytes, Bytes::from)
         }
@@ -792,57 +779,6 @@ async fn verified_stream(
     *response.status_mut() = status;
     *response.headers_mut() = headers;
     Ok(response)
-}
-
-/// Passes a streamed answer through untouched while keeping a copy; when it completes, the
-/// witness checks the text and records the certificate (listed by `GET /witness`).
-fn tee_for_witness(
-    state: Arc<ProxyState>,
-    route: Route,
-    settings: WitnessSettings,
-    evidence: Evidence,
-    plan: Option<Plan>,
-    upstream: reqwest::Response,
-) -> Body {
-    let mut copy: Vec<u8> = Vec::new();
-    let mut overflow = false;
-    let mut failed = false;
-    let mut stream = upstream.bytes_stream();
-    let body = async_stream(move |yield_chunk| async move {
-        while let Some(chunk) = stream.next().await {
-            match &chunk {
-                Ok(bytes) if !overflow => {
-                    if copy.len() + bytes.len() > MAX_WITNESS_STREAM_BYTES {
-                        overflow = true;
-                        copy = Vec::new();
-                    } else {
-                        copy.extend_from_slice(bytes);
-                    }
-                }
-                Ok(_) => {}
-                Err(_) => {
-                    failed = true;
-                    flush_pause().await;
-                }
-            }
-            if yield_chunk.send(chunk).await.is_err() {
-                // The client went away: nothing complete to certify.
-                return;
-            }
-        }
-        if overflow || failed {
-            return;
-        }
-        let answer = route.stream_answer(&check::stream_events(&copy));
-        let recorded = check::run(&settings, &state.witness_store, &evidence, &answer, false).await;
-        if let (Some(plan), Ok((certificate, _, _))) = (&plan, &recorded) {
-            record(&state, vec![plan.verdict_entry(certificate)]).await;
-        }
-        state
-            .counters
-            .record_stream_witness(recorded.as_ref().ok().map(|r| &r.0));
-    });
-    Body::from_stream(body)
 }
 
 /// A body's `content-encoding`, when it has one other than `identity`.
@@ -860,182 +796,4 @@ fn has_dot_segment(path: &str) -> bool {
         let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
         decoded == "." || decoded == ".."
     })
-}
-
-/// The upstream body as it comes. A body the upstream cut off ends the client's response with
-/// an error too, but only after what arrived before the cut has been written out: hyper drops
-/// what it has not sent yet when a body fails, and an error right behind the last chunk lost
-/// whole events the upstream had delivered.
-fn passthrough(upstream: reqwest::Response) -> Body {
-    let mut stream = upstream.bytes_stream();
-    Body::from_stream(async_stream(move |send| async move {
-        while let Some(chunk) = stream.next().await {
-            let failed = chunk.is_err();
-            if failed {
-                flush_pause().await;
-            }
-            if send.send(chunk).await.is_err() || failed {
-                return;
-            }
-        }
-    }))
-}
-
-/// A pause before a body's error, in which the server finds the body pending and flushes what
-/// it holds.
-async fn flush_pause() {
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-}
-
-/// A stream fed by a producer task through a bounded channel (backpressure: the producer waits
-/// while the client is slow).
-fn async_stream<F, Fut>(
-    producer: F,
-) -> impl futures_util::Stream<Item = Result<Bytes, reqwest::Error>> + Send + 'static
-where
-    F: FnOnce(tokio::sync::mpsc::Sender<Result<Bytes, reqwest::Error>>) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let (sender, mut receiver) = tokio::sync::mpsc::channel(16);
-    tokio::spawn(producer(sender));
-    futures_util::stream::poll_fn(move |cx| receiver.poll_recv(cx))
-}
-
-/// Sends the request to the model routing chose: the decision is logged first; a routed
-/// request that fails upstream (an error status or no answer) is sent once more, as received
-/// from the optimiser, to the model the client asked for, and the escalation is logged.
-async fn send_routed(
-    state: &Arc<ProxyState>,
-    route: Route,
-    parts: &axum::http::request::Parts,
-    path_and_query: &str,
-    prepared: &mut Prepared,
-) -> Result<reqwest::Response, ProxyError> {
-    let provider = route.provider();
-    let send = |path: String, body: Bytes| {
-        let url = state.settings.upstreams.url(provider, &path);
-        async move {
-            upstream::send(
-                &state.client,
-                provider,
-                &url,
-                parts.method.clone(),
-                &parts.headers,
-                body,
-            )
-            .await
-        }
-    };
-    let Some(plan) = prepared.plan.as_mut() else {
-        return send(path_and_query.to_string(), prepared.body.clone()).await;
-    };
-    let text = std::str::from_utf8(&prepared.body).unwrap_or_default();
-    let routed = state.routing.apply(plan, route, path_and_query, text);
-    record(state, plan.decision_entries()).await;
-    if let Some((shadow_path, shadow_body)) = plan.shadow_request(route, path_and_query, text) {
-        shadow_trial(
-            state,
-            route,
-            parts,
-            shadow_path,
-            shadow_body,
-            plan.clone(),
-            prepared.evidence.clone(),
-        );
-    }
-    let Some((routed_path, routed_body)) = routed else {
-        return send(path_and_query.to_string(), prepared.body.clone()).await;
-    };
-    let answer = send(routed_path, Bytes::from(routed_body)).await;
-    let routed_status = match &answer {
-        Ok(response) if response.status().as_u16() < 400 => return answer,
-        Ok(response) => Some(response.status().as_u16()),
-        // A routed model that did not answer in time is a gateway timeout, not "unreachable"
-        // (found by probing).
-        Err(error) if error.kind == ErrorKind::GatewayTimeout => Some(504),
-        Err(_) => None,
-    };
-    let original = send(path_and_query.to_string(), prepared.body.clone()).await;
-    let original_status = original.as_ref().ok().map(|r| r.status().as_u16());
-    let entry = plan.escalate(routed_status, original_status);
-    record(state, vec![entry]).await;
-    original
-}
-
-/// A shadow trial (`shadow_observations`): the request also goes to the cheaper model in the
-/// background; its answer is checked by the witness (the certificate is stored like any other)
-/// and counted for the cheaper model only, never delivered. Needs the witness (without it no
-/// answer can be labelled); a shadow request that fails upstream is not counted.
-fn shadow_trial(
-    state: &Arc<ProxyState>,
-    route: Route,
-    parts: &axum::http::request::Parts,
-    path: String,
-    body: String,
-    plan: Plan,
-    evidence: Evidence,
-) {
-    let Some(settings) = state.settings.witness.clone() else {
-        return;
-    };
-    let state = state.clone();
-    let method = parts.method.clone();
-    let headers = parts.headers.clone();
-    tokio::spawn(async move {
-        let provider = route.provider();
-        let url = state.settings.upstreams.url(provider, &path);
-        let Ok(response) = upstream::send(
-            &state.client,
-            provider,
-            &url,
-            method,
-            &headers,
-            Bytes::from(body),
-        )
-        .await
-        else {
-            return;
-        };
-        if !response.status().is_success() {
-            return;
-        }
-        let event_stream = response
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("text/event-stream"));
-        let Ok(bytes) = response.bytes().await else {
-            return;
-        };
-        let answer = if event_stream {
-            route.stream_answer(&check::stream_events(&bytes))
-        } else {
-            match serde_json::from_slice::<Value>(&bytes) {
-                Ok(value) => route.answer(&value),
-                Err(_) => return,
-            }
-        };
-        if let Ok((certificate, _, _)) =
-            check::run(&settings, &state.witness_store, &evidence, &answer, false).await
-        {
-            record(&state, vec![plan.shadow_entry(&certificate)]).await;
-        }
-    });
-}
-
-/// Sets `X-Svc-Route` and `X-Svc-Route-Class`.
-fn routing_headers(plan: &Plan, headers: &mut HeaderMap) {
-    if let Ok(value) = HeaderValue::from_str(&plan.header()) {
-        headers.insert(routing::HEADER_ROUTE, value);
-    }
-    if let Ok(value) = HeaderValue::from_str(&plan.class_id) {
-        headers.insert(routing::HEADER_ROUTE_CLASS, value);
-    }
-}
-
-/// Appends RAVS events off the async workers (a file append under a lock).
-/// Inline on the async worker: an append to a held file under a held lock is a few system
-/// calls, less than the hand-over to the blocking pool and back that it used to cost.
-async fn record(state: &Arc<ProxyState>, entries: Vec<Entry>) {
-    state.routing.record(&entries);
 }

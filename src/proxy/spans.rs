@@ -43,15 +43,40 @@ pub struct Malformed(pub usize);
 
 /// Byte range of every string value (quotes included), by path.
 pub fn string_spans(text: &str) -> Result<HashMap<Path, Range<usize>>, Malformed> {
+    scan(text, false)
+}
+
+/// Byte range of every value (objects, arrays, strings with their quotes, numbers, literals),
+/// by path; the document itself is at the empty path.
+pub fn value_spans(text: &str) -> Result<HashMap<Path, Range<usize>>, Malformed> {
+    scan(text, true)
+}
+
+fn scan(text: &str, every: bool) -> Result<HashMap<Path, Range<usize>>, Malformed> {
     let mut scanner = Scanner {
         text,
         bytes: text.as_bytes(),
         at: 0,
         path: Vec::new(),
         out: HashMap::new(),
+        every,
     };
     scanner.value()?;
     Ok(scanner.out)
+}
+
+/// Replaces the values at the given spans with raw JSON texts. Spans must not overlap.
+pub fn splice_raw(text: &str, mut edits: Vec<(Range<usize>, String)>) -> String {
+    edits.sort_by_key(|(range, _)| range.start);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for (range, replacement) in edits {
+        out.push_str(&text[at..range.start]);
+        out.push_str(&replacement);
+        at = range.end;
+    }
+    out.push_str(&text[at..]);
+    out
 }
 
 /// Replaces the strings at the given spans with the JSON encoding of the new texts. Spans must
@@ -90,6 +115,8 @@ struct Scanner<'a> {
     at: usize,
     path: Path,
     out: HashMap<Path, Range<usize>>,
+    /// Record every value, not only strings.
+    every: bool,
 }
 
 impl Scanner<'_> {
@@ -136,6 +163,16 @@ impl Scanner<'_> {
 
     fn value(&mut self) -> Result<(), Malformed> {
         self.whitespace();
+        let start = self.at;
+        let is_string = self.peek()? == b'"';
+        self.inner_value()?;
+        if self.every && !is_string {
+            self.out.insert(self.path.clone(), start..self.at);
+        }
+        Ok(())
+    }
+
+    fn inner_value(&mut self) -> Result<(), Malformed> {
         match self.peek()? {
             b'{' => {
                 self.at += 1;
@@ -230,6 +267,20 @@ mod tests {
         );
         let value: Value = serde_json::from_str(&out).expect("test input is valid");
         assert_eq!(get_str(&value, &path), Some("new \"text\""));
+    }
+
+    #[test]
+    fn value_spans_cover_every_value() {
+        let text = r#"{"a": [1, {"b": null}], "c": "x", "d": -2.5e3 }"#;
+        let spans = value_spans(text).expect("test input is valid");
+        let at = |path: Path| &text[spans[&path].clone()];
+        assert_eq!(at(vec![]), text.trim_end());
+        assert_eq!(at(vec![key("a")]), r#"[1, {"b": null}]"#);
+        assert_eq!(at(vec![key("a"), Seg::Index(1), key("b")]), "null");
+        assert_eq!(at(vec![key("c")]), r#""x""#);
+        assert_eq!(at(vec![key("d")]), "-2.5e3");
+        let out = splice_raw(text, vec![(spans[&vec![key("a")]].clone(), "[]".into())]);
+        assert_eq!(out, r#"{"a": [], "c": "x", "d": -2.5e3 }"#);
     }
 
     #[test]

@@ -4,11 +4,13 @@
 //! The rewritten stream keeps every event, in order, with its `event:` line and framing; only
 //! the text-carrying payloads change: the first one carries the whole verified text and later
 //! ones carry empty text, so a client that concatenates deltas gets exactly the verified answer
+//! (every event's log-probabilities are emptied: they would still spell the removed words)
 //! and every provider-specific event (usage, stop reasons, ids) is still there. Events the proxy
 //! does not touch are emitted byte-identical.
 
 use serde_json::Value;
 
+use super::logprobs;
 use super::provider::Route;
 
 /// One event of a stream: its raw lines (without the blank line that ends it).
@@ -67,7 +69,10 @@ pub fn rewrite(route: Route, events: &[Event], text: &str) -> Option<String> {
     let mut out = String::new();
     for event in events {
         let changed = event.data().and_then(|mut payload| {
-            edit(route, &mut payload, text, &mut placed).then_some(payload)
+            let edited = edit(route, &mut payload, text, &mut placed);
+            // The original tokens' log-probabilities would still spell the removed words.
+            let cleared = logprobs::clear(&mut payload);
+            (edited || cleared).then_some(payload)
         });
         match changed {
             Some(payload) => {

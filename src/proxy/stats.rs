@@ -25,6 +25,8 @@ pub struct RequestLog {
     pub error: Option<String>,
     /// The routing decision (the `X-Svc-Route` value) of a prompt request.
     pub routing: Option<String>,
+    /// Its task class (the `X-Svc-Route-Class` value).
+    pub routing_class: Option<String>,
 }
 
 impl RequestLog {
@@ -37,6 +39,7 @@ impl RequestLog {
             witness: None,
             error: None,
             routing: None,
+            routing_class: None,
         }
     }
 }

@@ -18,6 +18,7 @@ mod proof;
 mod proof_harness;
 mod proxy;
 mod proxy_proof;
+mod proxy_streams;
 mod proxy_upstream;
 mod records;
 mod report;

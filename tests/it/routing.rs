@@ -52,7 +52,7 @@ async fn fake(State(log): State<Log>, request: Request) -> Response {
         .headers
         .get("x-fake-slow-model")
         .and_then(|v| v.to_str().ok());
-    if slow.is_some() && slow == model.as_deref() {
+    if slow.is_some_and(|slow| slow.split(',').any(|m| Some(m) == model.as_deref())) {
         tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     }
     if failing.is_some() && failing == model.as_deref() {
@@ -73,6 +73,23 @@ async fn fake(State(log): State<Log>, request: Request) -> Response {
         .pointer("/messages/0/content")
         .and_then(Value::as_str)
         .unwrap_or_default();
+    if body["stream"] == true {
+        let delta = json!({"model": model, "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null}]});
+        let broken = parts
+            .headers
+            .get("x-fake-error-stream-model")
+            .and_then(|v| v.to_str().ok());
+        let end = if broken.is_some() && broken == model.as_deref() {
+            "data: {\"error\": {\"message\": \"model overloaded\", \"type\": \"server_error\"}}\n\n"
+        } else {
+            "data: {\"choices\": [{\"index\": 0, \"delta\": {}, \"finish_reason\": \"stop\"}]}\n\ndata: [DONE]\n\n"
+        };
+        return (
+            [("content-type", "text/event-stream")],
+            format!("data: {delta}\n\n{end}"),
+        )
+            .into_response();
+    }
     axum::Json(json!({
         "id": "chatcmpl-1", "object": "chat.completion", "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
@@ -384,6 +401,68 @@ async fn a_routed_request_that_times_out_is_escalated_as_a_gateway_timeout() {
         _ => None,
     });
     assert_eq!(routed_status, Some(Some(504)));
+}
+
+/// Found by probing: a routed model whose stream ended in an error event was not escalated
+/// (nor counted against it), though strict had read the whole stream before the client got a
+/// byte; and a routed request that failed came back without the route headers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_stream_that_ends_in_an_error_is_escalated_when_it_is_read_whole() {
+    let setup = start_with(Some(CONFIG), &[], |settings| {
+        if let Some(witness) = settings.witness.as_mut() {
+            witness.mode = Mode::Strict;
+        }
+        settings.read_timeout = std::time::Duration::from_millis(1000);
+    })
+    .await;
+    for i in 0..4 {
+        setup.chat(&fact(i), &[]).await;
+    }
+    let body = json!({"model": "gpt-5", "stream": true, "messages": [{"role": "user", "content": fact(9)}]});
+    let response = setup
+        .client
+        .post(format!("{}/v1/chat/completions", setup.base))
+        .header("content-type", "application/json")
+        .header("x-fake-error-stream-model", "gpt-5-mini")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-svc-route"),
+        "escalated; model=gpt-5; routed_status=502"
+    );
+    assert_eq!(header(&response, "x-svc-witness-stream-end"), "complete");
+    let text = response.text().await.expect("body");
+    assert!(text.contains("\"model\":\"gpt-5\""), "{text}");
+    assert!(!text.contains("overloaded"), "{text}");
+    let models: Vec<_> = setup.seen()[4..]
+        .iter()
+        .map(|s| s.model.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(models, vec!["gpt-5-mini", "gpt-5"]);
+    let escalation = setup.events().iter().find_map(|e| match &e.event {
+        Event::Escalation {
+            routed_status,
+            original_status,
+            ..
+        } => Some((*routed_status, *original_status)),
+        _ => None,
+    });
+    assert_eq!(escalation, Some((Some(502), Some(200))));
+
+    // A silent model: the proxy's own error answer still carries the route headers (the
+    // escalation above counts against the cheap model, which is no longer chosen).
+    let response = setup
+        .chat(&fact(10), &[("x-fake-slow-model", "gpt-5-mini,gpt-5")])
+        .await;
+    assert_eq!(response.status(), 504);
+    assert_eq!(
+        header(&response, "x-svc-route"),
+        "original; reason=low_confidence"
+    );
+    assert_eq!(header(&response, "x-svc-route-class"), CLASS);
 }
 
 #[tokio::test]
