@@ -264,7 +264,11 @@ pub fn run_batch(args: BatchArgs) -> anyhow::Result<ExitCode> {
         if lines.len() > 1 && lines.iter().all(Result::is_err) {
             let first = std::fs::read_to_string(&args.input).unwrap_or_default();
             let first = first.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            if serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(first).is_err() {
+            if serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(
+                svc::text::without_bom(first),
+            )
+            .is_err()
+            {
                 anyhow::bail!(
                     "{}: not a JSON Lines file of jobs (its first line is not a JSON object); give a directory to compress every file in it, or one job per line: {{\"id\", \"path\" | \"text\" | \"messages\", …}}",
                     args.input.display()

@@ -76,11 +76,18 @@ const MASK_CLOSE: char = '\u{E002}';
 /// Distills `text` at `level`.
 pub fn distill(text: &str, level: Level, tokenizer: &Tokenizer) -> Distilled {
     let tokens_before = tokenizer.count(text);
+    // A byte-order mark is the file's signature, not its first line's text: read behind it (a
+    // fence or an indented block on the first line was taken for prose), and keep it.
+    let (bom, body) = match text.strip_prefix('\u{feff}') {
+        Some(body) => ("\u{feff}", body),
+        None => ("", text),
+    };
     let out = if text.contains([CUT, MASK_OPEN, MASK_CLOSE]) {
         text.to_string()
     } else {
         let mut out = String::with_capacity(text.len());
-        for segment in segments(text) {
+        out.push_str(bom);
+        for segment in segments(body) {
             match segment {
                 Segment::Code(code) => out.push_str(code),
                 Segment::Prose(prose) => out.push_str(&distill_prose(prose, level)),

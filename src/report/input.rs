@@ -187,7 +187,7 @@ fn manifest_budget(file: &Path) -> Option<u64> {
 fn read_manifest(file: &Path) -> Option<serde_json::Value> {
     let manifest = file.parent()?.join("manifest.json");
     let text = std::fs::read_to_string(manifest).ok()?;
-    serde_json::from_str(&text).ok()
+    serde_json::from_str(crate::text::without_bom(&text)).ok()
 }
 
 /// The budgets records of `file` get when their `task_id` has no `@b` suffix: the run's single

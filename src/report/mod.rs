@@ -253,7 +253,8 @@ impl Report {
             message,
         };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
-        let report: Report = serde_json::from_str(&text).map_err(|e| error(e.to_string()))?;
+        let report: Report = serde_json::from_str(crate::text::without_bom(&text))
+            .map_err(|e| error(e.to_string()))?;
         if report.schema_version != SUMMARY_SCHEMA_VERSION {
             return Err(error(format!(
                 "schema_version is {:?}, expected {SUMMARY_SCHEMA_VERSION:?}",

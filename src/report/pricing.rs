@@ -71,7 +71,8 @@ impl PricingSnapshot {
         };
         let text = std::fs::read_to_string(path).map_err(|e| error(e.to_string()))?;
         let snapshot: Self = if path.extension().is_some_and(|e| e == "json") {
-            serde_json::from_str(&text).map_err(|e| error(e.to_string()))?
+            serde_json::from_str(crate::text::without_bom(&text))
+                .map_err(|e| error(e.to_string()))?
         } else {
             toml::from_str(&text).map_err(|e| error(e.to_string()))?
         };

@@ -27,6 +27,12 @@ pub fn utf8_error_position(error: &std::string::FromUtf8Error) -> (usize, usize)
     (line, column)
 }
 
+/// `text` without a leading byte-order mark: a file's encoding signature, not its content (a
+/// JSON parser refuses it at line 1, column 1, and a line reader takes it for text).
+pub fn without_bom(text: &str) -> &str {
+    text.strip_prefix('\u{feff}').unwrap_or(text)
+}
+
 /// Whether `text` shows nothing: only white space and invisible format characters (zero-width
 /// space and joiners, word joiner, byte-order mark), which `str::trim` keeps.
 pub fn is_blank(text: &str) -> bool {

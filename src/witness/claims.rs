@@ -94,7 +94,9 @@ pub fn extract(answer: &str, with_question: bool) -> Vec<Claim> {
         let line_start = offset;
         offset += line.len();
         let content = line.trim_end_matches(['\n', '\r']);
-        let stripped = content.trim_start();
+        // A byte-order mark before the first line is no text of it (a fence behind it was
+        // taken for prose).
+        let stripped = content.trim_start_matches(|c: char| c.is_whitespace() || c == '\u{feff}');
         let indent = content.len() - stripped.len();
         if stripped.starts_with("```") || stripped.starts_with("~~~") {
             flush_paragraph(answer, &mut paragraph, &mut claims);

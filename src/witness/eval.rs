@@ -75,10 +75,12 @@ pub fn read_items(path: &Path) -> Result<Vec<EvalItem>, EvalError> {
         if line.trim().is_empty() {
             continue;
         }
-        let item = serde_json::from_str(&line).map_err(|source| EvalError::Item {
-            path: path.to_path_buf(),
-            line: i + 1,
-            source,
+        let item = serde_json::from_str(crate::text::without_bom(&line)).map_err(|source| {
+            EvalError::Item {
+                path: path.to_path_buf(),
+                line: i + 1,
+                source,
+            }
         })?;
         items.push(item);
     }

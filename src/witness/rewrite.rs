@@ -52,7 +52,9 @@ pub const WITHHELD_NOTICE: &str =
 /// Whether `output` is structured (JSON) rather than prose. Checked without building a value:
 /// `serde_json::Value` refuses nesting past 128 levels, and a deeper document was then taken
 /// for prose and rewritten into something that was no longer JSON.
+/// A leading byte-order mark is the file's signature, not part of the document.
 pub fn is_structured(output: &str) -> bool {
+    let output = output.strip_prefix('\u{feff}').unwrap_or(output);
     let trimmed = output.trim_start();
     (trimmed.starts_with('{') || trimmed.starts_with('['))
         && serde_json::from_str::<serde::de::IgnoredAny>(output).is_ok()

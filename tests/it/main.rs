@@ -8,6 +8,7 @@ mod compress;
 mod context;
 mod dashboard;
 mod demo;
+mod encodings;
 mod events;
 mod experiments;
 mod fuzz;

@@ -237,7 +237,7 @@ pub fn jobs_from_jsonl(path: &Path) -> Result<Vec<Result<BatchJob, JobLineError>
 type FieldProblem = (Option<String>, String);
 
 fn parse_job(line: &str, base: &Path, location: &str) -> Result<BatchJob, FieldProblem> {
-    let value: Value = serde_json::from_str(line).map_err(|e| {
+    let value: Value = serde_json::from_str(crate::text::without_bom(line)).map_err(|e| {
         (
             None,
             format!("not valid JSON ({e}); each line must be one job object"),

@@ -15,7 +15,7 @@ use crate::tokens::Tokenizer;
 
 /// Checks that `content` is JSON, with the position of the first problem.
 pub(crate) fn validate(content: &str, source: &str) -> Result<(), CompressError> {
-    serde_json::from_str::<serde::de::IgnoredAny>(content)
+    serde_json::from_str::<serde::de::IgnoredAny>(crate::text::without_bom(content))
         .map(|_| ())
         .map_err(|error| CompressError::InvalidJson {
             source_name: source.to_string(),
@@ -23,6 +23,12 @@ pub(crate) fn validate(content: &str, source: &str) -> Result<(), CompressError>
             column: error.column(),
             message: error.to_string(),
         })
+}
+
+/// Where the document starts: behind a byte-order mark (kept out of every span, so recovered
+/// ranges stay the file's exact bytes).
+fn bom_len(source: &str) -> usize {
+    source.len() - crate::text::without_bom(source).len()
 }
 
 #[derive(Debug)]
@@ -456,7 +462,7 @@ pub(crate) fn reduce(
 ) -> Result<(String, usize, Vec<Part>), Minimum> {
     let mut parser = Parser {
         bytes: source.as_bytes(),
-        at: 0,
+        at: bom_len(source),
         depth: 0,
     };
     let root = parser.value();
@@ -512,7 +518,7 @@ mod tests {
         let source = r#" {"a": [1, "x\"y", {"b": null}], "c d": true} "#;
         let mut parser = Parser {
             bytes: source.as_bytes(),
-            at: 0,
+            at: bom_len(source),
             depth: 0,
         };
         let root = parser.value();
@@ -566,7 +572,7 @@ mod tests {
         .to_string();
         let mut parser = Parser {
             bytes: source.as_bytes(),
-            at: 0,
+            at: bom_len(&source),
             depth: 0,
         };
         let root = parser.value();

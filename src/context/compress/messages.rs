@@ -96,11 +96,12 @@ impl Conversation {
 /// `messages` array (the shape of a chat request, whose other fields are kept). Errors name the
 /// source and, for JSON syntax, the line and column; for a bad message, its index.
 pub fn parse_conversation(text: &str, source_name: &str) -> Result<Conversation, CompressError> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|error| CompressError::NotAConversation {
+    let value: Value = serde_json::from_str(crate::text::without_bom(text)).map_err(|error| {
+        CompressError::NotAConversation {
             source_name: source_name.to_string(),
             problem: format!("not JSON: {error}"),
-        })?;
+        }
+    })?;
     let (list, envelope) = match value {
         Value::Object(mut object) if object.contains_key("messages") => {
             let list = object.remove("messages").unwrap_or(Value::Null);

@@ -162,6 +162,7 @@ impl ContentKind {
     /// lines (logs), a script's `#!` line, code-shaped lines, a list of settings (read as code,
     /// line by line), else prose.
     pub fn detect(content: &str) -> ContentKind {
+        let content = crate::text::without_bom(content);
         let trimmed = content.trim_start();
         if (trimmed.starts_with('{') || trimmed.starts_with('['))
             && serde_json::from_str::<serde::de::IgnoredAny>(content).is_ok()
@@ -202,7 +203,7 @@ fn refine_plain_text(content: &str) -> ContentKind {
 
 /// Non-blank lines worth looking at to judge a text's shape.
 fn sample_lines(content: &str) -> impl Iterator<Item = &str> {
-    content
+    crate::text::without_bom(content)
         .lines()
         .map(str::trim)
         .filter(|l| !l.is_empty())

@@ -281,12 +281,17 @@ pub(super) fn load(
         if line.trim().is_empty() {
             continue;
         }
-        let mined: MinedTask = serde_json::from_str(line).map_err(|error| WorkloadError::Task {
-            path: tasks_path.clone(),
-            line: index + 1,
-            task_id: "?".into(),
-            message: format!("not a mined task (id, commit, parent, query, gold_files): {error}"),
-        })?;
+        let mined: MinedTask =
+            serde_json::from_str(crate::text::without_bom(line)).map_err(|error| {
+                WorkloadError::Task {
+                    path: tasks_path.clone(),
+                    line: index + 1,
+                    task_id: "?".into(),
+                    message: format!(
+                        "not a mined task (id, commit, parent, query, gold_files): {error}"
+                    ),
+                }
+            })?;
         ids.check(&mined.id, &tasks_path, index + 1)?;
         let task_error = |message: String| WorkloadError::Task {
             path: tasks_path.clone(),

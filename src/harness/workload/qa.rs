@@ -247,7 +247,7 @@ fn load_halueval(dir: &Path, spec_path: &Path, qa: &QaSource) -> Result<Vec<Task
             continue;
         }
         let item: HaluEvalItem =
-            serde_json::from_str(line).map_err(|error| WorkloadError::Task {
+            serde_json::from_str(crate::text::without_bom(line)).map_err(|error| WorkloadError::Task {
                 path: path.clone(),
                 line: index + 1,
                 task_id: format!("halueval-{:04}", index + 1),
