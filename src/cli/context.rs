@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use serde::Serialize;
 use svc::context::CommitStore;
-use svc::context::index::{Index, IndexOptions, IndexStats};
+use svc::context::index::{Index, IndexOptions, IndexStats, Skipped};
 use svc::context::select::{self, ManifestEntry, SelectOptions};
 use svc::state;
 
@@ -177,6 +177,9 @@ struct SelectOutput<'a> {
     tokens: usize,
     rendered: &'a str,
     manifest: &'a [ManifestEntry],
+    /// Files the index skipped (present only when some were).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    skipped: &'a [Skipped],
 }
 
 fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
@@ -198,6 +201,7 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
     };
     let mut index = build(&args.walk)?;
     lap("index", &mut phases);
+    warn_skipped(&index.stats);
     attach_recent_changes(&mut index, &args.walk.path, commits);
     lap("history", &mut phases);
     index.prepare();
@@ -235,6 +239,7 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
                 tokens: selection.tokens,
                 rendered: &selection.rendered,
                 manifest: &selection.manifest,
+                skipped: &index.stats.skipped,
             };
             println!("{}", serde_json::to_string_pretty(&output)?);
         }
@@ -266,6 +271,29 @@ fn select(args: SelectArgs) -> anyhow::Result<ExitCode> {
         );
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Says which files the selection could not draw from (not UTF-8, too large, …): they were
+/// left out without a word, and a query about them found nothing.
+fn warn_skipped(stats: &IndexStats) {
+    if stats.skipped.is_empty() {
+        return;
+    }
+    let shown: Vec<String> = stats
+        .skipped
+        .iter()
+        .take(3)
+        .map(|s| format!("{} ({})", s.path, s.reason))
+        .collect();
+    let more = match stats.skipped.len() {
+        n if n > 3 => format!(" and {} more", n - 3),
+        _ => String::new(),
+    };
+    eprintln!(
+        "note: {} file(s) skipped and not selectable: {}{more}; `svc context index` lists them all",
+        stats.skipped.len(),
+        shown.join(", ")
+    );
 }
 
 /// Attaches what git says changed lately. History is a ranking hint, not a requirement: a

@@ -90,6 +90,10 @@ pub enum SelectError {
         "pin {pin} matches no fragment of the index (pin a chunk id like src/lib.rs#L1-20, a path, or a dir/)"
     )]
     UnknownPin { pin: String },
+    #[error(
+        "pin {pin} names a file the index skipped ({reason}); a skipped file cannot be selected"
+    )]
+    SkippedPin { pin: String, reason: String },
     #[error("the query is empty; describe what you are looking for")]
     EmptyQuery,
 }
@@ -684,6 +688,13 @@ fn pinned_fragments(index: &Index, pins: &[String]) -> Result<Vec<u32>, SelectEr
             }
         }
         if out.len() == before {
+            let pin_path = pin.split_once("#L").map_or(pin.as_str(), |(path, _)| path);
+            if let Some(skipped) = index.stats.skipped.iter().find(|s| s.path == pin_path) {
+                return Err(SelectError::SkippedPin {
+                    pin: pin.clone(),
+                    reason: skipped.reason.clone(),
+                });
+            }
             return Err(SelectError::UnknownPin { pin: pin.clone() });
         }
     }

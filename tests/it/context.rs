@@ -364,3 +364,50 @@ fn select_in_a_git_work_tree_lifts_what_the_last_commits_changed() {
         "{stderr}"
     );
 }
+
+/// Found by probing: a file the index skipped (not UTF-8, too large) was left out of a select
+/// without a word, and pinning it said it "matches no fragment".
+#[test]
+fn select_names_the_files_the_index_skipped() {
+    let state = tempfile::tempdir().expect("temp dir");
+    let tree = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        tree.path().join("tax.py"),
+        b"# -*- coding: latin-1 -*-\ndef compute_tax(rate):\n    \"\"\"Calcule la taxe \xe0 payer.\"\"\"\n    return rate * 1.2\n",
+    )
+    .expect("write");
+    std::fs::write(tree.path().join("other.py"), "def other():\n    return 0\n").expect("write");
+    let path = tree.path().to_string_lossy().into_owned();
+    let select = |extra: &[&str]| {
+        run(svc(state.path())
+            .args([
+                "context",
+                "select",
+                &path,
+                "--query",
+                "compute_tax",
+                "--budget",
+                "500",
+            ])
+            .args(extra))
+    };
+    let out = select(&[]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("note: 1 file(s) skipped and not selectable: tax.py (not UTF-8"),
+        "{}",
+        out.stderr
+    );
+    let out = select(&["--format", "json"]);
+    let value: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(value["skipped"][0]["path"], "tax.py");
+    let out = select(&["--pin", "tax.py"]);
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("pin tax.py names a file the index skipped (not UTF-8"),
+        "{}",
+        out.stderr
+    );
+}
