@@ -245,9 +245,21 @@ impl SkillStore {
         self.skills.values().filter(move |s| s.entity == entity)
     }
 
-    /// Adds a draft (or keeps the stored one with the same id, which may be promoted).
+    /// Adds a draft, or keeps the stored one with the same id (which may be promoted). A
+    /// stored draft made again from a gap that has grown takes the new origin: it was made
+    /// with that many misses, so the gap is not worked again until it grows further (its
+    /// origin kept the old count, and every later cycle re-made the same draft).
     pub fn insert_draft(&mut self, skill: Skill) -> &Skill {
-        self.skills.entry(skill.skill_id.clone()).or_insert(skill)
+        let stored = self
+            .skills
+            .entry(skill.skill_id.clone())
+            .or_insert_with(|| skill.clone());
+        if stored.status == SkillStatus::Draft && stored.origin.miss_count < skill.origin.miss_count
+        {
+            stored.origin = skill.origin;
+            stored.updated_at = crate::clock::rfc3339(std::time::SystemTime::now());
+        }
+        stored
     }
 
     /// Records a benchmark of `skill_id`.

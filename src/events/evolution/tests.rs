@@ -172,6 +172,31 @@ fn a_skill_that_pushes_a_strong_chunk_out_of_full_stays_draft() {
     ));
 }
 
+/// Found by probing: a draft made again (same trigger and chunks) from a gap that had grown
+/// kept its first miss count, so every later cycle worked the gap again, re-made the same
+/// draft and sent the same four notifications, forever.
+#[test]
+fn a_draft_made_again_from_a_grown_gap_is_not_remade_every_cycle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    for query in BRIDGE_QUERIES.iter().chain(&BRIDGE_QUERIES[..1]) {
+        record_run(home, query, BUDGET - 5);
+    }
+    let first = dream(home, DreamSettings::default()).expect("dream");
+    assert_eq!((first.synthesized, first.promoted), (1, 0), "{first:#?}");
+    record_run(home, BRIDGE_QUERIES[1], BUDGET - 5);
+    let grown = dream(home, DreamSettings::default()).expect("dream");
+    assert_eq!(grown.worked.len(), 1, "the gap grew: worked again");
+    let idle = dream(home, DreamSettings::default()).expect("dream");
+    assert!(
+        !idle.changed && idle.events.is_empty() && idle.worked.is_empty(),
+        "{idle:#?}"
+    );
+    let store = SkillStore::load(home).expect("skills");
+    let most = store.all().map(|s| s.origin.miss_count).max();
+    assert_eq!(most, Some(6));
+}
+
 #[test]
 fn a_draft_without_a_benchmark_cannot_be_promoted() {
     let mut store = SkillStore::default();
