@@ -40,18 +40,23 @@ pub struct BotSettings {
 }
 
 impl BotSettings {
-    /// From `SVC_BOT_TOKEN` and `SVC_BOT_API`; `None` without a token.
-    pub fn from_env(home: &Path, dream: DreamSettings) -> Option<Self> {
+    /// From `SVC_BOT_TOKEN` and `SVC_BOT_API`; `None` without a token, an error naming the
+    /// variable when the API is no http(s) URL.
+    pub fn from_env(home: &Path, dream: DreamSettings) -> Result<Option<Self>, String> {
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
-        let token = var(super::SVC_BOT_TOKEN)?;
-        Some(Self {
+        let Some(token) = var(super::SVC_BOT_TOKEN) else {
+            return Ok(None);
+        };
+        let api = var(super::SVC_BOT_API).unwrap_or_else(|| DEFAULT_BOT_API.to_string());
+        super::notify::check_http_url(super::SVC_BOT_API, &api, DEFAULT_BOT_API)?;
+        Ok(Some(Self {
             token,
-            api: var(super::SVC_BOT_API).unwrap_or_else(|| DEFAULT_BOT_API.to_string()),
+            api,
             home: home.to_path_buf(),
             dream,
             poll_timeout: Duration::from_secs(30),
             first_backoff: Duration::from_secs(1),
-        })
+        }))
     }
 
     fn method(&self, name: &str) -> String {
@@ -299,17 +304,28 @@ pub async fn run(
                         .unwrap_or_else(|| "401/404 from getUpdates".to_string()),
                 ));
             }
-            Ok(r) => r
-                .json::<Updates>()
-                .await
-                .map_err(|e| format!("getUpdates answered something else than updates: {e}"))
-                .and_then(|u| {
-                    if u.ok {
-                        Ok(u.result)
-                    } else {
-                        Err(u.description.unwrap_or_else(|| "ok: false".to_string()))
-                    }
-                }),
+            Ok(r) => {
+                let status = r.status();
+                // The URL holds the token: never in a message (logs reach the dashboard).
+                r.json::<Updates>()
+                    .await
+                    .map_err(|e| {
+                        format!(
+                            "getUpdates answered {status} with something else than updates: {}",
+                            e.without_url()
+                        )
+                    })
+                    .and_then(|u| {
+                        if u.ok {
+                            Ok(u.result)
+                        } else {
+                            Err(format!(
+                                "getUpdates answered {status}: {}",
+                                u.description.as_deref().unwrap_or("ok: false")
+                            ))
+                        }
+                    })
+            }
             Err(e) => Err(if e.is_timeout() {
                 "getUpdates timed out".to_string()
             } else {

@@ -103,19 +103,23 @@ impl NotifySettings {
             ("chat_b", super::SVC_WEBHOOK_CHAT_B),
         ] {
             if let Some(url) = var(variable) {
-                // Webhooks are HTTP: an ftp:// or mailto: URL parses but can only fail later,
-                // after the delivery timeout.
-                if !reqwest::Url::parse(&url).is_ok_and(|u| matches!(u.scheme(), "http" | "https"))
-                {
-                    return Err(format!(
-                        "{variable} is not an http:// or https:// URL (it should look like https://hooks.example.com/…)"
-                    ));
-                }
+                check_http_url(variable, &url, "https://hooks.example.com/…")?;
                 targets.push(Target::Webhook {
                     name: name.to_string(),
                     url,
                 });
             }
+        }
+        if let Some(api) = var(super::SVC_BOT_API) {
+            check_http_url(super::SVC_BOT_API, &api, super::bot::DEFAULT_BOT_API)?;
+        }
+        if var(super::SVC_BOT_TOKEN).is_none() && var(super::SVC_BOT_CHAT_ID).is_some() {
+            // A chat id alone pushed nothing, in silence.
+            return Err(format!(
+                "{} is set but {} is not: the bot needs its token to push to a chat",
+                super::SVC_BOT_CHAT_ID,
+                super::SVC_BOT_TOKEN
+            ));
         }
         if let (Some(token), Some(chat)) = (var(super::SVC_BOT_TOKEN), var(super::SVC_BOT_CHAT_ID))
         {
@@ -133,6 +137,18 @@ impl NotifySettings {
             });
         }
         Ok(Self::new(targets))
+    }
+}
+
+/// Checks that `variable`'s value is an http(s) URL: an ftp:// or mailto: URL parses but can
+/// only fail later, after the delivery timeout, and `notaurl` failed every attempt in silence.
+pub(crate) fn check_http_url(variable: &str, url: &str, example: &str) -> Result<(), String> {
+    if reqwest::Url::parse(url).is_ok_and(|u| matches!(u.scheme(), "http" | "https")) {
+        Ok(())
+    } else {
+        Err(format!(
+            "{variable} is not an http:// or https:// URL (it should look like {example})"
+        ))
     }
 }
 
@@ -340,14 +356,16 @@ async fn deliver(client: &reqwest::Client, target: &Target, event: &Event) -> Re
         }
         Err(e) => Err(Failure {
             // The error's URL may hold a secret: keep only its kind.
-            message: if e.is_timeout() {
-                "timed out".to_string()
-            } else if e.is_connect() {
+            message: if e.is_connect() {
                 "connection failed".to_string()
+            } else if e.is_timeout() {
+                "timed out (not retried: the receiver may have it)".to_string()
             } else {
-                "request failed".to_string()
+                "request failed (not retried: the receiver may have it)".to_string()
             },
-            retryable: true,
+            // Only a request that never reached the receiver is sent again: a slow receiver
+            // that answered after the timeout got each retry too (five copies of one event).
+            retryable: e.is_connect(),
         }),
     }
 }

@@ -51,7 +51,7 @@ impl ServiceSettings {
             dream,
             interval,
             notify: NotifySettings::from_env()?,
-            bot: BotSettings::from_env(home, dream),
+            bot: BotSettings::from_env(home, dream)?,
             federation: federation::settings_from_env().map_err(|e| e.to_string())?,
         })
     }

@@ -218,6 +218,30 @@ async fn a_hanging_webhook_never_blocks_emit_and_a_full_queue_drops_the_oldest()
     );
 }
 
+/// Found by probing: a receiver slower than the timeout got the event once per attempt (five
+/// copies of one `gap_detected`), though delivery is documented at most once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_that_timed_out_after_it_was_sent_is_not_sent_again() {
+    let hook = Hook {
+        hang: true,
+        ..Hook::default()
+    };
+    let url = serve_hook(hook.clone()).await;
+    let (log, lines) = collecting_log();
+    let mut settings = fast(vec![webhook(&url)]);
+    settings.request_timeout = Duration::from_millis(200);
+    let notifier = Notifier::start(settings, log);
+    notifier.emit(promoted("skl_slow"));
+    assert!(notifier.flush(Duration::from_secs(5)).await, "given up on");
+    assert_eq!(hook.calls.load(Ordering::SeqCst), 1, "sent once");
+    assert_eq!(notifier.stats()[0].failed, 1);
+    let logged = lines.lock().expect("lock").clone();
+    assert!(
+        logged[0].contains("timed out (not retried: the receiver may have it) after 1 attempt(s)"),
+        "{logged:?}"
+    );
+}
+
 #[test]
 fn bad_webhook_and_chat_id_variables_are_named() {
     let state = tempfile::tempdir().expect("state");
@@ -245,6 +269,30 @@ fn bad_webhook_and_chat_id_variables_are_named() {
     assert_eq!(out.code, 2);
     assert!(
         out.stderr.contains("SVC_BOT_CHAT_ID is \"general\""),
+        "{}",
+        out.stderr
+    );
+    // Found by probing: a bot API that is no URL failed every push in silence (exit 0), and a
+    // chat id without a token pushed nothing without a word.
+    let out = run(svc(state.path())
+        .args(["dream"])
+        .env("SVC_BOT_TOKEN", "1:a")
+        .env("SVC_BOT_API", "notaurl")
+        .env("SVC_BOT_CHAT_ID", "5"));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("SVC_BOT_API is not an http:// or https:// URL"),
+        "{}",
+        out.stderr
+    );
+    let out = run(svc(state.path())
+        .args(["dream"])
+        .env("SVC_BOT_CHAT_ID", "-4242"));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("SVC_BOT_CHAT_ID is set but SVC_BOT_TOKEN is not"),
         "{}",
         out.stderr
     );
@@ -551,6 +599,46 @@ async fn a_refused_token_stops_the_bot_once_and_delivery_goes_on() {
     );
     let _ = stop_tx.send(());
     service.await.expect("join").expect("stops cleanly");
+}
+
+/// Found by probing: a bot API answering something that is not JSON put the request URL, which
+/// holds the token, into the log the dashboard serves.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_garbled_bot_api_answer_is_logged_without_the_token() {
+    let state = tempfile::tempdir().expect("state");
+    let base =
+        serve(Router::new().route("/{bot}/getUpdates", get(|| async { "<html>nope" }))).await;
+    let (log, lines) = collecting_log();
+    let settings = svc::events::service::ServiceSettings {
+        home: state.path().to_path_buf(),
+        dream: DreamSettings::default(),
+        interval: None,
+        notify: fast(Vec::new()),
+        bot: Some(BotSettings {
+            token: "123:SECRET".to_string(),
+            api: base,
+            home: state.path().to_path_buf(),
+            dream: DreamSettings::default(),
+            poll_timeout: Duration::from_secs(1),
+            first_backoff: Duration::from_millis(10),
+        }),
+        federation: None,
+    };
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let service = tokio::spawn(svc::events::service::run(settings, log, async {
+        let _ = stop_rx.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let _ = stop_tx.send(());
+    service.await.expect("join").expect("stops cleanly");
+    let logged: Vec<String> = lines.lock().expect("lock").clone();
+    assert!(
+        logged
+            .iter()
+            .any(|l| l.contains("getUpdates answered 200 OK with something else than updates")),
+        "{logged:?}"
+    );
+    assert!(!logged.iter().any(|l| l.contains("SECRET")), "{logged:?}");
 }
 
 // ---------------------------------------------------------------------------------------------
