@@ -137,11 +137,17 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
                 // Chunks skipped and records that could not be read are two counts: one "0
                 // skipped" beside lines saying "skipped session …" read as a contradiction.
                 println!(
-                    "read {} outcomes; {} recovered chunks moved the weights, {} recovered chunks skipped; {} unreadable record(s); v{} → v{}",
+                    "read {} outcomes; {} recovered chunks moved the weights, {} recovered chunks skipped; {} unreadable record(s){}; v{} → v{}",
                     report.outcomes_read,
                     report.recovered_chunks_used,
                     report.recovered_chunks_skipped,
                     report.skipped.len(),
+                    match report.runs_deferred {
+                        0 => String::new(),
+                        n => format!(
+                            " ({n} run(s) whose commit could not be read, read again next time)"
+                        ),
+                    },
                     report.version_before,
                     report.version_after
                 );

@@ -99,6 +99,31 @@ fn recorded_outcomes_teach_the_weights_once_and_stay_in_bounds() {
     assert_eq!(third.outcomes_read, 1);
 }
 
+/// Found by probing: a run whose commit could not be read (the commits directory moved away)
+/// was marked learned, so its signal was lost for good once the commits were back.
+#[test]
+fn a_run_whose_commit_cannot_be_read_is_learned_from_once_it_can() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let recovered = record_one_recovery(home.path());
+    let commits = home.path().join("commits");
+    let aside = home.path().join("commits.aside");
+    std::fs::rename(&commits, &aside).expect("move the commits away");
+    let report = feedback::learn_from_runs(home.path()).expect("learn");
+    assert_eq!((report.outcomes_read, report.runs_deferred), (1, 1));
+    assert_eq!(report.recovered_chunks_used, 0);
+    assert!(
+        report.skipped[0].ends_with("the run is read again next time"),
+        "{:?}",
+        report.skipped
+    );
+    std::fs::rename(&aside, &commits).expect("move them back");
+    let report = feedback::learn_from_runs(home.path()).expect("learn");
+    assert_eq!(report.runs_deferred, 0);
+    assert_eq!(report.recovered_chunks_used, recovered.len() as u64);
+    let file = store::load(home.path()).expect("load").expect("written");
+    assert_eq!(file.feedback.outcomes_seen, 1, "counted once");
+}
+
 #[test]
 fn learning_commands_show_reset_and_refuse_a_broken_file_without_losing_it() {
     let home = tempfile::tempdir().expect("tempdir");

@@ -38,6 +38,8 @@ pub struct FeedbackReport {
     pub outcomes_read: u64,
     pub recovered_chunks_used: u64,
     pub recovered_chunks_skipped: u64,
+    /// Runs whose commit could not be read: not marked learned, read again next time.
+    pub runs_deferred: u64,
     /// Why chunks were skipped (commit gone, chunk not re-found, ...), one line each.
     pub skipped: Vec<String>,
     pub version_before: u64,
@@ -88,42 +90,53 @@ pub fn learn_from_runs(home: &Path) -> Result<FeedbackReport, FeedbackError> {
     report.skipped.extend(observed.warnings);
     let mut weights = file.weights;
     let mut learned = file.feedback.learned.clone();
+    // Runs learned from for the first time: a session read while running and again when it
+    // finished was counted twice.
+    let mut first_seen = 0u64;
     for run in &observed.observations {
-        let done = match learned.get(&run.id) {
-            Some(&read) if read >= run.recovered.len() => continue,
-            Some(&read) => read,
+        let before = learned.get(&run.id).copied();
+        let done = match before {
+            Some(read) if read >= run.recovered.len() => continue,
+            Some(read) => read,
             None => 0,
         };
         report.outcomes_read += 1;
-        learned.insert(run.id.clone(), run.recovered.len());
         let new: Vec<String> = run.recovered[done..]
             .iter()
             .map(|(chunk, _)| chunk.clone())
             .collect();
-        if new.is_empty() {
-            continue;
-        }
-        match learn_from_commit(&commits, &run.ctx_id, &new, &mut weights) {
-            Ok((used, missing)) => {
-                report.recovered_chunks_used += used;
-                report.recovered_chunks_skipped += missing.len() as u64;
-                report.skipped.extend(
-                    missing
-                        .into_iter()
-                        .map(|c| format!("{} {c}: not found again in the commit", run.ctx_id)),
-                );
+        if !new.is_empty() {
+            match learn_from_commit(&commits, &run.ctx_id, &new, &mut weights) {
+                Ok((used, missing)) => {
+                    report.recovered_chunks_used += used;
+                    report.recovered_chunks_skipped += missing.len() as u64;
+                    report.skipped.extend(
+                        missing
+                            .into_iter()
+                            .map(|c| format!("{} {c}: not found again in the commit", run.ctx_id)),
+                    );
+                }
+                Err(error) => {
+                    // Not marked learned: a commit that cannot be read now (its directory
+                    // moved, a disk error) is learned from once it can; marking it lost the
+                    // run's signal for good.
+                    report.runs_deferred += 1;
+                    report.skipped.push(format!(
+                        "{}: {error}; the run is read again next time",
+                        run.ctx_id
+                    ));
+                    continue;
+                }
             }
-            Err(error) => {
-                report.recovered_chunks_skipped += new.len() as u64;
-                report.skipped.push(format!("{}: {error}", run.ctx_id));
-            }
         }
+        first_seen += u64::from(before.is_none());
+        learned.insert(run.id.clone(), run.recovered.len());
     }
-    if report.outcomes_read == 0 {
+    if report.outcomes_read == report.runs_deferred {
         return Ok(finish(report, &file));
     }
     file.feedback.learned = learned;
-    file.feedback.outcomes_seen += report.outcomes_read;
+    file.feedback.outcomes_seen += first_seen;
     file.feedback.recovered_chunks_used += report.recovered_chunks_used;
     file.feedback.recovered_chunks_skipped += report.recovered_chunks_skipped;
     if weights != file.weights {
