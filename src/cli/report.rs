@@ -220,6 +220,10 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         }
     }
     warn_about_inputs(&report, LISTED_IN_REPORT);
+    warn_about_live_runs(&runs);
+    if let Some(sets) = &args.compare_runs {
+        warn_about_live_runs(sets);
+    }
     if args.compare_runs.is_some() && report.pairing.complete_units == 0 {
         // Nothing pairs: every comparison would be empty, and "main vs this commit" fed the
         // wrong folder must not read as a pass.
@@ -247,6 +251,31 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// The run directories among `inputs` that a running `svc run` is still writing.
+fn live_runs(inputs: &[PathBuf]) -> Vec<PathBuf> {
+    inputs
+        .iter()
+        .map(|input| {
+            if input.is_dir() {
+                input.clone()
+            } else {
+                input.parent().map(Path::to_path_buf).unwrap_or_default()
+            }
+        })
+        .filter(|dir| svc::harness::run::is_being_written(dir))
+        .collect()
+}
+
+/// Says which inputs are still being written: their figures are partial.
+fn warn_about_live_runs(inputs: &[PathBuf]) {
+    for live in live_runs(inputs) {
+        eprintln!(
+            "svc: {} is still being written (a running `svc run` holds its run.lock): these figures are partial",
+            live.display()
+        );
+    }
+}
+
 pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
     let mut options = match args.statistics.settings() {
         Ok(options) => options,
@@ -258,6 +287,7 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         Err(error) => return Ok(usage_error(error.into())),
     };
     warn_about_inputs(&report, LISTED_BY_VALIDATE);
+    warn_about_live_runs(&args.runs);
     if report.inputs.valid_records == 0 {
         return Ok(usage_error(anyhow::anyhow!("no valid records to gate on")));
     }
@@ -278,6 +308,22 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
         )));
     }
     if args.update_baseline {
+        // A baseline is what later runs are held to: one taken from a run still being written,
+        // or with units missing a condition, held them to a few hundred records and passed.
+        if let Some(live) = live_runs(&args.runs).first() {
+            return Ok(usage_error(anyhow::anyhow!(
+                "{} is still being written (a running `svc run` holds its run.lock): a baseline from it would be partial; update the baseline when the run has ended",
+                live.display()
+            )));
+        }
+        let pairing = &report.pairing;
+        if pairing.complete_units < pairing.units && !args.allow_partial {
+            return Ok(usage_error(anyhow::anyhow!(
+                "{} of {} pairing units are incomplete (a truncated or interrupted run?): resume the run (`svc run … --out` again), or pass --allow-partial to take this baseline anyway",
+                pairing.units - pairing.complete_units,
+                pairing.units
+            )));
+        }
         let json = serde_json::to_string_pretty(&report)? + "\n";
         if let Some(parent) = args.baseline.parent() {
             std::fs::create_dir_all(parent)

@@ -1371,6 +1371,7 @@ pub fn utc_now() -> String {
 
 pub mod cache_state;
 mod lock;
+pub use lock::is_being_written;
 mod manifest;
 mod order;
 mod write;

@@ -414,6 +414,74 @@ fn degraded(dir: &Path, condition: Condition) -> PathBuf {
     path
 }
 
+/// Found by probing: `gate --update-baseline` on a run still being written took a few hundred
+/// of its records as the baseline (every unit incomplete) and exited 0.
+#[test]
+fn a_baseline_is_not_taken_from_a_live_or_partial_run() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let runs = tempfile::tempdir().expect("tempdir");
+    let live = runs.path().join("live");
+    fs::create_dir_all(&live).expect("mkdir");
+    fs::copy(fixture("paired.jsonl"), live.join("trials.jsonl")).expect("copy");
+    let baseline = state.path().join("baseline/summary.json");
+    let update = |dir: &Path, extra: &[&str]| {
+        run(svc(state.path())
+            .args([
+                "gate",
+                "--update-baseline",
+                "--resamples",
+                "50",
+                "--baseline",
+            ])
+            .arg(&baseline)
+            .arg(dir)
+            .args(extra))
+    };
+    // A running `svc run` holds the lock.
+    let lock = fs::File::create(live.join("run.lock")).expect("lock file");
+    lock.lock().expect("lock");
+    let out = update(&live, &[]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("is still being written (a running `svc run` holds its run.lock)"),
+        "{}",
+        out.stderr
+    );
+    assert!(!baseline.exists());
+    let report = run(svc(state.path())
+        .args(["report", "--resamples", "50", "--out"])
+        .arg(runs.path().join("report"))
+        .arg(&live));
+    assert_eq!(report.code, 0, "{}", report.stderr);
+    assert!(
+        report.stderr.contains("these figures are partial"),
+        "{}",
+        report.stderr
+    );
+    drop(lock);
+
+    // A run whose last trial is missing (a unit lacks a condition) is a partial baseline:
+    // refused unless asked for.
+    let text = fs::read_to_string(live.join("trials.jsonl")).expect("read");
+    let cut_dir = runs.path().join("cut");
+    fs::create_dir_all(&cut_dir).expect("mkdir");
+    let mut lines = text.lines().collect::<Vec<_>>();
+    lines.truncate(lines.len() - 1);
+    fs::write(cut_dir.join("trials.jsonl"), lines.join("\n") + "\n").expect("write");
+    let out = update(&cut_dir, &[]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("pairing units are incomplete"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("--allow-partial"), "{}", out.stderr);
+    let out = update(&cut_dir, &["--allow-partial"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(baseline.exists());
+}
+
 #[test]
 fn gate_passes_on_its_baseline_and_names_each_breach() {
     let state = tempfile::tempdir().expect("tempdir");

@@ -40,6 +40,19 @@ pub fn lock(dir: &Path) -> Result<RunLock, RunError> {
     }
 }
 
+/// Whether a running `svc run` holds `dir`'s lock (its records are still being written). Never
+/// creates the lock file; a directory without one is no live run.
+pub fn is_being_written(dir: &Path) -> bool {
+    let Ok(file) = File::open(dir.join(LOCK_FILE)) else {
+        return false;
+    };
+    // A shared probe, dropped at once: it only asks whether a writer holds it.
+    matches!(
+        file.try_lock_shared(),
+        Err(std::fs::TryLockError::WouldBlock)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,7 +67,9 @@ mod tests {
             refused.to_string().contains("another svc run is writing"),
             "{refused}"
         );
+        assert!(is_being_written(&run));
         drop(held);
+        assert!(!is_being_written(&run));
         lock(&run).expect("free again");
     }
 }
