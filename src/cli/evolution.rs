@@ -110,12 +110,18 @@ pub fn run_skills(args: SkillsArgs) -> anyhow::Result<ExitCode> {
                             .as_ref()
                             .map_or("not benchmarked".to_string(), |b| {
                                 format!(
-                                    "misses {} -> {} over {} {} {}",
+                                    "misses {} -> {} over {} {} {}{}",
                                     b.misses_without,
                                     b.misses_with,
                                     b.queries,
                                     if b.held_out { "held-out" } else { "recorded" },
-                                    if b.queries == 1 { "query" } else { "queries" }
+                                    if b.queries == 1 { "query" } else { "queries" },
+                                    // Fewer misses alone read as a success.
+                                    if b.passed {
+                                        String::new()
+                                    } else {
+                                        format!("; benchmark failed: {}", b.verdict)
+                                    }
                                 )
                             });
                     println!(
@@ -153,6 +159,7 @@ pub fn run_dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
     let deliver_timeout = super::seconds("--deliver-timeout", args.deliver_timeout, true)?;
     let home = state::home()?;
     let notify = NotifySettings::from_env().map_err(anyhow::Error::msg)?;
+    super::say_if_waiting(&home.join("learning/dream.lock"), "a dream cycle");
     let report = evolution::dream(
         &home,
         DreamSettings {

@@ -121,6 +121,10 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LearningCommand::Reset => {
+            super::say_if_waiting(
+                &store::path_of(&home).with_extension("lock"),
+                "a learning update or reset",
+            );
             let file = store::reset(&home)?;
             println!(
                 "ranking weights reset to the defaults as v{} ({})",
@@ -130,6 +134,10 @@ pub fn run(command: LearningCommand) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         LearningCommand::Update { json } => {
+            super::say_if_waiting(
+                &store::path_of(&home).with_extension("lock"),
+                "a learning update or reset",
+            );
             let report = feedback::learn_from_runs(&home)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

@@ -165,6 +165,17 @@ pub(crate) const MAX_REPLICATES: u64 = 1_000;
 /// (`Instant + Duration` panics), and no wait that long is meant.
 const MAX_WAIT_SECONDS: f64 = 365.0 * 86_400.0;
 
+/// Says on stderr that the command waits for `lock`, when another process holds it (`what`
+/// names the holder's kind): the wait itself is unbounded and was silent.
+pub(crate) fn say_if_waiting(lock: &std::path::Path, what: &str) {
+    if svc::state::append::is_held(lock) {
+        eprintln!(
+            "svc: waiting for {what} in another process to finish (it holds {})…",
+            lock.display()
+        );
+    }
+}
+
 /// A `--…-seconds` flag as a duration: a finite number of seconds, positive (or zero when
 /// `zero_ok`), at most a year.
 pub(crate) fn seconds(

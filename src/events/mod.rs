@@ -97,12 +97,17 @@ impl Event {
                 misses_without,
                 misses_with,
                 held_out,
-                ..
+                worsened,
             } => format!(
-                "svc: skill {skill_id} benchmark {}: misses {misses_without} -> {misses_with} over {queries} {} quer{}",
+                "svc: skill {skill_id} benchmark {}: misses {misses_without} -> {misses_with} over {queries} {} quer{}{}",
                 if *passed { "passed" } else { "failed" },
                 if *held_out { "held-out" } else { "recorded" },
-                if *queries == 1 { "y" } else { "ies" }
+                if *queries == 1 { "y" } else { "ies" },
+                // Fewer misses read as a success when the reason it failed was this.
+                match worsened {
+                    0 => String::new(),
+                    n => format!(", {n} got worse"),
+                }
             ),
             EventPayload::SkillPromoted { skill_id, entity } => {
                 format!("svc: skill {skill_id} promoted (includes {entity})")
@@ -172,4 +177,28 @@ pub enum EventPayload {
         promoted: usize,
         spend_tokens: u64,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Found by probing: a benchmark that failed because queries got worse read "misses 2 -> 0",
+    /// like a success.
+    #[test]
+    fn a_failed_benchmark_says_what_got_worse() {
+        let event = Event::now(EventPayload::SkillBenchmarked {
+            skill_id: "skl_1".into(),
+            passed: false,
+            held_out: true,
+            queries: 2,
+            misses_without: 2,
+            misses_with: 0,
+            worsened: 2,
+        });
+        assert_eq!(
+            event.summary(),
+            "svc: skill skl_1 benchmark failed: misses 2 -> 0 over 2 held-out queries, 2 got worse"
+        );
+    }
 }

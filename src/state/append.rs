@@ -19,6 +19,15 @@ pub fn lock(log: &Path) -> io::Result<AppendLock> {
     Ok(AppendLock { _lock: lock })
 }
 
+/// Whether another process holds `lock_path` now (never creates it): a command about to wait
+/// for it can say so first, instead of blocking without a word.
+pub fn is_held(lock_path: &Path) -> bool {
+    let Ok(file) = File::open(lock_path) else {
+        return false;
+    };
+    matches!(file.try_lock_shared(), Err(fs::TryLockError::WouldBlock))
+}
+
 /// Creates the log's folder and opens (unlocked) its lock file `<log>.lock`, for a writer that
 /// keeps it open and takes the lock around each append.
 pub fn lock_file(log: &Path) -> io::Result<File> {

@@ -601,6 +601,51 @@ async fn a_refused_token_stops_the_bot_once_and_delivery_goes_on() {
     service.await.expect("join").expect("stops cleanly");
 }
 
+/// Found by probing: `svc dream` waiting for another process's dream cycle blocked without a
+/// word, and so did `learning reset` and `update`.
+#[test]
+fn a_command_waiting_for_a_lock_says_so() {
+    use std::io::Read;
+    let state = tempfile::tempdir().expect("state");
+    for (lock, args, what) in [
+        ("learning/dream.lock", vec!["dream"], "a dream cycle"),
+        (
+            "learning/weights.lock",
+            vec!["learning", "reset"],
+            "a learning update or reset",
+        ),
+    ] {
+        let path = state.path().join(lock);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let held = std::fs::File::create(&path).expect("lock file");
+        held.lock().expect("lock");
+        let mut child = svc(state.path())
+            .args(&args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(child.try_wait().expect("wait").is_none(), "it waits");
+        drop(held);
+        let status = child.wait().expect("wait");
+        let mut stderr = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut stderr)
+            .expect("read");
+        assert!(status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "svc: waiting for {what} in another process to finish"
+            )),
+            "{stderr}"
+        );
+    }
+}
+
 /// Found by probing: a bot API answering something that is not JSON put the request URL, which
 /// holds the token, into the log the dashboard serves.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

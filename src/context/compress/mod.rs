@@ -390,7 +390,7 @@ pub enum CompressError {
         minimum_tokens: usize,
     },
     #[error(
-        "{source_name} is not UTF-8 text (invalid byte at offset {offset}); compress only text files"
+        "{source_name} is not UTF-8 text (invalid byte at offset {offset}); give a text file (UTF-8)"
     )]
     NotUtf8 { source_name: String, offset: usize },
     #[error(
