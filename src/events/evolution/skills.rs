@@ -151,19 +151,23 @@ impl Skill {
 
 #[derive(Debug, thiserror::Error)]
 pub enum SkillError {
-    #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    // The cause is in the message (not a `source` too, which printed it twice).
+    #[error("cannot read {path}: {error}")]
+    Read { path: PathBuf, error: io::Error },
     #[error(
-        "{path} is not a skill store: {source} (move it aside; the next dream cycle starts a new one)"
+        "{path} is not a skill store: {error} (move it aside; the next dream cycle starts a new one)"
     )]
     Parse {
         path: PathBuf,
-        #[source]
-        source: serde_json::Error,
+        error: serde_json::Error,
+    },
+    #[error(
+        "{path}: skill {skill_id} {problem}; the store refuses it (fix or remove the entry, or move the file aside: the next dream cycle starts a new one)"
+    )]
+    Invalid {
+        path: PathBuf,
+        skill_id: String,
+        problem: String,
     },
     #[error("{path} has format {found}, expected {SKILLS_FORMAT}")]
     Format { path: PathBuf, found: String },
@@ -184,6 +188,28 @@ struct StoreFile {
     skills: Vec<Skill>,
 }
 
+/// What makes a stored skill one the store would never have written (a hand edit, another
+/// tool): it took effect as written (a promoted skill with a failed benchmark pinned its
+/// chunks in serving).
+fn contradiction(skill: &Skill, earlier: &BTreeMap<String, Skill>) -> Option<String> {
+    if earlier.contains_key(&skill.skill_id) {
+        return Some("appears twice".to_string());
+    }
+    if skill.status == SkillStatus::Promoted && !skill.benchmark.as_ref().is_some_and(|b| b.passed)
+    {
+        return Some("is promoted without a passed benchmark".to_string());
+    }
+    let trigger = &skill.trigger;
+    if trigger.min_matches == 0 || trigger.min_matches > trigger.terms.len() {
+        return Some(format!(
+            "needs {} of its {} trigger term(s) (at least 1, at most all)",
+            trigger.min_matches,
+            trigger.terms.len()
+        ));
+    }
+    None
+}
+
 /// The skills of a state directory, by id.
 #[derive(Debug, Clone, Default)]
 pub struct SkillStore {
@@ -197,12 +223,12 @@ impl SkillStore {
         let bytes = match fs::read(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Self::default()),
-            Err(source) => return Err(SkillError::Read { path, source }),
+            Err(error) => return Err(SkillError::Read { path, error }),
         };
         let file: StoreFile =
-            serde_json::from_slice(&bytes).map_err(|source| SkillError::Parse {
+            serde_json::from_slice(&bytes).map_err(|error| SkillError::Parse {
                 path: path.clone(),
-                source,
+                error,
             })?;
         if file.format != SKILLS_FORMAT {
             return Err(SkillError::Format {
@@ -210,13 +236,18 @@ impl SkillStore {
                 found: file.format,
             });
         }
-        Ok(Self {
-            skills: file
-                .skills
-                .into_iter()
-                .map(|s| (s.skill_id.clone(), s))
-                .collect(),
-        })
+        let mut skills = BTreeMap::new();
+        for skill in file.skills {
+            if let Some(problem) = contradiction(&skill, &skills) {
+                return Err(SkillError::Invalid {
+                    path,
+                    skill_id: skill.skill_id,
+                    problem,
+                });
+            }
+            skills.insert(skill.skill_id.clone(), skill);
+        }
+        Ok(Self { skills })
     }
 
     /// Writes the store atomically.

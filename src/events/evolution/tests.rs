@@ -244,3 +244,41 @@ fn export_carries_structural_origin_with_zero_token_cost() {
     let back: skills::SkillExport = serde_json::from_value(json).expect("round trip");
     assert_eq!(back, exported);
 }
+
+/// Found by probing: a hand-edited store with a promoted skill whose benchmark failed loaded,
+/// and serving applied the skill; so did a trigger of 0 terms and a duplicated entry.
+#[test]
+fn a_store_the_dream_cycle_would_never_write_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path();
+    for query in BRIDGE_QUERIES {
+        record_run(home, query, BUDGET);
+    }
+    dream(home, DreamSettings::default()).expect("dream");
+    let path = home.join(skills::SKILLS_FILE);
+    let original: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).expect("store")).expect("json");
+    type Edit = fn(&mut serde_json::Value);
+    let edits: [(&str, Edit); 3] = [
+        ("is promoted without a passed benchmark", |v| {
+            v["skills"][0]["benchmark"]["passed"] = false.into()
+        }),
+        ("needs 0 of its", |v| {
+            v["skills"][0]["trigger"]["min_matches"] = 0.into()
+        }),
+        ("appears twice", |v| {
+            let first = v["skills"][0].clone();
+            v["skills"].as_array_mut().expect("list").push(first)
+        }),
+    ];
+    for (expected, edit) in edits {
+        let mut edited = original.clone();
+        edit(&mut edited);
+        std::fs::write(&path, edited.to_string()).expect("write");
+        let error = SkillStore::load(home).expect_err(expected).to_string();
+        assert!(error.contains(expected), "{error}");
+        assert!(error.contains("the store refuses it"), "{error}");
+    }
+    std::fs::write(&path, original.to_string()).expect("write");
+    SkillStore::load(home).expect("the store as written loads");
+}
