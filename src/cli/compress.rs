@@ -27,12 +27,12 @@ pub struct CompressArgs {
     /// Content kind [default: detected from the content].
     #[arg(long, value_enum)]
     kind: Option<ContentKind>,
-    /// Terms that make a sentence worth keeping (prose).
+    /// Terms that make a sentence worth keeping (prose only; other kinds do not read it).
     #[arg(long)]
     query: Option<String>,
     /// The input is a conversation: a JSON array of {role, content} messages, or an object
     /// with a `messages` array.
-    #[arg(long, conflicts_with = "kind")]
+    #[arg(long, conflicts_with_all = ["kind", "query"])]
     messages: bool,
     /// `text` prints the compressed content (summary on stderr); `json` prints the full result
     /// with the commit id and every elision.
@@ -107,6 +107,14 @@ fn budget_failure(error: &CompressError) -> bool {
 
 pub fn run_compress(args: CompressArgs) -> anyhow::Result<ExitCode> {
     check_budget(args.budget)?;
+    // Ignored in silence before: only prose is cut by the query's terms.
+    if let (Some(kind), Some(_)) = (args.kind, &args.query)
+        && kind != ContentKind::Prose
+    {
+        anyhow::bail!(
+            "--query applies to prose only; --kind {kind} does not read it: drop one of them"
+        );
+    }
     let bytes = read_input(&args.input)?;
     let tokenizer = Tokenizer::new(args.encoding);
     let store = store()?;
@@ -126,6 +134,12 @@ pub fn run_compress(args: CompressArgs) -> anyhow::Result<ExitCode> {
         }
         Err(error) => return Err(error.into()),
     };
+    if args.query.is_some() && result.kind != ContentKind::Prose {
+        eprintln!(
+            "svc: note: --query applies to prose only; this input was read as {} and compressed without it",
+            result.kind
+        );
+    }
     match args.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&result)?),
         Format::Text => {

@@ -43,6 +43,10 @@ pub struct ExportArgs {
     /// Record files (JSONL or Parquet), run directories, or folders of shards.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
+    /// Write an empty Parquet file for input with no records (by default that fails, exit 1,
+    /// as `validate` does, so a step fed an empty or truncated file does not pass).
+    #[arg(long)]
+    allow_empty: bool,
 }
 
 #[derive(Debug, Args)]
@@ -131,6 +135,12 @@ fn export(args: ExportArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
+    }
+    if records.is_empty() && !args.allow_empty {
+        eprintln!(
+            "svc: no records in the inputs; nothing was written (pass --allow-empty to write an empty Parquet file)"
+        );
+        return Ok(ExitCode::from(1));
     }
     let bytes = parquet::write_records(&records);
     svc::state::atomic_write_shared(&args.parquet, &bytes)

@@ -510,3 +510,40 @@ fn batch_jsonl_with_a_bad_line() {
         out.stdout
     );
 }
+
+/// Found by probing: `--query` was ignored in silence on code, JSON and logs (only prose reads
+/// it), and with `--messages`.
+#[test]
+fn a_query_on_input_that_does_not_read_it_is_refused_or_noted() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let code = root().join("src/lib.rs");
+    let code = code.to_string_lossy();
+    let out = run(svc(state.path()).args([
+        "compress", &code, "--budget", "200", "--kind", "code", "--query", "tokens",
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--query applies to prose only"),
+        "{}",
+        out.stderr
+    );
+    let out =
+        run(svc(state.path()).args(["compress", &code, "--budget", "200", "--query", "tokens"]));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("svc: note: --query applies to prose only; this input was read as code"),
+        "{}",
+        out.stderr
+    );
+    let out = run(svc(state.path()).args([
+        "compress",
+        "--messages",
+        &code,
+        "--budget",
+        "200",
+        "--query",
+        "tokens",
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+}

@@ -397,3 +397,31 @@ fn export_reads_standard_input_as_dash() {
         validated.stdout
     );
 }
+
+/// Found by probing: `records export` of an empty file wrote an empty Parquet file and exited
+/// 0 where `records validate` fails an empty input.
+#[test]
+fn export_of_no_records_fails_like_validate_unless_allowed() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let empty = state.path().join("empty.jsonl");
+    fs::write(&empty, "").expect("write");
+    let out = state.path().join("out.parquet");
+    let export = |extra: &[&str]| {
+        run(svc(state.path())
+            .args(["records", "export", "--parquet"])
+            .arg(&out)
+            .arg(&empty)
+            .args(extra))
+    };
+    let refused = export(&[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--allow-empty"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!out.exists());
+    let allowed = export(&["--allow-empty"]);
+    assert_eq!(allowed.code, 0, "{}", allowed.stderr);
+    assert!(out.exists());
+}
