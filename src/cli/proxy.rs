@@ -102,15 +102,17 @@ pub(super) fn settings(args: &ProxyArgs) -> anyhow::Result<ProxySettings> {
         ("openai", &upstreams.openai),
         ("gemini", &upstreams.gemini),
     ] {
+        // Credentials and secret query values never reach a message (terminals, CI logs).
+        let shown = upstream::redact(url);
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             anyhow::bail!(
-                "the {name} upstream {url:?} is not an http:// or https:// URL; give the provider's root, e.g. http://127.0.0.1:8000"
+                "the {name} upstream {shown:?} is not an http:// or https:// URL; give the provider's root, e.g. http://127.0.0.1:8000"
             );
         }
         if url.contains(['?', '#']) {
             // Request paths are appended to the root: a query there would swallow them.
             anyhow::bail!(
-                "the {name} upstream {url:?} has a query or fragment; give the provider's root alone (request paths and their queries are appended to it)"
+                "the {name} upstream {shown:?} has a query or fragment; give the provider's root alone (request paths and their queries are appended to it)"
             );
         }
     }

@@ -288,6 +288,10 @@ pub enum RunError {
     )]
     Busy { dir: PathBuf },
     #[error(
+        "{path} is a symbolic link: a run appends to its own files only (a link sent the records to the file it names); remove the link, or pass another --out"
+    )]
+    Linked { path: PathBuf },
+    #[error(
         "cannot make the run's context commits durable: {0}; the records naming them were not written (free space or fix permissions, then re-run to resume)"
     )]
     Commit(String),
@@ -344,6 +348,12 @@ pub fn execute(settings: &RunSettings) -> Result<RunSummary, RunError> {
     let runner = &settings.runner;
     let mut manifest = new_manifest(settings, started_at);
     let _lock = lock::lock(&settings.out_dir)?;
+    for name in ["trials.jsonl", "notes.jsonl", audit::REQUESTS_LOG] {
+        let path = settings.out_dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(RunError::Linked { path });
+        }
+    }
     // The directory's identity is checked before anything in it is touched.
     match load_manifest(&settings.out_dir) {
         Ok(Some(previous)) => resume::merge_previous(

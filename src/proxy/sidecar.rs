@@ -33,6 +33,11 @@ use crate::witness::store::{StoreError, Verdict};
 pub const DEFAULT_LIST_LIMIT: usize = 20;
 pub const MAX_LIST_LIMIT: usize = 1000;
 
+/// Largest body of the sidecar's POST routes. The proxy's own limit (`--max-body-bytes`, for
+/// prompts) is off here: one feedback request with a 400 MB note took 2.3 GB and was written
+/// to the feedback file whole.
+pub const MAX_SIDECAR_BODY_BYTES: usize = 64 * 1024;
+
 /// Feedback is a read-modify-write of one file per certificate: one writer at a time.
 static FEEDBACK: Mutex<()> = Mutex::new(());
 
@@ -45,6 +50,7 @@ pub fn routes() -> Router<Arc<ProxyState>> {
         .route("/svc/optimization/pause", post(pause))
         .route("/svc/optimization/enable", post(enable))
         .route_layer(axum::middleware::from_fn(local_callers_only))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_SIDECAR_BODY_BYTES))
 }
 
 /// Refuses callers that are not same-origin localhost (403, with the reason).
@@ -154,8 +160,21 @@ struct FeedbackBody {
 async fn feedback(
     State(state): State<Arc<ProxyState>>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => {
+            return error(
+                rejection.status(),
+                "request_too_large",
+                format!(
+                    "a feedback body is at most {} KiB: {rejection}",
+                    MAX_SIDECAR_BODY_BYTES / 1024
+                ),
+            );
+        }
+    };
     let parsed: FeedbackBody = match serde_json::from_slice(&body) {
         Ok(parsed) => parsed,
         Err(problem) => {

@@ -84,9 +84,15 @@ fn p_value(p: f64) -> String {
 }
 
 /// Text from the records (a workload, a model, a file name) made safe for a Markdown table
-/// cell or heading: a `|` split the row into more columns and a line break split the row.
+/// cell or heading: a `|` split the row into more columns, a line break split the row, and
+/// HTML in a record (`<img onerror=…>`) was rendered by previewers that allow inline HTML
+/// (records come from runs others share).
 fn md(text: &str) -> String {
-    text.replace('|', "\\|").replace(['\r', '\n'], " ")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('|', "\\|")
+        .replace(['\r', '\n'], " ")
 }
 
 fn percent(value: f64) -> String {
@@ -898,6 +904,16 @@ mod tests {
         let markdown = markdown(&report);
         assert!(markdown.contains("| qa\\|pipe next |"), "{markdown}");
         assert!(!markdown.contains("qa|pipe"));
+        // Found by probing: HTML in a record reached report.md as HTML.
+        for group in &mut report.groups {
+            group.model = Some("<img src=x onerror=alert(1)>&".into());
+        }
+        let markdown = super::markdown(&report);
+        assert!(
+            markdown.contains("&lt;img src=x onerror=alert(1)&gt;&amp;"),
+            "{markdown}"
+        );
+        assert!(!markdown.contains("<img"), "{markdown}");
     }
 
     #[test]

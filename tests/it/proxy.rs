@@ -955,6 +955,16 @@ async fn witness_audit_adds_certificate_headers_and_serves_the_sidecar() {
         .post(&format!("/witness/{id}/feedback"), r#"{"verdict":"meh"}"#)
         .await;
     assert_eq!(bad.status(), 400);
+    // Found by probing: a 400 MB note was taken whole (2.3 GB of memory) and written to the
+    // feedback file; the sidecar takes 64 KiB.
+    let huge = format!(
+        r#"{{"verdict":"correct","note":"{}"}}"#,
+        "a".repeat(1 << 20)
+    );
+    let refused = proxy.post(&format!("/witness/{id}/feedback"), huge).await;
+    assert_eq!(refused.status(), 413);
+    let body: Value = refused.json().await.expect("a JSON body");
+    assert_eq!(body["error"]["type"], "request_too_large");
     let missing = proxy
         .client
         .get(format!(
@@ -1126,6 +1136,24 @@ fn svc_proxy_rejects_bad_flags_with_usage_errors() {
     ]));
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("not an http"), "{}", run.stderr);
+    // Found by probing: these messages printed the URL's password and secret query values.
+    let run = crate::harness::run(crate::harness::svc(state.path()).args([
+        "proxy",
+        "--upstream-openai",
+        "http://admin:PASSWORDXYZ@127.0.0.1:1/base?token=TOKQ1",
+    ]));
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("http://REDACTED@127.0.0.1:1/base?token=REDACTED"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("PASSWORDXYZ") && !run.stderr.contains("TOKQ1"),
+        "{}",
+        run.stderr
+    );
     // Each refused with exit 2 and the reason. Found by probing: a profile without --witness
     // was ignored silently, a root with a query swallowed every request path, and a body limit
     // of 0 answered every request 413.

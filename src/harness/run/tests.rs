@@ -512,3 +512,18 @@ fn a_failing_summary_call_is_a_summary_failed_error_record() {
     assert_eq!(failed.len(), 6);
     assert!(failed[0].3.contains("HTTP 400"), "{}", failed[0].3);
 }
+
+/// Found by probing: a `trials.jsonl` replaced by a symbolic link sent a resumed run's records
+/// into the file the link named, outside the run directory.
+#[test]
+fn a_linked_record_file_is_refused_not_written_through() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run_dir = dir.path().join("run");
+    fs::create_dir_all(&run_dir).expect("mkdir");
+    let outside = dir.path().join("outside.txt");
+    fs::write(&outside, "").expect("write");
+    std::os::unix::fs::symlink(&outside, run_dir.join("trials.jsonl")).expect("link");
+    let error = execute(&settings(dir.path(), Shard::default())).expect_err("refused");
+    assert!(matches!(error, RunError::Linked { .. }), "{error}");
+    assert_eq!(fs::read_to_string(&outside).expect("read"), "");
+}
