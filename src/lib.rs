@@ -15,6 +15,7 @@ pub mod events;
 pub mod git;
 pub mod harness;
 pub mod mcp;
+pub mod own_user;
 pub mod proof;
 pub mod proxy;
 pub mod ravs;

@@ -133,7 +133,8 @@ fn serve_alone(
         if open {
             open_browser(&url);
         }
-        let socket = tokio::net::TcpListener::from_std(listener)?;
+        let socket =
+            svc::own_user::OwnUserListener::new(tokio::net::TcpListener::from_std(listener)?);
         let stopping = state.clone();
         axum::serve(socket, dashboard::app(state))
             .with_graceful_shutdown(async move {

@@ -169,6 +169,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
             eprintln!("svc proxy: warning: RAVS log {skipped}");
         }
         let signalled = std::sync::Arc::new(tokio::sync::Notify::new());
+        let listener = svc::own_user::OwnUserListener::new(listener);
         let graceful = axum::serve(listener, make_service(state.clone())).with_graceful_shutdown({
             let signalled = signalled.clone();
             async move {

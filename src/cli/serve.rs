@@ -43,7 +43,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
             svc::mcp::HTTP_PATH,
             home.display()
         );
-        svc::mcp::serve_http(listener, home, async {
+        svc::mcp::serve_http(svc::own_user::OwnUserListener::new(listener), home, async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await

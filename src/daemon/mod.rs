@@ -20,6 +20,7 @@ use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
 
 use crate::dashboard::{self, DashboardSettings, DashboardState, Role, TaskState, TaskStatus};
+use crate::own_user::OwnUserListener;
 use crate::proxy::server::Logger;
 use crate::proxy::{ProxySettings, ProxyState};
 
@@ -148,16 +149,22 @@ where
     }
 }
 
+/// A clone of `listener` that serves this user only ([`OwnUserListener`]).
+fn own_socket(listener: &std::net::TcpListener) -> Result<OwnUserListener, String> {
+    listener
+        .try_clone()
+        .and_then(tokio::net::TcpListener::from_std)
+        .map(OwnUserListener::new)
+        .map_err(|e| format!("reusing the listening socket: {e}"))
+}
+
 /// Serves `router` on a clone of `listener` until the state stops.
 async fn serve(
     state: Arc<DashboardState>,
     listener: &std::net::TcpListener,
     router: axum::Router,
 ) -> Result<(), String> {
-    let socket = listener
-        .try_clone()
-        .and_then(tokio::net::TcpListener::from_std)
-        .map_err(|e| format!("reusing the listening socket: {e}"))?;
+    let socket = own_socket(listener)?;
     axum::serve(socket, router)
         .with_graceful_shutdown(async move { state.stopped().await })
         .await
@@ -171,10 +178,7 @@ async fn serve_proxy(
     listener: &std::net::TcpListener,
     proxy: Arc<crate::proxy::ProxyState>,
 ) -> Result<(), String> {
-    let socket = listener
-        .try_clone()
-        .and_then(tokio::net::TcpListener::from_std)
-        .map_err(|e| format!("reusing the listening socket: {e}"))?;
+    let socket = own_socket(listener)?;
     let served = axum::serve(socket, crate::proxy::make_service(proxy.clone()))
         .with_graceful_shutdown(async move { state.stopped().await })
         .await
@@ -190,10 +194,7 @@ async fn serve_mcp(
     listener: &std::net::TcpListener,
     home: PathBuf,
 ) -> Result<(), String> {
-    let socket = listener
-        .try_clone()
-        .and_then(tokio::net::TcpListener::from_std)
-        .map_err(|e| format!("reusing the listening socket: {e}"))?;
+    let socket = own_socket(listener)?;
     crate::mcp::serve_http(socket, home, async move { state.stopped().await })
         .await
         .map_err(|e| e.to_string())

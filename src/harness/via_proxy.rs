@@ -36,7 +36,7 @@ use super::workload::AnswerKind;
 use crate::proxy::provider::HEADER_ERROR;
 use crate::proxy::server::{HEADER_CONTEXT_ID, HEADER_OPTIMIZATION};
 use crate::proxy::upstream::Upstreams;
-use crate::proxy::{ProxySettings, ProxyState, app};
+use crate::proxy::{ProxySettings, ProxyState};
 use crate::tokens::Tokenizer;
 
 /// The header naming a request to the tap (unknown headers pass through the proxy untouched).
@@ -125,6 +125,17 @@ async fn serve(router: axum::Router) -> std::io::Result<String> {
     Ok(format!("http://{address}"))
 }
 
+/// Serves a proxy as `svc proxy` does (its listener, with connection info).
+async fn serve_proxy(state: std::sync::Arc<ProxyState>) -> std::io::Result<String> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let listener = crate::own_user::OwnUserListener::new(listener);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, crate::proxy::make_service(state)).await;
+    });
+    Ok(format!("http://{address}"))
+}
+
 impl ViaProxy {
     /// Starts a proxy per budget in front of `runner`; commits go under `state_home`.
     pub fn start(
@@ -205,7 +216,7 @@ impl ViaProxy {
                 settings.read_timeout = timeout;
                 let state = ProxyState::new(settings, None)
                     .map_err(|e| ViaProxyError::Start(e.to_string()))?;
-                let url = serve(app(state))
+                let url = serve_proxy(state)
                     .await
                     .map_err(|e| ViaProxyError::Start(e.to_string()))?;
                 proxies.insert(budget, url);

@@ -68,7 +68,7 @@ pub const DEFAULT_HTTP_PORT: u16 = 9379;
 /// Serves the tools over streamable HTTP at [`HTTP_PATH`] on `listener` until `shutdown`
 /// completes; then open sessions are closed and in-flight calls finish.
 pub async fn serve_http(
-    listener: tokio::net::TcpListener,
+    listener: crate::own_user::OwnUserListener,
     home: PathBuf,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {

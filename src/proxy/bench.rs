@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::server::{ProxySettings, ProxyState, app};
+use super::server::{ProxySettings, ProxyState};
 use super::upstream::Upstreams;
 use crate::bench::Figure;
 
@@ -106,6 +106,18 @@ async fn serve(router: axum::Router) -> Result<String, BenchError> {
     let address = listener.local_addr()?;
     tokio::spawn(async move {
         let _ = axum::serve(listener, router).await;
+    });
+    Ok(format!("http://{address}"))
+}
+
+/// Serves the proxy as `svc proxy` does (its listener, with connection info), so the figure is
+/// the command's: served as a bare app it hid, and then showed, what the listener changes.
+async fn serve_proxy(state: std::sync::Arc<ProxyState>) -> Result<String, BenchError> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let address = listener.local_addr()?;
+    let listener = crate::own_user::OwnUserListener::new(listener);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, super::make_service(state)).await;
     });
     Ok(format!("http://{address}"))
 }
@@ -256,7 +268,7 @@ pub async fn start(state_dir: &std::path::Path) -> Result<(String, String), Benc
     settings.budget = 20_000;
     settings.read_timeout = READ_TIMEOUT;
     let state = ProxyState::new(settings, None)?;
-    let proxy_url = serve(app(state)).await?;
+    let proxy_url = serve_proxy(state).await?;
     Ok((upstream_url, proxy_url))
 }
 

@@ -17,6 +17,8 @@ use axum::http::{HeaderMap, header};
 use axum::serve::IncomingStream;
 use tokio::net::TcpListener;
 
+use crate::own_user::OwnUserListener;
+
 /// The two ends of an accepted connection, recorded by the server for every request (serve the
 /// app with [`super::server::make_service`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,6 +31,15 @@ pub struct Peer {
 
 impl Connected<IncomingStream<'_, TcpListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, TcpListener>) -> Self {
+        Peer {
+            remote: *stream.remote_addr(),
+            local: stream.io().local_addr().ok(),
+        }
+    }
+}
+
+impl Connected<IncomingStream<'_, OwnUserListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, OwnUserListener>) -> Self {
         Peer {
             remote: *stream.remote_addr(),
             local: stream.io().local_addr().ok(),
