@@ -31,12 +31,15 @@ pub struct BenchArgs {
     /// brace/indentation reducer, instead of its throughput figures.
     #[arg(long)]
     compress_corpus: Option<PathBuf>,
-    /// Megabytes of Markdown (from the corpus) for the prose compression benchmark.
+    /// Megabytes of Markdown (from the corpus) for the prose compression benchmark (0 leaves
+    /// prose out; a corpus with less than half of it is an error).
     #[arg(long, default_value_t = 2)]
     prose_mb: usize,
-    /// Workload of the harness throughput figure.
-    #[arg(long, default_value = "halueval-distractor")]
-    harness_workload: String,
+    /// Workload of the harness throughput figure [default: halueval-distractor, or the fixture
+    /// workload fixtures/harness/halueval-mini where its data is not found]. A workload named
+    /// here that cannot be loaded is an error.
+    #[arg(long)]
+    harness_workload: Option<String>,
     /// Context budget of the harness throughput figure.
     #[arg(long, default_value_t = 512, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     harness_budget: usize,
@@ -48,7 +51,7 @@ pub struct BenchArgs {
     harness_repeats: usize,
     #[arg(long, value_enum, default_value_t)]
     format: Format,
-    /// Run only these groups [default: all].
+    /// Run only these groups, comma-separated [default: every group].
     #[arg(long, value_enum, value_delimiter = ',')]
     group: Vec<Group>,
     /// Answers verified per evidence text in the witness benchmark (4 verifiable claims each).
@@ -77,7 +80,7 @@ pub struct BenchArgs {
     localize_out: Option<PathBuf>,
     /// Only one part of the context group (`needles` or `localisation`), for iterating on
     /// selection quality.
-    #[arg(long, hide = true)]
+    #[arg(long)]
     context_part: Option<ContextPart>,
     /// Records generated for the report benchmark (aggregate + paired stats).
     #[arg(long, default_value_t = 1_000_000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
@@ -155,127 +158,107 @@ enum Group {
 pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
     let wants = |group: Group| args.group.is_empty() || args.group.contains(&group);
     let mut figures: Vec<Figure> = Vec::new();
+    // A group that fails is named, and the others still run and print: one failing group
+    // (the viewer's, once) threw away every figure measured before it.
+    let mut failed: Vec<&str> = Vec::new();
+    let mut keep = |name: &'static str, result: anyhow::Result<Vec<Figure>>| match result {
+        Ok(measured) => figures.extend(measured),
+        Err(error) => {
+            eprintln!("bench: the {name} group failed: {error:#}");
+            failed.push(name);
+        }
+    };
     if wants(Group::Records) {
         eprintln!("bench: records validate ({} records)…", args.records);
-        figures.push(bench::records_validate(args.records)?);
+        keep(
+            "records",
+            bench::records_validate(args.records)
+                .map(|f| vec![f])
+                .map_err(Into::into),
+        );
     }
     if wants(Group::Witness) {
         eprintln!(
             "bench: witness verify ({} answers x 10 evidence texts)…",
             args.witness_answers
         );
-        figures.push(svc::witness::bench::claims_per_second(
+        let mut witness = vec![svc::witness::bench::claims_per_second(
             args.witness_answers,
             10,
-        ));
+        )];
         eprintln!("bench: witness verify against 500 KB of evidence…");
-        figures.push(svc::witness::bench::long_evidence(500_000, 5));
+        witness.push(svc::witness::bench::long_evidence(500_000, 5));
+        keep("witness", Ok(witness));
     }
     let corpus_root = args.corpus.clone().unwrap_or_else(default_corpus);
     if wants(Group::Tokens) {
-        let corpus = bench::load_source_corpus(&corpus_root, args.corpus_mb * 1_000_000);
-        if corpus.is_empty() {
-            anyhow::bail!(
-                "no source files under {} for the token benchmark; pass --corpus DIR",
-                corpus_root.display()
-            );
-        }
-        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
-            eprintln!(
-                "bench: token count ({encoding}) on {}…",
-                corpus_root.display()
-            );
-            figures.push(bench::token_count(&corpus, encoding));
-        }
+        keep("tokens", token_figures(&corpus_root, args.corpus_mb));
     }
     if wants(Group::Context) {
-        eprintln!(
-            "bench: context engine on crates under {}…",
-            corpus_root.display()
-        );
-        let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
-        match args.context_part {
-            None => figures.extend(svc::context::bench::context_figures(
-                &corpus_root,
-                &fixtures,
-            )?),
-            Some(ContextPart::Needles) => figures.push(
-                svc::context::bench::needle_figure_on_registry(&corpus_root, &fixtures)?,
-            ),
-            Some(ContextPart::Localisation) => {}
-        }
-        if args.context_part != Some(ContextPart::Needles) || !args.localize_repo.is_empty() {
-            figures.extend(localisation(&args)?);
-        }
+        keep("context", context_group(&args, &corpus_root));
     }
-    if wants(Group::Compress)
-        && let Some(root) = &args.compress_corpus
-    {
-        eprintln!(
-            "bench: compress on the repositories under {} (kinds, code elision)…",
-            root.display()
-        );
-        let truth = include_str!("../../fixtures/compress/kind-truth.tsv");
-        let (corpus_figures, table) = svc::context::compress::corpus::figures(root, truth)
-            .map_err(|message| anyhow::anyhow!("fixtures/compress/kind-truth.tsv: {message}"))?;
-        eprintln!("{table}");
-        figures.extend(corpus_figures);
-    } else if wants(Group::Compress) {
-        eprintln!(
-            "bench: compress ({} MB log, {} MB JSON, {} MB Markdown prose) and distill…",
-            args.compress_mb, args.compress_mb, args.prose_mb
-        );
-        let prose =
-            svc::context::compress::figures::load_markdown(&corpus_root, args.prose_mb * 1_000_000);
-        let compress_state = tempfile::tempdir()?;
-        let store = svc::context::commit::CommitStore::new(compress_state.path());
-        figures.extend(svc::context::compress::figures::figures(
-            args.compress_mb,
-            &prose,
-            &store,
-        ));
+    if wants(Group::Compress) {
+        keep("compress", compress_group(&args, &corpus_root));
     }
     if wants(Group::Harness) {
-        figures.push(harness_figure(&args)?);
+        keep("harness", harness_figure(&args).map(|f| vec![f]));
     }
     if wants(Group::Report) {
         eprintln!("bench: report ({} generated records)…", args.report_records);
-        let dir = tempfile::tempdir()?;
-        figures.push(svc::report::bench_figure(args.report_records, dir.path())?);
+        keep(
+            "report",
+            tempfile::tempdir().map_err(Into::into).and_then(|dir| {
+                Ok(vec![svc::report::bench_figure(
+                    args.report_records,
+                    dir.path(),
+                )?])
+            }),
+        );
     }
     if wants(Group::Proof) {
         eprintln!(
             "bench: proof planner ({} generated rounds)…",
             args.proof_rounds
         );
-        figures.push(svc::proof::bench::planner_figure(args.proof_rounds));
+        keep(
+            "proof",
+            Ok(vec![svc::proof::bench::planner_figure(args.proof_rounds)]),
+        );
     }
     if wants(Group::Proxy) {
         eprintln!(
             "bench: proxy ({} requests, {} clients, a 50K-token request, upstream faults)…",
             args.proxy_requests, args.proxy_clients
         );
-        figures.extend(svc::proxy::bench::figures(
-            args.proxy_requests,
-            args.proxy_clients,
-        )?);
+        keep(
+            "proxy",
+            svc::proxy::bench::figures(args.proxy_requests, args.proxy_clients).map_err(Into::into),
+        );
     }
     if wants(Group::Viewer) {
         eprintln!(
             "bench: viewer (a generated run of {} records)…",
             args.viewer_records
         );
-        figures.extend(svc::dashboard::bench::figures(args.viewer_records)?);
+        keep(
+            "viewer",
+            svc::dashboard::bench::figures(args.viewer_records).map_err(Into::into),
+        );
     }
     if wants(Group::Daemon) {
         eprintln!(
             "bench: daemon (a generated repository of ~{} tokens)…",
             args.daemon_repo_tokens
         );
-        figures.push(svc::daemon::bench::watcher_figure(args.daemon_repo_tokens)?);
+        keep(
+            "daemon",
+            svc::daemon::bench::watcher_figure(args.daemon_repo_tokens)
+                .map(|f| vec![f])
+                .map_err(Into::into),
+        );
     }
     if wants(Group::Mcp) {
-        figures.extend(mcp_figures(&args, &corpus_root)?);
+        keep("mcp", mcp_figures(&args, &corpus_root));
     }
     if wants(Group::Routing) {
         eprintln!(
@@ -289,9 +272,101 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             ..Default::default()
         };
         let seeds: Vec<u64> = (1..=args.routing_seeds).collect();
-        figures.extend(svc::routing::simulate::figures(&settings, &seeds)?);
+        keep(
+            "routing",
+            svc::routing::simulate::figures(&settings, &seeds).map_err(Into::into),
+        );
     }
-    print_figures(&figures, args.format)
+    let printed = if figures.is_empty() && !failed.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        print_figures(&figures, args.format)?
+    };
+    if failed.is_empty() {
+        Ok(printed)
+    } else {
+        eprintln!("bench: failed group(s): {} (see above)", failed.join(", "));
+        Ok(ExitCode::from(2))
+    }
+}
+
+fn token_figures(corpus_root: &std::path::Path, corpus_mb: usize) -> anyhow::Result<Vec<Figure>> {
+    let corpus = bench::load_source_corpus(corpus_root, corpus_mb * 1_000_000);
+    if corpus.is_empty() {
+        anyhow::bail!(
+            "no source files under {} for the token benchmark; pass --corpus DIR",
+            corpus_root.display()
+        );
+    }
+    let mut figures = Vec::new();
+    for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+        eprintln!(
+            "bench: token count ({encoding}) on {}…",
+            corpus_root.display()
+        );
+        figures.push(bench::token_count(&corpus, encoding));
+    }
+    Ok(figures)
+}
+
+fn context_group(args: &BenchArgs, corpus_root: &std::path::Path) -> anyhow::Result<Vec<Figure>> {
+    eprintln!(
+        "bench: context engine on crates under {}…",
+        corpus_root.display()
+    );
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("fixtures/code");
+    let mut figures = Vec::new();
+    match args.context_part {
+        None => figures.extend(svc::context::bench::context_figures(
+            corpus_root,
+            &fixtures,
+        )?),
+        Some(ContextPart::Needles) => figures.push(svc::context::bench::needle_figure_on_registry(
+            corpus_root,
+            &fixtures,
+        )?),
+        Some(ContextPart::Localisation) => {}
+    }
+    if args.context_part != Some(ContextPart::Needles) || !args.localize_repo.is_empty() {
+        figures.extend(localisation(args)?);
+    }
+    Ok(figures)
+}
+
+fn compress_group(args: &BenchArgs, corpus_root: &std::path::Path) -> anyhow::Result<Vec<Figure>> {
+    if let Some(root) = &args.compress_corpus {
+        eprintln!(
+            "bench: compress on the repositories under {} (kinds, code elision)…",
+            root.display()
+        );
+        let truth = include_str!("../../fixtures/compress/kind-truth.tsv");
+        let (figures, table) = svc::context::compress::corpus::figures(root, truth)
+            .map_err(|message| anyhow::anyhow!("fixtures/compress/kind-truth.tsv: {message}"))?;
+        eprintln!("{table}");
+        return Ok(figures);
+    }
+    eprintln!(
+        "bench: compress ({} MB log, {} MB JSON, {} MB Markdown prose) and distill…",
+        args.compress_mb, args.compress_mb, args.prose_mb
+    );
+    let prose =
+        svc::context::compress::figures::load_markdown(corpus_root, args.prose_mb * 1_000_000);
+    // The prose rows were left out, or measured a few KB, without a word.
+    if args.prose_mb > 0 && prose.len() < args.prose_mb * 1_000_000 / 2 {
+        anyhow::bail!(
+            "only {:.2} MB of Markdown under {} for {} MB of prose; pass --corpus DIR with more, a smaller --prose-mb, or --prose-mb 0 to leave prose out",
+            prose.len() as f64 / 1e6,
+            corpus_root.display(),
+            args.prose_mb
+        );
+    }
+    let compress_state = tempfile::tempdir()?;
+    let store = svc::context::commit::CommitStore::new(compress_state.path());
+    Ok(svc::context::compress::figures::figures(
+        args.compress_mb,
+        &prose,
+        &store,
+    ))
 }
 
 /// The `mcp` group: this binary serves, on `--mcp-repo` or on crate sources copied from the
@@ -334,25 +409,22 @@ fn harness_figure(args: &BenchArgs) -> anyhow::Result<Figure> {
     let options = workload::LoadOptions {
         cache_dir: cache.path().to_path_buf(),
     };
-    let loaded = workload::load(
-        &workload::workloads_root(),
-        &args.harness_workload,
-        &options,
-    )
-    .or_else(|error| {
-        eprintln!("bench: {error}; using the fixture workload fixtures/harness/halueval-mini");
-        workload::load(
-            &workload::workloads_root(),
-            "fixtures/harness/halueval-mini",
-            &options,
-        )
-    })
-    .with_context(|| {
-        format!(
-            "the harness figure has no workload: neither `{}` nor the fixture one was found; run from the svc repository, point SVC_WORKLOADS_DIR at its workloads, or name one with --harness-workload",
-            args.harness_workload
-        )
-    })?;
+    let root = workload::workloads_root();
+    let loaded = match &args.harness_workload {
+        // Named: measured on it or not at all (a typo had fallen back to another workload).
+        Some(name) => workload::load(&root, name, &options)
+            .with_context(|| format!("--harness-workload {name}"))?,
+        None => workload::load(&root, "halueval-distractor", &options)
+            .or_else(|error| {
+                eprintln!(
+                    "bench: {error}; using the fixture workload fixtures/harness/halueval-mini"
+                );
+                workload::load(&root, "fixtures/harness/halueval-mini", &options)
+            })
+            .context(
+                "the harness figure has no workload: neither halueval-distractor nor the fixture one was found; run from the svc repository, point SVC_WORKLOADS_DIR at its workloads, or name one with --harness-workload",
+            )?,
+    };
     let selector = condition::default_selector();
     let mut conditions = vec![
         condition::Condition::Raw,

@@ -175,6 +175,61 @@ fn bench_harness_outside_the_repository_says_how_to_name_a_workload() {
     );
 }
 
+/// Found by probing: a mistyped `--harness-workload` was measured on another workload, a
+/// missing `--compress-corpus` reported 100 % on the generated logs alone, a corpus without
+/// Markdown left the prose rows out, all with exit 0; and one failing group threw away every
+/// other group's figures.
+#[test]
+fn bench_groups_fail_by_name_and_the_others_still_print() {
+    let state = tempfile::tempdir().expect("state");
+    let empty = tempfile::tempdir().expect("empty");
+    let empty = empty.path().to_string_lossy().into_owned();
+    let out = run(svc(state.path()).args([
+        "bench",
+        "--group",
+        "proof,harness",
+        "--harness-workload",
+        "nosuch",
+        "--proof-rounds",
+        "2",
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("--harness-workload nosuch"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("bench: failed group(s): harness"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stdout.contains("proof"),
+        "the proof figure still prints: {}",
+        out.stdout
+    );
+    let out =
+        run(svc(state.path()).args(["bench", "--group", "compress", "--compress-corpus", &empty]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(out.stderr.contains("files are not under"), "{}", out.stderr);
+    let out = run(svc(state.path()).args([
+        "bench",
+        "--group",
+        "compress",
+        "--corpus",
+        &empty,
+        "--compress-mb",
+        "1",
+    ]));
+    assert_eq!(out.code, 2, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("MB of Markdown under"),
+        "{}",
+        out.stderr
+    );
+}
+
 /// Found by probing: `svc bench --proxy-clients 0` reported "70 requests from 0 clients", and
 /// `--records 0`, `--harness-repeats 0` and `--routing-seeds 0` printed 0.0 figures, exit 0.
 #[test]
