@@ -547,3 +547,26 @@ fn a_query_on_input_that_does_not_read_it_is_refused_or_noted() {
     ]));
     assert_eq!(out.code, 2, "{}", out.stderr);
 }
+
+/// Found by probing: a log whose records carry a date alone (`2024-01-01 INFO …`) was read as
+/// prose, and its one ERROR line was cut with the rest.
+#[test]
+fn a_log_of_date_only_stamps_keeps_its_error_line() {
+    let state = tempfile::tempdir().expect("tempdir");
+    let mut log: String = (1..=400)
+        .map(|i| format!("2024-01-01 INFO step {i} ok\n"))
+        .collect();
+    log.push_str("2024-01-01 ERROR failed at step 401\n");
+    let path = state.path().join("t.txt");
+    fs::write(&path, log).expect("write");
+    let compressed = compress_json(
+        state.path(),
+        &[path.to_str().expect("utf8"), "--budget", "100"],
+    );
+    assert_eq!(compressed.kind.to_string(), "logs");
+    assert!(
+        compressed.text.contains("ERROR failed at step 401"),
+        "{}",
+        compressed.text
+    );
+}

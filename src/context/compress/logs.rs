@@ -48,6 +48,7 @@ static LOG_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?x)^(?:
           \[?\d{4}-\d{2}-\d{2}[T\ ]\d{2}:\d{2}
+        | \[?\d{4}-\d{2}-\d{2}\]?\s+\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
         | \[?\d{2}:\d{2}:\d{2}
         | (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+\d{2}:\d{2}
         | \[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
@@ -248,5 +249,14 @@ mod tests {
         ));
         assert!(looks_like_logs("[ERROR] x\n[INFO] y\n"));
         assert!(!looks_like_logs("fn main() {\n}\n"));
+        // Found by probing: stamps of a date alone read as prose, and the reducer for prose
+        // dropped the one ERROR line. A date then a level starts a record; a dated sentence
+        // does not.
+        assert!(looks_like_logs(
+            "2024-01-01 INFO step 1 ok\n2024-01-01 INFO step 2 ok\n[2024-01-02] ERROR failed at step 3\n"
+        ));
+        assert!(!looks_like_logs(
+            "2024-01-01 was a Monday.\n2024-01-02 brought rain.\n"
+        ));
     }
 }
