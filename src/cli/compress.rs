@@ -24,7 +24,7 @@ pub struct CompressArgs {
     /// Token budget for the output (exact count, see --encoding).
     #[arg(long)]
     budget: usize,
-    /// Content kind [default: detected from the content].
+    /// Content kind [default: from the file name (extension), else detected from the content].
     #[arg(long, value_enum)]
     kind: Option<ContentKind>,
     /// Terms that make a sentence worth keeping (prose only; other kinds do not read it).
