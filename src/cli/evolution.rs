@@ -180,7 +180,21 @@ pub fn run_dream(args: DreamArgs) -> anyhow::Result<ExitCode> {
                 notifier.emit(event.clone());
             }
             if !notifier.flush(deliver_timeout).await {
-                eprintln!("svc: warning: some notifications were still pending at exit");
+                // Which target and how many: "some" left the user nothing to act on.
+                let pending: Vec<String> = notifier
+                    .stats()
+                    .into_iter()
+                    .filter(|s| s.queued > 0 || s.delivered + s.failed + s.dropped < report.events.len() as u64)
+                    .map(|s| {
+                        let undelivered = (report.events.len() as u64)
+                            .saturating_sub(s.delivered + s.failed + s.dropped);
+                        format!("{} ({undelivered} of {} event(s))", s.target, report.events.len())
+                    })
+                    .collect();
+                eprintln!(
+                    "svc: warning: notifications still pending at exit were not sent: {}; a longer --deliver-timeout gives them time",
+                    pending.join(", ")
+                );
             }
         });
     }

@@ -1082,3 +1082,29 @@ fn federation_sends_nothing_without_the_opt_in() {
         "version 0 is the defaults: nothing learned to share"
     );
 }
+
+/// Found by probing: `svc dream` whose notifications could not all be sent in time said only
+/// "some notifications were still pending at exit" (no target, no count).
+#[test]
+fn dream_names_the_notifications_it_could_not_send_in_time() {
+    let state = tempfile::tempdir().expect("state");
+    let work = tempfile::tempdir().expect("work");
+    for query in QUERIES {
+        prepare_and_advance(state.path(), work.path(), query);
+    }
+    // A receiver that accepts connections and never answers.
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("http://{}/hook", silent.local_addr().expect("address"));
+    let out = run(svc(state.path())
+        .args(["dream", "--deliver-timeout", "0.5"])
+        .env("SVC_WEBHOOK_CHAT_A", &url));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("notifications still pending at exit were not sent: webhook chat_a"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("event(s))"), "{}", out.stderr);
+    drop(silent);
+}
