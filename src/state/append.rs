@@ -32,7 +32,7 @@ pub fn is_held(lock_path: &Path) -> bool {
 /// keeps it open and takes the lock around each append.
 pub fn lock_file(log: &Path) -> io::Result<File> {
     if let Some(dir) = log.parent() {
-        fs::create_dir_all(dir)?;
+        crate::state::create_dir_durable(dir)?;
     }
     OpenOptions::new()
         .write(true)

@@ -204,7 +204,7 @@ pub fn dream(home: &Path, settings: DreamSettings) -> Result<DreamReport, Evolut
         path: lock_path.clone(),
         source,
     };
-    fs::create_dir_all(home.join("learning")).map_err(io_error)?;
+    crate::state::create_dir_durable(&home.join("learning")).map_err(io_error)?;
     let lock = OpenOptions::new()
         .write(true)
         .create(true)

@@ -282,3 +282,18 @@ fn a_store_the_dream_cycle_would_never_write_is_refused() {
     std::fs::write(&path, original.to_string()).expect("write");
     SkillStore::load(home).expect("the store as written loads");
 }
+
+/// Found by probing: with a file named `learning` in the state directory, the dream cycle
+/// failed with "dream.lock: File exists", naming neither the file in the way nor what to do.
+#[test]
+fn a_file_in_the_way_of_the_learning_folder_is_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("learning"), "").expect("write");
+    let error = dream(dir.path(), DreamSettings::default())
+        .expect_err("refused")
+        .to_string();
+    assert!(
+        error.contains("learning is in the way: it exists and is not a directory"),
+        "{error}"
+    );
+}
