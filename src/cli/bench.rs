@@ -481,19 +481,31 @@ pub fn render_table(figures: &[Figure]) -> String {
 
 /// A repository's history to mine: a directory as it is, a `.bundle` file cloned bare to a
 /// temporary directory (kept alive by the returned guard), and the revision to walk.
+/// A bundle's temporary clone: removed when dropped, or when a signal ends svc.
+pub(crate) type HistoryClone = (tempfile::TempDir, svc::child_groups::RegisteredDir);
+
 pub(crate) fn open_history(
     repo: &std::path::Path,
     own: &std::path::Path,
-) -> anyhow::Result<(Option<tempfile::TempDir>, PathBuf, &'static str)> {
+) -> anyhow::Result<(Option<HistoryClone>, PathBuf, &'static str)> {
     if repo.is_file() {
         // A bundle is cloned bare (log, diff and ls-tree need no work tree).
         let clone = tempfile::tempdir()?;
+        let registered = svc::child_groups::register_temp_dir(clone.path());
         eprintln!("cloning {}…", repo.display());
-        let output = std::process::Command::new("git")
+        // git runs as a group of its own, registered, so a signal ends it before its folder
+        // is removed (it recreated the folder's parts as it wrote).
+        use std::os::unix::process::CommandExt;
+        let child = std::process::Command::new("git")
             .args(["clone", "--quiet", "--bare"])
             .arg(repo)
             .arg(clone.path())
-            .output()?;
+            .process_group(0)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()?;
+        let _group = svc::child_groups::register(child.id());
+        let output = child.wait_with_output()?;
         if !output.status.success() {
             anyhow::bail!(
                 "git clone {} failed ({}); pass a git repository or bundle",
@@ -503,7 +515,7 @@ pub(crate) fn open_history(
         }
         // A bundle holds one branch, which need not be what HEAD names.
         let path = clone.path().to_path_buf();
-        Ok((Some(clone), path, "--all"))
+        Ok((Some((clone, registered)), path, "--all"))
     } else if repo == own {
         Ok((None, repo.to_path_buf(), "--all"))
     } else {

@@ -411,3 +411,79 @@ fn select_names_the_files_the_index_skipped() {
         out.stderr
     );
 }
+
+/// Found by probing: a SIGTERM while `svc bench --localize-repo X.bundle` ran left the bundle's
+/// bare clone (14 MB for a real repository) in the temporary folder.
+#[test]
+fn a_signal_removes_the_clone_of_a_bundle() {
+    let state = tempfile::tempdir().expect("state");
+    let dir = tempfile::tempdir().expect("repo");
+    let repo = dir.path().join("repo");
+    std::fs::create_dir_all(&repo).expect("mkdir");
+    git(&repo, &["init", "-q"]);
+    for i in 0..40 {
+        std::fs::write(
+            repo.join(format!("m{}.py", i % 7)),
+            format!("def f{i}():\n    return {i}\n").repeat(50),
+        )
+        .expect("write");
+        git(&repo, &["add", "-A"]);
+        git(&repo, &["commit", "-qm", &format!("change the module {i}")]);
+    }
+    let bundle = dir.path().join("repo.bundle");
+    git(
+        &repo,
+        &["bundle", "create", bundle.to_str().expect("utf8"), "--all"],
+    );
+    for _ in 0..5 {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let mut child = svc(state.path())
+            .env("TMPDIR", tmp.path())
+            .args([
+                "bench",
+                "--group",
+                "context",
+                "--context-part",
+                "localisation",
+            ])
+            .arg("--localize-repo")
+            .arg(&bundle)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn");
+        // Signal as soon as the clone is there.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        let mut cloned = false;
+        while std::time::Instant::now() < deadline && child.try_wait().expect("wait").is_none() {
+            // The clone has begun once git wrote into it (it is registered before that).
+            let begun = std::fs::read_dir(tmp.path())
+                .expect("read")
+                .filter_map(Result::ok)
+                .any(|entry| entry.path().join("HEAD").exists());
+            if begun {
+                cloned = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if !cloned {
+            let _ = child.wait();
+            continue;
+        }
+        let pid = rustix::process::Pid::from_child(&child);
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+        let status = child.wait().expect("wait");
+        if status.success() {
+            // It ended before the signal: try again.
+            continue;
+        }
+        assert_eq!(
+            std::fs::read_dir(tmp.path()).expect("read").count(),
+            0,
+            "the clone is removed"
+        );
+        return;
+    }
+    panic!("the bench never ran long enough to be signalled");
+}
