@@ -14,6 +14,7 @@ pub mod digest;
 pub mod events;
 pub mod git;
 pub mod harness;
+pub mod http_api;
 pub mod mcp;
 pub mod own_user;
 pub mod proof;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{FromRequest, Query, Request, State};
+use axum::extract::{Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::{DashboardState, Quality, RepoStatus};
+pub use crate::http_api::{NoBody, error};
 
 /// The OpenAPI 3.1 document of the control API.
 pub const OPENAPI_JSON: &str = include_str!("assets/openapi.json");
@@ -68,45 +69,6 @@ async fn json_rejections(response: Response) -> Response {
         Err(_) => status.to_string(),
     };
     error(status, kind, message)
-}
-
-/// The body of a route that takes none (SPEC §4.3): empty, or `{}` as JSON clients send by
-/// habit. Anything else is refused, so a client that believes it sent options learns it did not.
-pub struct NoBody;
-
-impl<S: Send + Sync> FromRequest<S> for NoBody {
-    type Rejection = Response;
-
-    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let route = request.uri().path().to_string();
-        let body = axum::body::Bytes::from_request(request, state)
-            .await
-            .map_err(IntoResponse::into_response)?;
-        let text = std::str::from_utf8(&body).unwrap_or("?");
-        let empty = text.trim().is_empty()
-            || serde_json::from_str::<Value>(text)
-                .is_ok_and(|v| v.as_object().is_some_and(|o| o.is_empty()));
-        if empty {
-            return Ok(NoBody);
-        }
-        Err(error(
-            StatusCode::BAD_REQUEST,
-            "invalid_request_error",
-            format!(
-                "POST {route} takes no body (send none, or {{}}); this one has {} bytes",
-                body.len()
-            ),
-        ))
-    }
-}
-
-/// An error in the API's shape.
-pub fn error(status: StatusCode, kind: &str, message: String) -> Response {
-    (
-        status,
-        Json(json!({"error": {"type": kind, "message": message}})),
-    )
-        .into_response()
 }
 
 pub async fn not_found(request: Request) -> Response {

@@ -27,6 +27,7 @@ use serde_json::{Value, json};
 
 use super::local_only::{self, Peer};
 use super::server::ProxyState;
+use crate::http_api::{NoBody, error};
 use crate::witness::store::{StoreError, Verdict};
 
 /// Default and largest `limit` of `GET /witness`.
@@ -66,14 +67,6 @@ async fn local_callers_only(request: axum::extract::Request, next: Next) -> Resp
             refusal.to_string(),
         ),
     }
-}
-
-fn error(status: StatusCode, kind: &str, message: String) -> Response {
-    (
-        status,
-        Json(json!({"error": {"type": kind, "message": message}})),
-    )
-        .into_response()
 }
 
 fn store_error(problem: StoreError) -> Response {
@@ -222,12 +215,12 @@ async fn status(State(state): State<Arc<ProxyState>>) -> Response {
     Json(status_body(&state)).into_response()
 }
 
-async fn pause(State(state): State<Arc<ProxyState>>) -> Response {
+async fn pause(State(state): State<Arc<ProxyState>>, _: NoBody) -> Response {
     state.set_paused(true);
     Json(status_body(&state)).into_response()
 }
 
-async fn enable(State(state): State<Arc<ProxyState>>) -> Response {
+async fn enable(State(state): State<Arc<ProxyState>>, _: NoBody) -> Response {
     state.set_paused(false);
     Json(status_body(&state)).into_response()
 }

@@ -687,6 +687,16 @@ async fn pause_bypasses_optimisation_and_status_counts_requests() {
             > 0
     );
     assert!(!proxy.state.paused());
+    // Found by probing: the switch took any body (options a client believed it sent were
+    // ignored); it takes none, or `{}`, as the dashboard's control API does.
+    let refused = proxy
+        .post("/svc/optimization/pause", r#"{"minutes": 5}"#)
+        .await;
+    assert_eq!(refused.status(), 400);
+    assert!(!proxy.state.paused(), "not paused by a refused request");
+    let accepted = proxy.post("/svc/optimization/pause", "{}").await;
+    assert_eq!(accepted.status(), 200);
+    assert!(proxy.state.paused());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
