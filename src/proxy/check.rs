@@ -98,6 +98,15 @@ pub fn stream_end_header(headers: &mut HeaderMap, end: &StreamEnd) {
     headers.insert(HEADER_STREAM_END, HeaderValue::from_static(value));
 }
 
+/// A certificate as the request's log line says it: `flagged (2 flagged)`.
+pub fn log_verdict(certificate: &Certificate) -> String {
+    format!(
+        "{} ({} flagged)",
+        status_str(certificate),
+        certificate.flagged_claims.len()
+    )
+}
+
 /// The certificate's status as its wire value.
 pub fn status_str(certificate: &Certificate) -> String {
     serde_json::to_value(certificate.status)

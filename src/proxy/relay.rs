@@ -257,11 +257,7 @@ async fn audit(
             if let Some(plan) = plan {
                 record(state, vec![plan.verdict_entry(&certificate)]).await;
             }
-            format!(
-                "{} ({} flagged)",
-                check::status_str(&certificate),
-                certificate.flagged_claims.len()
-            )
+            check::log_verdict(&certificate)
         }
         Err(problem) => format!("skipped: {problem}"),
     }

@@ -692,11 +692,7 @@ async fn forward(
             if let Some(plan) = &prepared.plan {
                 routed::record(state, vec![plan.verdict_entry(&checked.certificate)]).await;
             }
-            log.witness = Some(format!(
-                "{} ({} flagged)",
-                check::status_str(&checked.certificate),
-                checked.certificate.flagged_claims.len()
-            ));
+            log.witness = Some(check::log_verdict(&checked.certificate));
             match checked.body {
                 Some(body) => Bytes::from(body),
                 None => bytes,
@@ -761,9 +757,8 @@ async fn verified_stream(
             check::certificate_headers(&mut headers, &certificate, mode, replaced.is_some());
             check::stream_end_header(&mut headers, &end);
             log.witness = Some(format!(
-                "{} ({} flagged){}",
-                check::status_str(&certificate),
-                certificate.flagged_claims.len(),
+                "{}{}",
+                check::log_verdict(&certificate),
                 end.problem()
                     .map(|problem| format!("; a partial answer: {problem}"))
                     .unwrap_or_default()

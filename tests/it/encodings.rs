@@ -19,22 +19,25 @@ fn a_leading_byte_order_mark_is_read_past_by_every_command() {
         path.to_string_lossy().into_owned()
     };
     let context = root().join("fixtures/witness/context.txt");
-    let context = context.to_string_lossy();
+    let context = context.to_string_lossy().into_owned();
+    let strict = |path: &str| {
+        run(svc(state.path()).args([
+            "witness",
+            "--context-file",
+            &context,
+            "--output-file",
+            path,
+            "--mode",
+            "strict",
+            "--no-store",
+        ]))
+    };
 
     // The witness: a BOM'd JSON answer is structured output, returned byte-identical.
     let answer =
         format!(r#"{BOM}{{"founded": 1921, "claim": "The telescope was installed in 1978."}}"#);
     let path = file("answer.json", answer.clone());
-    let out = run(svc(state.path()).args([
-        "witness",
-        "--context-file",
-        &context,
-        "--output-file",
-        &path,
-        "--mode",
-        "strict",
-        "--no-store",
-    ]));
+    let out = strict(&path);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.stdout, answer);
     assert!(
@@ -49,16 +52,7 @@ fn a_leading_byte_order_mark_is_read_past_by_every_command() {
         "{BOM}```\nThe telescope was installed in 1978.\n```\nThe Halden Observatory was founded in 1921 by Ingrid Solberg.\n"
     );
     let path = file("fenced.md", fenced.clone());
-    let out = run(svc(state.path()).args([
-        "witness",
-        "--context-file",
-        &context,
-        "--output-file",
-        &path,
-        "--mode",
-        "strict",
-        "--no-store",
-    ]));
+    let out = strict(&path);
     assert!(
         out.stderr.contains("1 of 1 verifiable claims supported"),
         "{}",

@@ -536,6 +536,30 @@ async fn bot_answers_each_command_from_real_state() {
 /// Regression: a refused token failed the whole events task, so the daemon's supervisor
 /// restarted it and the refused token was polled again every few seconds (with the delivery
 /// workers restarted each time). Now the bot alone stops, once, and delivery goes on.
+/// The events task with a bot polling `api` (short timeouts) and `notify`'s targets.
+fn bot_service(
+    home: &std::path::Path,
+    token: &str,
+    api: String,
+    notify: NotifySettings,
+) -> svc::events::service::ServiceSettings {
+    svc::events::service::ServiceSettings {
+        home: home.to_path_buf(),
+        dream: DreamSettings::default(),
+        interval: None,
+        notify,
+        bot: Some(BotSettings {
+            token: token.to_string(),
+            api,
+            home: home.to_path_buf(),
+            dream: DreamSettings::default(),
+            poll_timeout: Duration::from_secs(1),
+            first_backoff: Duration::from_millis(10),
+        }),
+        federation: None,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_token_stops_the_bot_once_and_delivery_goes_on() {
     let state = tempfile::tempdir().expect("state");
@@ -558,21 +582,7 @@ async fn a_refused_token_stops_the_bot_once_and_delivery_goes_on() {
     let hook = Hook::default();
     let hook_url = serve_hook(hook.clone()).await;
     let (log, lines) = collecting_log();
-    let settings = svc::events::service::ServiceSettings {
-        home: state.path().to_path_buf(),
-        dream: DreamSettings::default(),
-        interval: None,
-        notify: fast(vec![webhook(&hook_url)]),
-        bot: Some(BotSettings {
-            token: "WRONG".to_string(),
-            api: base,
-            home: state.path().to_path_buf(),
-            dream: DreamSettings::default(),
-            poll_timeout: Duration::from_secs(1),
-            first_backoff: Duration::from_millis(10),
-        }),
-        federation: None,
-    };
+    let settings = bot_service(state.path(), "WRONG", base, fast(vec![webhook(&hook_url)]));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let service = tokio::spawn(svc::events::service::run(settings, log, async {
         let _ = stop_rx.await;
@@ -654,21 +664,7 @@ async fn a_garbled_bot_api_answer_is_logged_without_the_token() {
     let base =
         serve(Router::new().route("/{bot}/getUpdates", get(|| async { "<html>nope" }))).await;
     let (log, lines) = collecting_log();
-    let settings = svc::events::service::ServiceSettings {
-        home: state.path().to_path_buf(),
-        dream: DreamSettings::default(),
-        interval: None,
-        notify: fast(Vec::new()),
-        bot: Some(BotSettings {
-            token: "123:SECRET".to_string(),
-            api: base,
-            home: state.path().to_path_buf(),
-            dream: DreamSettings::default(),
-            poll_timeout: Duration::from_secs(1),
-            first_backoff: Duration::from_millis(10),
-        }),
-        federation: None,
-    };
+    let settings = bot_service(state.path(), "123:SECRET", base, fast(Vec::new()));
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let service = tokio::spawn(svc::events::service::run(settings, log, async {
         let _ = stop_rx.await;
