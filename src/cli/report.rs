@@ -351,6 +351,16 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     };
+    // A baseline taken from a partial run (by an older build, or with --allow-partial) holds
+    // the run to part of its tasks: say so, every time it is used.
+    if baseline.pairing.complete_units < baseline.pairing.units {
+        eprintln!(
+            "svc: warning: the baseline {} has {} of {} pairing units incomplete (taken from a partial run); regenerate it from a whole run with `svc gate --update-baseline RUN…`",
+            args.baseline.display(),
+            baseline.pairing.units - baseline.pairing.complete_units,
+            baseline.pairing.units
+        );
+    }
     let (Some(current_scores), Some(baseline_scores)) =
         (&report.task_scores, &baseline.task_scores)
     else {

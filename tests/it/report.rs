@@ -480,6 +480,18 @@ fn a_baseline_is_not_taken_from_a_live_or_partial_run() {
     let out = update(&cut_dir, &["--allow-partial"]);
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert!(baseline.exists());
+    // Such a baseline (or one an older build took from a live run) says so whenever it is used.
+    let gated = run(svc(state.path())
+        .args(["gate", "--resamples", "50", "--allow-partial", "--baseline"])
+        .arg(&baseline)
+        .arg(&cut_dir));
+    assert!(
+        gated
+            .stderr
+            .contains("pairing units incomplete (taken from a partial run)"),
+        "{}",
+        gated.stderr
+    );
 }
 
 #[test]
