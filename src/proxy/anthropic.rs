@@ -188,11 +188,25 @@ pub fn stream_answer(events: &[Value]) -> Answer {
                     _ => {}
                 }
             }
-            Some("content_block_start")
-                if event.pointer("/content_block/type").and_then(Value::as_str)
-                    == Some("tool_use") =>
-            {
-                structured = true;
+            Some("content_block_start") => {
+                match event.pointer("/content_block/type").and_then(Value::as_str) {
+                    Some("tool_use") => structured = true,
+                    // A block may open with text of its own (found by probing: it was never
+                    // checked, and strict passed it on).
+                    Some("text") => {
+                        if let Some(text) = event
+                            .pointer("/content_block/text")
+                            .and_then(Value::as_str)
+                            .filter(|t| !t.is_empty())
+                        {
+                            texts
+                                .entry(event.get("index").and_then(Value::as_u64).unwrap_or(0))
+                                .or_default()
+                                .push_str(text);
+                        }
+                    }
+                    _ => {}
+                }
             }
             _ => {}
         }

@@ -99,6 +99,16 @@ impl Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
+        // Not counted: the client left before the answer ended; counted and not written: the
+        // check of a delivered stream was cut short by the proxy stopping.
+        let client_left = !self.counted;
+        if self.log.witness.as_deref() == Some("deferred") {
+            self.log.witness = Some(if client_left {
+                "skipped: the client went away before the stream ended; no certificate".into()
+            } else {
+                "skipped: the proxy stopped before the check ended".into()
+            });
+        }
         if !self.counted {
             self.log.error = Some(if self.streaming {
                 "the client went away during the stream".into()
@@ -108,9 +118,6 @@ impl Drop for Pending {
             self.count(499);
         }
         if !self.written {
-            if self.log.witness.as_deref() == Some("deferred") {
-                self.log.witness = Some("skipped: the proxy stopped before the check ended".into());
-            }
             self.write();
         }
     }
@@ -126,7 +133,7 @@ pub fn passthrough(upstream: reqwest::Response, pending: Option<Pending>) -> Bod
         let mut pending = pending;
         while let Some(chunk) = next_chunk(&mut stream, &send).await {
             if let (Err(error), Some(pending)) = (&chunk, pending.as_mut()) {
-                pending.log.error = Some(format!("the upstream stream broke off: {error}"));
+                pending.log.error = Some(cut_reason(error));
                 pending.count(pending.log.status);
             }
             let failed = chunk.is_err();
@@ -177,8 +184,8 @@ pub fn tee_for_witness(
                 }
                 Ok(_) => {}
                 Err(error) => {
-                    failed = Some(error.to_string());
-                    pending.log.error = Some(format!("the upstream stream broke off: {error}"));
+                    failed = Some(cut_reason(error));
+                    pending.log.error = failed.clone();
                     pending.count(pending.log.status);
                     flush_pause().await;
                 }
@@ -191,15 +198,17 @@ pub fn tee_for_witness(
                 break;
             }
         }
-        if yield_chunk.is_closed() {
+        if failed.is_none() && yield_chunk.is_closed() {
             // The client went away: nothing complete to certify (the entry says 499).
             return;
         }
         pending.count(pending.log.status);
         // The client's answer ends here; the check runs after it.
         drop(yield_chunk);
-        let verdict = if failed.is_some() {
-            skipped("the upstream stream broke off")
+        // A stream cut after its end marker is whole, and checked.
+        let whole = !overflow && stream_end::of_body(route, &copy).is_complete();
+        let verdict = if let (Some(reason), false) = (&failed, whole) {
+            skipped(reason)
         } else if overflow {
             skipped(&format!(
                 "the stream is over {} MiB, the most the witness keeps",
@@ -215,6 +224,15 @@ pub fn tee_for_witness(
 }
 
 type Chunk = Result<Bytes, reqwest::Error>;
+
+/// Why an upstream body ended early, in words: a stall past the read timeout is not a break.
+fn cut_reason(error: &reqwest::Error) -> String {
+    if error.is_timeout() {
+        format!("the upstream stream stalled past the read timeout: {error}")
+    } else {
+        format!("the upstream stream broke off: {error}")
+    }
+}
 
 /// The upstream's next chunk; `None` at its end, and as soon as the client has gone away
 /// (waiting for the next chunk to find out kept a stalled upstream's connection, and the

@@ -84,7 +84,7 @@ pub async fn send(
             if !read_whole(state, out, &response) {
                 return Ok(response);
             }
-            match settle(out.route, response).await {
+            match settle(out.route, out.stream, response).await {
                 Ok(response) => return Ok(response),
                 Err(status) => Some(status),
             }
@@ -130,27 +130,29 @@ fn is_event_stream(headers: &reqwest::header::HeaderMap) -> bool {
 }
 
 /// Reads a routed answer whole: the response again, from its bytes, or the status its failure
-/// is logged as (504 for a body that stalled, 502 for one that broke off, a stream that ended
-/// in an error event or without its end marker).
-async fn settle(route: Route, response: reqwest::Response) -> Result<reqwest::Response, u16> {
+/// is logged as (504 for a body that stalled, 502 for one that broke off, a stream — event
+/// stream, or Gemini's JSON array — that ended in an error event or without its end marker).
+async fn settle(
+    route: Route,
+    stream: bool,
+    response: reqwest::Response,
+) -> Result<reqwest::Response, u16> {
     let status = response.status();
     let headers = response.headers().clone();
-    let event_stream = is_event_stream(&headers);
-    let bytes = match response.bytes().await {
-        Ok(bytes) => bytes,
-        Err(error) if error.is_timeout() => return Err(504),
-        Err(_) => return Err(502),
+    let streamed = stream || is_event_stream(&headers);
+    let (bytes, cut) = stream_end::read_all(response).await;
+    let whole = if streamed {
+        stream_end::of_body(route, &bytes).is_complete()
+    } else {
+        cut.is_none()
     };
-    if event_stream {
-        let end = stream_end::of(
-            route,
-            &check::stream_events(&bytes),
-            stream_end::has_done_marker(&bytes),
-        );
-        if !end.is_complete() {
-            return Err(502);
-        }
+    if !whole {
+        return Err(match cut {
+            Some(error) if error.is_timeout() => 504,
+            _ => 502,
+        });
     }
+    let bytes = Bytes::from(bytes);
     let mut rebuilt = axum::http::Response::new(bytes);
     *rebuilt.status_mut() = status;
     *rebuilt.headers_mut() = headers;

@@ -112,6 +112,19 @@ fn edit(route: Route, payload: &mut Value, text: &str, placed: &mut bool) -> boo
                 *slot = take();
                 return true;
             }
+            // A block that opens with text holds a text slot too (an empty one stays empty, so
+            // clients that read deltas only still get the whole verified text).
+            if payload.get("type").and_then(Value::as_str) == Some("content_block_start")
+                && payload
+                    .pointer("/content_block/type")
+                    .and_then(Value::as_str)
+                    == Some("text")
+                && let Some(slot) = payload.pointer_mut("/content_block/text")
+                && slot.as_str().is_some_and(|t| !t.is_empty())
+            {
+                *slot = take();
+                return true;
+            }
             false
         }
         Route::OpenaiChat => match payload.pointer_mut("/choices/0/delta/content") {
@@ -175,6 +188,14 @@ fn replace_output_text(value: &mut Value, text: &str) -> bool {
         Value::Object(map) => {
             if map.get("type").and_then(Value::as_str) == Some("output_text")
                 && let Some(slot) = map.get_mut("text")
+            {
+                *slot = Value::String(text.to_string());
+                changed = true;
+            }
+            // The response's convenience copy of its whole text (found by probing: strict left
+            // the removed claims there).
+            if let Some(slot) = map.get_mut("output_text")
+                && slot.is_string()
             {
                 *slot = Value::String(text.to_string());
                 changed = true;

@@ -73,6 +73,31 @@ pub fn of(route: Route, events: &[Value], done_marker: bool) -> StreamEnd {
     }
 }
 
+/// How a stream held in `body` ended (its payloads and `[DONE]` read from it).
+pub fn of_body(route: Route, body: &[u8]) -> StreamEnd {
+    of(
+        route,
+        &super::check::stream_events(body),
+        has_done_marker(body),
+    )
+}
+
+/// Reads a body whole: what arrived, and the error that cut it, if one did. A body may break
+/// off after it was complete (an upstream that closes without the chunked terminator after
+/// its end marker): the caller decides whether what came is whole.
+pub async fn read_all(response: reqwest::Response) -> (Vec<u8>, Option<reqwest::Error>) {
+    use futures_util::StreamExt;
+    let mut body = Vec::new();
+    let mut chunks = response.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        match chunk {
+            Ok(bytes) => body.extend_from_slice(&bytes),
+            Err(error) => return (body, Some(error)),
+        }
+    }
+    (body, None)
+}
+
 /// Whether a `data: [DONE]` event is in an event-stream body.
 pub fn has_done_marker(body: &[u8]) -> bool {
     String::from_utf8_lossy(body).lines().any(|line| {

@@ -330,3 +330,91 @@ async fn a_stream_the_client_leaves_is_logged_499_and_an_oversized_one_says_why(
         "{line}"
     );
 }
+
+/// A chunked event stream whose connection closes after its last event, without the body's
+/// terminating chunk.
+fn event_stream_cut(events: &[String]) -> Vec<u8> {
+    let mut answer = event_stream(events);
+    answer.truncate(answer.len() - b"0\r\n\r\n".len());
+    answer
+}
+
+/// Found by probing: a stream that had sent its end marker and then lost its connection before
+/// the body's last chunk was a 502 in strict (the whole answer thrown away) and had no
+/// certificate in audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_cut_after_its_end_marker_is_a_whole_answer() {
+    let mut events: Vec<String> = [EVIDENCE]
+        .iter()
+        .map(|text| chat_delta(text, false))
+        .collect();
+    events.push("data: [DONE]\n\n".into());
+    let upstream = raw_upstream(event_stream_cut(&events)).await;
+    let strict = Logged::start(&upstream, witness(Mode::Strict, false)).await;
+    let response = strict
+        .post("/v1/chat/completions", chat_request(true))
+        .await;
+    assert_eq!(response.status(), 200);
+    assert_eq!(header(&response, "x-svc-witness-stream-end"), "complete");
+    let text = response.text().await.expect("body");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let audit = Logged::start(&upstream, witness(Mode::Audit, false)).await;
+    let mut response = audit.post("/v1/chat/completions", chat_request(true)).await;
+    while let Ok(Some(_)) = response.chunk().await {}
+    let line = audit.line(30).await;
+    assert!(line.contains("witness supported (0 flagged)"), "{line}");
+    assert_eq!(audit.certificates(), 1);
+}
+
+/// Found by probing: strict checked and rewrote the deltas but not an Anthropic block that
+/// opens with text, nor the `output_text` copy a Responses stream's last event may carry, so
+/// removed claims still reached the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_cuts_claims_from_every_slot_that_carries_text() {
+    let events = vec![
+        anthropic_event(
+            "content_block_start",
+            &format!(
+                r#"{{"type":"content_block_start","index":0,"content_block":{{"type":"text","text":"{WRONG} "}}}}"#
+            ),
+        ),
+        anthropic_event(
+            "content_block_delta",
+            &format!(
+                r#"{{"type":"content_block_delta","index":0,"delta":{{"type":"text_delta","text":"{EVIDENCE}"}}}}"#
+            ),
+        ),
+        anthropic_event("message_stop", r#"{"type":"message_stop"}"#),
+    ];
+    let request = format!(
+        r#"{{"stream":true,"max_tokens":50,"system":"{EVIDENCE}","messages":[{{"role":"user","content":"Tell me about it."}}]}}"#
+    );
+    let upstream = raw_upstream(event_stream(&events)).await;
+    let strict = Logged::start(&upstream, witness(Mode::Strict, false)).await;
+    let response = strict.post("/v1/messages", request).await;
+    assert_eq!(header(&response, "x-svc-witness-rewritten"), "true");
+    let text = response.text().await.expect("body");
+    assert!(!text.contains("moon"), "{text}");
+    assert!(text.contains(EVIDENCE), "{text}");
+
+    let responses = [
+        format!(
+            r#"{{"type":"response.output_text.delta","output_index":0,"content_index":0,"delta":"{EVIDENCE} {WRONG}"}}"#
+        ),
+        format!(
+            r#"{{"type":"response.completed","response":{{"id":"r","status":"completed","output_text":"{EVIDENCE} {WRONG}"}}}}"#
+        ),
+    ];
+    let events: Vec<String> = responses
+        .iter()
+        .map(|data| format!("event: x\ndata: {data}\n\n"))
+        .collect();
+    let upstream = raw_upstream(event_stream(&events)).await;
+    let strict = Logged::start(&upstream, witness(Mode::Strict, false)).await;
+    let request =
+        serde_json::json!({"stream": true, "instructions": EVIDENCE, "input": "Tell me about it."});
+    let response = strict.post("/v1/responses", request.to_string()).await;
+    assert_eq!(header(&response, "x-svc-witness-rewritten"), "true");
+    let text = response.text().await.expect("body");
+    assert!(!text.contains("moon"), "{text}");
+}

@@ -67,6 +67,20 @@ async fn fake(State(log): State<Log>, request: Request) -> Response {
             .pointer("/contents/0/parts/0/text")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        if path.ends_with(":streamGenerateContent") {
+            // Without alt=sse: one JSON array of chunks.
+            let broken = parts
+                .headers
+                .get("x-fake-error-stream-model")
+                .and_then(|v| v.to_str().ok());
+            let last = if broken.is_some() && broken == model.as_deref() {
+                json!({"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}})
+            } else {
+                json!({"candidates": [{"content": {"role": "model", "parts": [{"text": ""}]}, "finishReason": "STOP"}]})
+            };
+            let first = json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}}], "modelVersion": model});
+            return axum::Json(json!([first, last])).into_response();
+        }
         return axum::Json(json!({"candidates": [{"content": {"role": "model", "parts": [{"text": text}]}, "finishReason": "STOP"}]})).into_response();
     }
     let text = body
@@ -463,6 +477,62 @@ async fn a_routed_stream_that_ends_in_an_error_is_escalated_when_it_is_read_whol
         "original; reason=low_confidence"
     );
     assert_eq!(header(&response, "x-svc-route-class"), CLASS);
+}
+
+/// Found by probing: a routed Gemini stream without `alt=sse` (a JSON array) that ended in an
+/// error was read whole by strict, said `error` in its header, and was still served from the
+/// cheap model: only event streams were checked for their end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_routed_gemini_array_stream_that_ends_in_an_error_is_escalated() {
+    let class = "gemini.generate_content/no_tools/small/prose";
+    let seed: Vec<Entry> = (0..40)
+        .map(|i| {
+            Entry::now(
+                class,
+                Event::Verdict {
+                    certificate_id: format!("wit_{i}"),
+                    served_model: Some("gemini-2.5-pro".into()),
+                    routed: false,
+                    shadow: false,
+                    supported: 1,
+                    unsupported: 0,
+                    contradicted: 0,
+                    label: Label::Success,
+                },
+            )
+        })
+        .collect();
+    let setup = start_with(Some(CONFIG), &seed, |settings| {
+        if let Some(witness) = settings.witness.as_mut() {
+            witness.mode = Mode::Strict;
+        }
+    })
+    .await;
+    let body = json!({"contents": [{"role": "user", "parts": [{"text": fact(1)}]}]});
+    let response = setup
+        .client
+        .post(format!(
+            "{}/v1beta/models/gemini-2.5-pro:streamGenerateContent?key=abc",
+            setup.base
+        ))
+        .header("content-type", "application/json")
+        .header("x-fake-error-stream-model", "gemini-2.5-flash")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        header(&response, "x-svc-route"),
+        "escalated; model=gemini-2.5-pro; routed_status=502"
+    );
+    assert_eq!(header(&response, "x-svc-witness-stream-end"), "complete");
+    let models: Vec<_> = setup
+        .seen()
+        .iter()
+        .map(|s| s.model.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(models, vec!["gemini-2.5-flash", "gemini-2.5-pro"]);
 }
 
 #[tokio::test]
