@@ -115,8 +115,10 @@ pub fn run(args: BenchmarkArgs) -> anyhow::Result<ExitCode> {
     // Load the stored summary first: a wrong path should fail before minutes of trials.
     let baseline = stored_baseline
         .map(|path| {
-            Report::load_summary(path)
-                .with_context(|| format!("loading the stored baseline {}", path.display()))
+            let baseline = Report::load_summary(path)
+                .with_context(|| format!("loading the stored baseline {}", path.display()))?;
+            super::report::warn_if_partial_baseline(path, &baseline);
+            anyhow::Ok(baseline)
         })
         .transpose()?;
     // The report's options are checked before any trial runs: a bad --resamples failed only

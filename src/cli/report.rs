@@ -208,14 +208,17 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     };
     if let Some(path) = &args.baseline {
         match Report::load_summary(path) {
-            Ok(baseline) => match report::compare_summaries(&report, &baseline) {
-                Ok(comparison) => report.baseline_comparison = Some(comparison),
-                Err(error) => {
-                    return Ok(usage_error(
-                        anyhow::Error::from(error).context(format!("{}", path.display())),
-                    ));
+            Ok(baseline) => {
+                warn_if_partial_baseline(path, &baseline);
+                match report::compare_summaries(&report, &baseline) {
+                    Ok(comparison) => report.baseline_comparison = Some(comparison),
+                    Err(error) => {
+                        return Ok(usage_error(
+                            anyhow::Error::from(error).context(format!("{}", path.display())),
+                        ));
+                    }
                 }
-            },
+            }
             Err(error) => return Ok(usage_error(error.into())),
         }
     }
@@ -249,6 +252,19 @@ pub fn run_report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         println!("wrote {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A baseline taken from a partial run (by an older build, or with --allow-partial) holds a
+/// run to part of its tasks: said every time one is used (gate, report, benchmark).
+pub(crate) fn warn_if_partial_baseline(path: &Path, baseline: &Report) {
+    if baseline.pairing.complete_units < baseline.pairing.units {
+        eprintln!(
+            "svc: warning: the baseline {} has {} of {} pairing units incomplete (taken from a partial run); regenerate it from a whole run with `svc gate --update-baseline RUN…`",
+            path.display(),
+            baseline.pairing.units - baseline.pairing.complete_units,
+            baseline.pairing.units
+        );
+    }
 }
 
 /// The run directories among `inputs` that a running `svc run` is still writing.
@@ -351,16 +367,7 @@ pub fn run_gate(args: GateArgs) -> anyhow::Result<ExitCode> {
             )));
         }
     };
-    // A baseline taken from a partial run (by an older build, or with --allow-partial) holds
-    // the run to part of its tasks: say so, every time it is used.
-    if baseline.pairing.complete_units < baseline.pairing.units {
-        eprintln!(
-            "svc: warning: the baseline {} has {} of {} pairing units incomplete (taken from a partial run); regenerate it from a whole run with `svc gate --update-baseline RUN…`",
-            args.baseline.display(),
-            baseline.pairing.units - baseline.pairing.complete_units,
-            baseline.pairing.units
-        );
-    }
+    warn_if_partial_baseline(&args.baseline, &baseline);
     let (Some(current_scores), Some(baseline_scores)) =
         (&report.task_scores, &baseline.task_scores)
     else {

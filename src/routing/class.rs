@@ -18,9 +18,6 @@
 //! Requests of one class are alike in what they ask of a model, so one class's record says
 //! something about the next request of the class.
 
-use std::sync::LazyLock;
-
-use regex::Regex;
 use serde_json::Value;
 
 use super::risk::RiskMatcher;
@@ -238,13 +235,11 @@ fn tool_traffic(value: &Value, depth: usize) -> bool {
     }
 }
 
-static LOG_LINE: LazyLock<Regex> = LazyLock::new(|| {
-    // A fixed pattern; it compiles.
-    Regex::new(
-        r"^\s*(\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d|\[?\d\d:\d\d:\d\d|\[?(ERROR|WARN|WARNING|INFO|DEBUG|TRACE|FATAL|CRITICAL)\b)",
-    )
-    .expect("fixed pattern")
-});
+/// A line that starts like a log record: the compressor's test (one rule for both, so a log
+/// the compressor reduces as logs is a log task here too).
+fn log_line(line: &str) -> bool {
+    crate::context::compress::logs::starts_like_log_record(line)
+}
 
 const CODE_STARTS: &[&str] = &[
     "fn ",
@@ -295,7 +290,7 @@ pub fn signal(texts: &[&str]) -> Signal {
     let all = texts
         .iter()
         .any(|t| t.contains("Traceback (most recent call last)") || t.contains("panicked at"));
-    let log_lines = content.iter().filter(|l| LOG_LINE.is_match(l)).count();
+    let log_lines = content.iter().filter(|l| log_line(l)).count();
     if all || (log_lines >= 3 && log_lines * 10 >= content.len() * 3) {
         return Signal::Log;
     }
@@ -332,6 +327,10 @@ mod tests {
         assert_eq!(signal(&["--- a/x\n+++ b/x\n"]), Signal::Diff);
         let log = "2026-11-23T10:00:00Z INFO start\n2026-11-23T10:00:01Z WARN slow\n2026-11-23T10:00:02Z ERROR boom\nwhat failed?";
         assert_eq!(signal(&[log]), Signal::Log);
+        // The compressor's rule (found by a probe: date-only stamps were prose here).
+        let dated =
+            "2024-01-01 INFO step 1 ok\n2024-01-01 INFO step 2 ok\n2024-01-01 ERROR boom\nwhy?";
+        assert_eq!(signal(&[dated]), Signal::Log);
         assert_eq!(
             signal(&["why does this fail?\n```rust\nfn main() {}\n```"]),
             Signal::Code

@@ -492,6 +492,20 @@ fn a_baseline_is_not_taken_from_a_live_or_partial_run() {
         "{}",
         gated.stderr
     );
+    // And by `report --baseline` (found by a second probe: only the gate said it).
+    let reported = run(svc(state.path())
+        .args(["report", "--resamples", "50", "--baseline"])
+        .arg(&baseline)
+        .arg("--out")
+        .arg(runs.path().join("report2"))
+        .arg(&cut_dir));
+    assert!(
+        reported
+            .stderr
+            .contains("pairing units incomplete (taken from a partial run)"),
+        "{}",
+        reported.stderr
+    );
 }
 
 #[test]

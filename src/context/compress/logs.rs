@@ -48,7 +48,7 @@ static LOG_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
         r"(?x)^(?:
           \[?\d{4}-\d{2}-\d{2}[T\ ]\d{2}:\d{2}
-        | \[?\d{4}-\d{2}-\d{2}\]?\s+\[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
+        | \[?\d{4}[-/]\d{2}[-/]\d{2}\]?\s+\[?(?i:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
         | \[?\d{2}:\d{2}:\d{2}
         | (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\s+\d{1,2}\s+\d{2}:\d{2}
         | \[?(?:TRACE|DEBUG|INFO|NOTICE|WARN|WARNING|ERROR|FATAL|CRITICAL)\b
@@ -58,6 +58,12 @@ static LOG_PREFIX: LazyLock<Regex> = LazyLock::new(|| {
     )
     .expect("valid regex")
 });
+
+/// Whether `line` starts like a log record (a timestamp, a date then a level, a level, syslog):
+/// the one test, shared by the log reducer and routing's task classes.
+pub fn starts_like_log_record(line: &str) -> bool {
+    LOG_PREFIX.is_match(line.trim_start())
+}
 
 /// The line with its volatile parts replaced, for detecting repeats.
 pub(crate) fn normalise(line: &str) -> String {
@@ -70,7 +76,7 @@ pub(crate) fn looks_like_logs(content: &str) -> bool {
     let mut hits = 0usize;
     for line in content.lines().filter(|l| !l.trim().is_empty()).take(400) {
         total += 1;
-        if LOG_PREFIX.is_match(line.trim_start()) {
+        if starts_like_log_record(line) {
             hits += 1;
         }
     }
@@ -258,5 +264,8 @@ mod tests {
         assert!(!looks_like_logs(
             "2024-01-01 was a Monday.\n2024-01-02 brought rain.\n"
         ));
+        // Slashes and lower-case levels too (found by a second probe).
+        assert!(starts_like_log_record("2024/01/01 INFO step 1 ok"));
+        assert!(starts_like_log_record("2024-01-01 info step 1 ok"));
     }
 }

@@ -14,7 +14,7 @@ mod code;
 pub mod corpus;
 pub mod figures;
 mod json;
-mod logs;
+pub mod logs;
 mod messages;
 mod prose;
 pub mod sample;
