@@ -269,17 +269,37 @@ pub(crate) fn warn_if_partial_baseline(path: &Path, baseline: &Report) {
 
 /// The run directories among `inputs` that a running `svc run` is still writing.
 fn live_runs(inputs: &[PathBuf]) -> Vec<PathBuf> {
-    inputs
-        .iter()
-        .map(|input| {
-            if input.is_dir() {
-                input.clone()
-            } else {
-                input.parent().map(Path::to_path_buf).unwrap_or_default()
-            }
-        })
-        .filter(|dir| svc::harness::run::is_being_written(dir))
-        .collect()
+    let mut dirs = Vec::new();
+    for input in inputs {
+        if input.is_dir() {
+            // A folder of runs or shards holds the run directories (found by probing: a
+            // live shard inside one was gated as if it had ended).
+            run_dirs_under(input, 3, &mut dirs);
+        } else if let Some(parent) = input.parent() {
+            dirs.push(parent.to_path_buf());
+        }
+    }
+    dirs.sort();
+    dirs.dedup();
+    dirs.retain(|dir| svc::harness::run::is_being_written(dir));
+    dirs
+}
+
+/// `dir` and its subdirectories down to `depth` levels: the places a run directory can be.
+fn run_dirs_under(dir: &Path, depth: usize, out: &mut Vec<PathBuf>) {
+    out.push(dir.to_path_buf());
+    if depth == 0 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        // Not followed through links: a run writes its own directory.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            run_dirs_under(&entry.path(), depth - 1, out);
+        }
+    }
 }
 
 /// Says which inputs are still being written: their figures are partial.

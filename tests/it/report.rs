@@ -449,6 +449,15 @@ fn a_baseline_is_not_taken_from_a_live_or_partial_run() {
         out.stderr
     );
     assert!(!baseline.exists());
+    // Also inside a folder of runs or shards (found by a second probe).
+    let out = update(runs.path(), &[]);
+    assert_eq!(out.code, 2, "{}", out.stdout);
+    assert!(
+        out.stderr.contains("is still being written"),
+        "{}",
+        out.stderr
+    );
+    assert!(!baseline.exists());
     let report = run(svc(state.path())
         .args(["report", "--resamples", "50", "--out"])
         .arg(runs.path().join("report"))

@@ -199,7 +199,27 @@ fn contradiction(skill: &Skill, earlier: &BTreeMap<String, Skill>) -> Option<Str
     {
         return Some("is promoted without a passed benchmark".to_string());
     }
+    if let Some(bench) = &skill.benchmark
+        && bench.passed
+        && (bench.worsened > 0 || bench.misses_with >= bench.misses_without)
+    {
+        return Some(format!(
+            "has a benchmark marked passed that did not pass (misses {} -> {}, {} got worse)",
+            bench.misses_without, bench.misses_with, bench.worsened
+        ));
+    }
+    if skill.include.is_empty() || skill.include.iter().any(|id| !id.contains("#L")) {
+        return Some(
+            "includes no chunk, or something that is not a chunk id (path#Lfirst-last)".to_string(),
+        );
+    }
     let trigger = &skill.trigger;
+    let mut terms: Vec<&String> = trigger.terms.iter().collect();
+    terms.sort();
+    terms.dedup();
+    if terms.len() < trigger.terms.len() || trigger.terms.iter().any(|t| t.trim().is_empty()) {
+        return Some("has an empty or repeated trigger term".to_string());
+    }
     if trigger.min_matches == 0 || trigger.min_matches > trigger.terms.len() {
         return Some(format!(
             "needs {} of its {} trigger term(s) (at least 1, at most all)",

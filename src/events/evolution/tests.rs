@@ -259,7 +259,17 @@ fn a_store_the_dream_cycle_would_never_write_is_refused() {
     let original: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).expect("store")).expect("json");
     type Edit = fn(&mut serde_json::Value);
-    let edits: [(&str, Edit); 3] = [
+    let edits: [(&str, Edit); 6] = [
+        ("a benchmark marked passed that did not pass", |v| {
+            v["skills"][0]["benchmark"]["worsened"] = 2.into()
+        }),
+        ("includes no chunk", |v| {
+            v["skills"][0]["include"] = serde_json::json!(["not a chunk id"])
+        }),
+        ("an empty or repeated trigger term", |v| {
+            let first = v["skills"][0]["trigger"]["terms"][0].clone();
+            v["skills"][0]["trigger"]["terms"][1] = first
+        }),
         ("is promoted without a passed benchmark", |v| {
             v["skills"][0]["benchmark"]["passed"] = false.into()
         }),
