@@ -30,8 +30,9 @@ impl<S: Send + Sync> FromRequest<S> for NoBody {
             StatusCode::BAD_REQUEST,
             "invalid_request_error",
             format!(
-                "POST {route} takes no body (send none, or {{}}); this one has {} bytes",
-                body.len()
+                "POST {route} takes no body (send none, or {{}}); this one has {} byte{}",
+                body.len(),
+                if body.len() == 1 { "" } else { "s" }
             ),
         ))
     }

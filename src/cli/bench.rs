@@ -506,6 +506,12 @@ pub(crate) fn open_history(
             .spawn()?;
         let _group = svc::child_groups::register(child.id());
         let output = child.wait_with_output()?;
+        if output.status.code().is_none() {
+            // Killed by a signal: ours, whose handler is ending svc (and removing the clone);
+            // the clone did not fail, so do not say it did.
+            std::thread::sleep(std::time::Duration::from_secs(2));
+            anyhow::bail!("cloning {} was interrupted", repo.display());
+        }
         if !output.status.success() {
             anyhow::bail!(
                 "git clone {} failed ({}); pass a git repository or bundle",

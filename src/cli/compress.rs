@@ -27,7 +27,8 @@ pub struct CompressArgs {
     /// Content kind [default: from the file name (extension), else detected from the content].
     #[arg(long, value_enum)]
     kind: Option<ContentKind>,
-    /// Terms that make a sentence worth keeping (prose only; other kinds do not read it).
+    /// Terms that make a sentence worth keeping (prose only: with --kind code|json|logs it is
+    /// an error; a detected non-prose input gets a note).
     #[arg(long)]
     query: Option<String>,
     /// The input is a conversation: a JSON array of {role, content} messages, or an object

@@ -207,6 +207,12 @@ pub fn tee_for_witness(
         drop(yield_chunk);
         // A stream cut after its end marker is whole, and checked.
         let whole = !overflow && stream_end::of_body(route, &copy).is_complete();
+        if whole && failed.is_some() {
+            // The answer was whole: what broke was only the body's last chunk.
+            pending.log.error = Some(
+                "the upstream closed the connection after the stream's end marker, without the body's last chunk".into(),
+            );
+        }
         let verdict = if let (Some(reason), false) = (&failed, whole) {
             skipped(reason)
         } else if overflow {

@@ -115,6 +115,17 @@ impl EventLog {
                 });
             }
             Err(source) => {
+                // "Not a directory" named the log, not the file in the way of its folder.
+                let source = match self.path.parent() {
+                    Some(dir) if dir.exists() && !dir.is_dir() => io::Error::new(
+                        source.kind(),
+                        format!(
+                            "{} is in the way: it exists and is not a directory (move it away)",
+                            dir.display()
+                        ),
+                    ),
+                    _ => source,
+                };
                 return Err(LogError::Read {
                     path: self.path.clone(),
                     source,
@@ -202,6 +213,26 @@ pub(super) mod tests {
         assert!(
             shown.contains("events.jsonl:2: skipped: not a RAVS event"),
             "{shown}"
+        );
+    }
+
+    /// Found by probing: a file named `ravs` in the state directory read "Not a directory".
+    #[test]
+    fn a_file_in_the_way_of_the_log_folder_is_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        fs::write(dir.path().join("ravs"), "").expect("write");
+        let error = EventLog::in_state_dir(dir.path())
+            .read()
+            .expect_err("unreadable")
+            .to_string();
+        assert!(error.contains("ravs is in the way"), "{error}");
+        assert!(
+            EventLog::in_state_dir(dir.path())
+                .append(&[verdict(Label::Success)])
+                .expect_err("refused")
+                .to_string()
+                .contains("in the way"),
+            "appends say it too"
         );
     }
 

@@ -363,6 +363,7 @@ async fn a_stream_cut_after_its_end_marker_is_a_whole_answer() {
     while let Ok(Some(_)) = response.chunk().await {}
     let line = audit.line(30).await;
     assert!(line.contains("witness supported (0 flagged)"), "{line}");
+    assert!(!line.contains("broke off"), "the answer was whole: {line}");
     assert_eq!(audit.certificates(), 1);
 }
 
