@@ -12,6 +12,7 @@ use svc::proxy::{ProxySettings, ProxyState};
 use svc::witness::Mode;
 
 use crate::proxy::{header, raw_upstream, witness};
+use crate::proxy_upstream::event_stream;
 
 const EVIDENCE: &str = "The Halden Observatory was founded in 1921 by Ingrid Solberg.";
 const WRONG: &str = "It was built on the moon in 1850.";
@@ -100,18 +101,6 @@ fn json_answer(body: &str) -> Vec<u8> {
         body.len()
     )
     .into_bytes()
-}
-
-/// A whole HTTP response carrying `events` as a chunked event stream.
-fn event_stream(events: &[String]) -> Vec<u8> {
-    let mut answer =
-        b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
-            .to_vec();
-    for event in events {
-        answer.extend(format!("{:x}\r\n{event}\r\n", event.len()).into_bytes());
-    }
-    answer.extend(b"0\r\n\r\n");
-    answer
 }
 
 fn chat_delta(text: &str, logprobs: bool) -> String {

@@ -257,7 +257,7 @@ async fn an_encoded_answer_is_withheld_in_strict_mode_and_passed_on_unchecked_ot
 }
 
 /// A whole HTTP response carrying `events` as a chunked event stream.
-fn event_stream(events: &[String]) -> Vec<u8> {
+pub(crate) fn event_stream(events: &[String]) -> Vec<u8> {
     let mut answer =
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n"
             .to_vec();

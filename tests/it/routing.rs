@@ -484,24 +484,7 @@ async fn a_routed_stream_that_ends_in_an_error_is_escalated_when_it_is_read_whol
 /// cheap model: only event streams were checked for their end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_routed_gemini_array_stream_that_ends_in_an_error_is_escalated() {
-    let class = "gemini.generate_content/no_tools/small/prose";
-    let seed: Vec<Entry> = (0..40)
-        .map(|i| {
-            Entry::now(
-                class,
-                Event::Verdict {
-                    certificate_id: format!("wit_{i}"),
-                    served_model: Some("gemini-2.5-pro".into()),
-                    routed: false,
-                    shadow: false,
-                    supported: 1,
-                    unsupported: 0,
-                    contradicted: 0,
-                    label: Label::Success,
-                },
-            )
-        })
-        .collect();
+    let seed = gemini_successes();
     let setup = start_with(Some(CONFIG), &seed, |settings| {
         if let Some(witness) = settings.witness.as_mut() {
             witness.mode = Mode::Strict;
@@ -599,10 +582,10 @@ async fn shadow_trials_check_the_cheap_model_before_it_serves_and_never_deliver_
     assert_eq!(shadows, 2);
 }
 
-#[tokio::test]
-async fn gemini_is_routed_by_rewriting_the_model_in_the_path() {
+/// Forty answers of gemini-2.5-pro the witness labelled successes: its class is proven.
+fn gemini_successes() -> Vec<Entry> {
     let class = "gemini.generate_content/no_tools/small/prose";
-    let seed: Vec<Entry> = (0..40)
+    (0..40)
         .map(|i| {
             Entry::now(
                 class,
@@ -618,7 +601,12 @@ async fn gemini_is_routed_by_rewriting_the_model_in_the_path() {
                 },
             )
         })
-        .collect();
+        .collect()
+}
+
+#[tokio::test]
+async fn gemini_is_routed_by_rewriting_the_model_in_the_path() {
+    let seed = gemini_successes();
     let setup = start(Some(CONFIG), &seed).await;
     let body = json!({"contents": [{"role": "user", "parts": [{"text": fact(1)}]}]});
     let response = setup
