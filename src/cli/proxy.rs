@@ -172,6 +172,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         let listener = svc::own_user::OwnUserListener::new(listener);
         let graceful = axum::serve(listener, make_service(state.clone())).with_graceful_shutdown({
             let signalled = signalled.clone();
+            let stopping = state.clone();
             async move {
                 // Ctrl-C, or a service manager's SIGTERM: both end with the RAVS flush below.
                 let terminate = async {
@@ -187,6 +188,7 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
                     _ = tokio::signal::ctrl_c() => {}
                     () = terminate => {}
                 }
+                stopping.set_stopping();
                 signalled.notify_one();
             }
         });
@@ -210,9 +212,10 @@ pub fn run(args: ProxyArgs) -> anyhow::Result<ExitCode> {
         served?;
         anyhow::Ok(())
     });
-    // Verification still running on a blocking thread is not waited for: it answers a request
-    // that is gone.
-    runtime.shutdown_background();
+    // Verification still running on a blocking thread is waited for half a second at most: it
+    // answers a request that is gone. Open requests' tasks are dropped here, which writes
+    // their log lines (499, "the proxy stopped …") before the process ends.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(500));
     outcome?;
     Ok(ExitCode::SUCCESS)
 }

@@ -179,8 +179,12 @@ async fn serve_proxy(
     proxy: Arc<crate::proxy::ProxyState>,
 ) -> Result<(), String> {
     let socket = own_socket(listener)?;
+    let stopping = proxy.clone();
     let served = axum::serve(socket, crate::proxy::make_service(proxy.clone()))
-        .with_graceful_shutdown(async move { state.stopped().await })
+        .with_graceful_shutdown(async move {
+            state.stopped().await;
+            stopping.set_stopping();
+        })
         .await
         .map_err(|e| e.to_string());
     // The RAVS log is written in the background: its last lines before the daemon exits.

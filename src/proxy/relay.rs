@@ -99,21 +99,26 @@ impl Pending {
 
 impl Drop for Pending {
     fn drop(&mut self) {
-        // Not counted: the client left before the answer ended; counted and not written: the
-        // check of a delivered stream was cut short by the proxy stopping.
-        let client_left = !self.counted;
+        // Not counted: the answer did not end — the client left, or the proxy is stopping;
+        // counted and not written: the check of a delivered stream was cut short by the stop.
+        let stopped = self.state.stopping();
+        let who = if stopped {
+            "the proxy stopped"
+        } else {
+            "the client went away"
+        };
         if self.log.witness.as_deref() == Some("deferred") {
-            self.log.witness = Some(if client_left {
-                "skipped: the client went away before the stream ended; no certificate".into()
-            } else {
+            self.log.witness = Some(if self.counted {
                 "skipped: the proxy stopped before the check ended".into()
+            } else {
+                format!("skipped: {who} before the stream ended; no certificate")
             });
         }
         if !self.counted {
             self.log.error = Some(if self.streaming {
-                "the client went away during the stream".into()
+                format!("{who} during the stream")
             } else {
-                "the client went away before the answer".into()
+                format!("{who} before the answer")
             });
             self.count(499);
         }

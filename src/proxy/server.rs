@@ -84,6 +84,9 @@ pub struct ProxyState {
     pub witness_store: Store,
     tokenizer: Tokenizer,
     paused: AtomicBool,
+    /// Set when the process begins to stop: requests cut then were cut by the proxy, not by
+    /// their clients (their log lines said "the client went away").
+    stopping: AtomicBool,
     /// The optimisation budget in force; starts at `settings.budget`, changed by the control
     /// API's quality switch while the proxy runs.
     budget: AtomicUsize,
@@ -120,6 +123,7 @@ impl ProxyState {
             client,
             tokenizer: Tokenizer::default(),
             paused: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
             budget: AtomicUsize::new(settings.budget),
             counters: Counters::default(),
             logger,
@@ -135,6 +139,15 @@ impl ProxyState {
 
     pub fn paused(&self) -> bool {
         self.paused.load(Ordering::Relaxed)
+    }
+
+    /// The process is stopping (a signal, the daemon's stop).
+    pub fn set_stopping(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.load(Ordering::Relaxed)
     }
 
     /// Sets the optimisation budget of the requests that arrive from now on (at least 1).

@@ -373,4 +373,11 @@ fn a_signal_stops_the_proxy_while_a_request_is_still_open() {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(client);
+    // Found by probing: the request the stop cut was logged "the client went away".
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("stderr");
+    assert!(
+        rest.contains(" 499 ") && rest.contains("error: the proxy stopped before the answer"),
+        "{rest}"
+    );
 }
