@@ -211,7 +211,11 @@ pub fn tee_for_witness(
         // The client's answer ends here; the check runs after it.
         drop(yield_chunk);
         // A stream cut after its end marker is whole, and checked.
-        let whole = !overflow && stream_end::of_body(route, &copy).is_complete();
+        // The copy is read once: its events and how it ended serve both the check and the
+        // question whether a cut stream was whole.
+        let events = check::stream_events(&copy);
+        let end = stream_end::of(route, &events, stream_end::has_done_marker(&copy));
+        let whole = !overflow && end.is_complete();
         if whole && failed.is_some() {
             // The answer was whole: what broke was only the body's last chunk.
             pending.log.error = Some(
@@ -226,7 +230,16 @@ pub fn tee_for_witness(
                 MAX_WITNESS_STREAM_BYTES / (1024 * 1024)
             ))
         } else {
-            audit(&state, route, &settings, &evidence, plan.as_ref(), &copy).await
+            audit(
+                &state,
+                route,
+                &settings,
+                &evidence,
+                plan.as_ref(),
+                &events,
+                &end,
+            )
+            .await
         };
         pending.log.witness = Some(verdict);
         pending.write();
@@ -269,14 +282,13 @@ async fn audit(
     settings: &WitnessSettings,
     evidence: &Evidence,
     plan: Option<&Plan>,
-    copy: &[u8],
+    events: &[serde_json::Value],
+    end: &stream_end::StreamEnd,
 ) -> String {
-    let events = check::stream_events(copy);
-    let end = stream_end::of(route, &events, stream_end::has_done_marker(copy));
     if let Some(problem) = end.problem() {
         return skipped(&problem);
     }
-    let answer = route.stream_answer(&events);
+    let answer = route.stream_answer(events);
     let recorded = check::run(settings, &state.witness_store, evidence, &answer, false).await;
     state
         .counters

@@ -42,6 +42,33 @@ pub fn run(command: &mut Command) -> Run {
     }
 }
 
+/// Like [`run`], with `input` on standard input.
+pub fn run_with_stdin(command: &mut Command, input: &[u8]) -> Run {
+    use std::io::Write;
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("svc binary runs");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = child.wait_with_output().expect("svc binary runs");
+    Run {
+        code: status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+    }
+}
+
 /// Assert two texts are equal, showing a line diff when they are not.
 #[track_caller]
 pub fn assert_text_eq(expected: &str, got: &str) {

@@ -180,16 +180,26 @@ pub(crate) async fn raw_upstream(answer: Vec<u8>) -> String {
     format!("http://{address}")
 }
 
+/// Settings of a proxy in front of `upstream` for every provider, with a state directory of its
+/// own (returned: it lives as long as the proxy).
+pub(crate) fn settings_for(
+    upstream: &str,
+    configure: impl FnOnce(&mut ProxySettings),
+) -> (tempfile::TempDir, ProxySettings) {
+    let home = tempfile::tempdir().expect("test step");
+    let mut settings = ProxySettings::new(home.path().to_path_buf());
+    settings.upstreams = Upstreams {
+        anthropic: upstream.to_string(),
+        openai: upstream.to_string(),
+        gemini: upstream.to_string(),
+    };
+    configure(&mut settings);
+    (home, settings)
+}
+
 impl Proxy {
     pub(crate) async fn start(upstream: &str, configure: impl FnOnce(&mut ProxySettings)) -> Proxy {
-        let home = tempfile::tempdir().expect("test step");
-        let mut settings = ProxySettings::new(home.path().to_path_buf());
-        settings.upstreams = Upstreams {
-            anthropic: upstream.to_string(),
-            openai: upstream.to_string(),
-            gemini: upstream.to_string(),
-        };
-        configure(&mut settings);
+        let (home, settings) = settings_for(upstream, configure);
         let state = ProxyState::new(settings, None).expect("test step");
         Proxy {
             base: serve_proxy(state.clone()).await,

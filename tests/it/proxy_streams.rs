@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use svc::proxy::server::Logger;
-use svc::proxy::upstream::Upstreams;
 use svc::proxy::{ProxySettings, ProxyState};
 use svc::witness::Mode;
 
@@ -28,14 +27,7 @@ struct Logged {
 
 impl Logged {
     async fn start(upstream: &str, configure: impl FnOnce(&mut ProxySettings)) -> Logged {
-        let home = tempfile::tempdir().expect("temp dir");
-        let mut settings = ProxySettings::new(home.path().to_path_buf());
-        settings.upstreams = Upstreams {
-            anthropic: upstream.to_string(),
-            openai: upstream.to_string(),
-            gemini: upstream.to_string(),
-        };
-        configure(&mut settings);
+        let (home, settings) = crate::proxy::settings_for(upstream, configure);
         let lines: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = lines.clone();
         let logger = Logger(Box::new(move |log| {

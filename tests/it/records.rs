@@ -8,7 +8,7 @@ use svc::trial::TrialRecord;
 use svc::trial::read::RecordReader;
 use svc::trial::validate::RecordValidator;
 
-use crate::harness::{assert_text_eq, root, run, svc};
+use crate::harness::{assert_text_eq, root, run, run_with_stdin, svc};
 
 fn expected_errors() -> Vec<(String, String, String)> {
     let text = fs::read_to_string(root().join("fixtures/records/expected-errors.tsv"))
@@ -177,25 +177,12 @@ fn stdin_and_unreadable_input() {
     let state = tempfile::tempdir().expect("tempdir");
     let record =
         fs::read(root().join("fixtures/records/valid/raw-success.jsonl")).expect("fixture");
-    let mut child = svc(state.path())
-        .args(["records", "validate", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    use std::io::Write;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&record)
-        .expect("write");
-    let output = child.wait_with_output().expect("wait");
-    assert_eq!(output.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&output.stdout),
-        "1 valid, 0 invalid\n"
+    let output = run_with_stdin(
+        svc(state.path()).args(["records", "validate", "-"]),
+        &record,
     );
+    assert_eq!(output.code, 0);
+    assert_eq!(output.stdout, "1 valid, 0 invalid\n");
 
     let out = run(svc(state.path()).args(["records", "validate", "no/such/file.jsonl"]));
     assert_eq!(out.code, 2);
@@ -357,32 +344,17 @@ fn validate_ends_quietly_when_its_reader_goes_away() {
 /// where `validate -` and `report -` read standard input.
 #[test]
 fn export_reads_standard_input_as_dash() {
-    use std::io::Write;
     let state = tempfile::tempdir().expect("tempdir");
     let out = state.path().join("out.parquet");
     let input = fs::read(root().join("fixtures/report/paired.jsonl")).expect("fixture");
-    let mut child = svc(state.path())
-        .args(["records", "export", "--parquet"])
-        .arg(&out)
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(&input)
-        .expect("write");
-    let output = child.wait_with_output().expect("wait");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let output = run_with_stdin(
+        svc(state.path())
+            .args(["records", "export", "--parquet"])
+            .arg(&out)
+            .arg("-"),
+        &input,
     );
+    assert_eq!(output.code, 0, "{}", output.stderr);
     let lines = input
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())

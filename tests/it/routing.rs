@@ -171,9 +171,13 @@ async fn start_with(
 impl Setup {
     async fn chat(&self, text: &str, headers: &[(&str, &str)]) -> reqwest::Response {
         let body = json!({"model": "gpt-5", "messages": [{"role": "user", "content": text}]});
+        self.post("/v1/chat/completions", &body, headers).await
+    }
+
+    async fn post(&self, path: &str, body: &Value, headers: &[(&str, &str)]) -> reqwest::Response {
         let mut request = self
             .client
-            .post(format!("{}/v1/chat/completions", self.base))
+            .post(format!("{}{path}", self.base))
             .header("content-type", "application/json")
             .body(body.to_string());
         for (name, value) in headers {
@@ -434,14 +438,12 @@ async fn a_routed_stream_that_ends_in_an_error_is_escalated_when_it_is_read_whol
     }
     let body = json!({"model": "gpt-5", "stream": true, "messages": [{"role": "user", "content": fact(9)}]});
     let response = setup
-        .client
-        .post(format!("{}/v1/chat/completions", setup.base))
-        .header("content-type", "application/json")
-        .header("x-fake-error-stream-model", "gpt-5-mini")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("answered");
+        .post(
+            "/v1/chat/completions",
+            &body,
+            &[("x-fake-error-stream-model", "gpt-5-mini")],
+        )
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         header(&response, "x-svc-route"),
@@ -493,17 +495,12 @@ async fn a_routed_gemini_array_stream_that_ends_in_an_error_is_escalated() {
     .await;
     let body = json!({"contents": [{"role": "user", "parts": [{"text": fact(1)}]}]});
     let response = setup
-        .client
-        .post(format!(
-            "{}/v1beta/models/gemini-2.5-pro:streamGenerateContent?key=abc",
-            setup.base
-        ))
-        .header("content-type", "application/json")
-        .header("x-fake-error-stream-model", "gemini-2.5-flash")
-        .body(body.to_string())
-        .send()
-        .await
-        .expect("answered");
+        .post(
+            "/v1beta/models/gemini-2.5-pro:streamGenerateContent?key=abc",
+            &body,
+            &[("x-fake-error-stream-model", "gemini-2.5-flash")],
+        )
+        .await;
     assert_eq!(response.status(), 200);
     assert_eq!(
         header(&response, "x-svc-route"),

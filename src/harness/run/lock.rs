@@ -43,14 +43,7 @@ pub fn lock(dir: &Path) -> Result<RunLock, RunError> {
 /// Whether a running `svc run` holds `dir`'s lock (its records are still being written). Never
 /// creates the lock file; a directory without one is no live run.
 pub fn is_being_written(dir: &Path) -> bool {
-    let Ok(file) = File::open(dir.join(LOCK_FILE)) else {
-        return false;
-    };
-    // A shared probe, dropped at once: it only asks whether a writer holds it.
-    matches!(
-        file.try_lock_shared(),
-        Err(std::fs::TryLockError::WouldBlock)
-    )
+    crate::state::append::is_held(&dir.join(LOCK_FILE))
 }
 
 #[cfg(test)]
